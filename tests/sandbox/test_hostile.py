@@ -110,13 +110,6 @@ async def test_memory_bomb(limited: Sandbox) -> None:
     await still_usable(limited)
 
 
-def known_gap(request: pytest.FixtureRequest, backend: str, reason: str) -> None:
-    """Mark this test as failing on ``backend`` for a known, reported reason (strict: once the
-    gap is closed, the test says so)."""
-    if request.node.callspec.params.get("backend") == backend:
-        request.applymarker(pytest.mark.xfail(reason=reason, strict=True))
-
-
 async def test_disk_filler(limited: Sandbox) -> None:
     async with host_probe():
         res = await limited.exec("dd if=/dev/zero of=/app/fill bs=1M count=256", timeout=60)
@@ -135,17 +128,15 @@ async def test_cpu_spinner_past_its_timeout(limited: Sandbox) -> None:
     await still_usable(limited)
 
 
-async def test_daemon_outliving_its_command(
-    limited: Sandbox, request: pytest.FixtureRequest
-) -> None:
-    known_gap(
-        request, "docker", "the docker backend's helper tracks commands by session and "
-        "process group only, which a setsid double fork leaves (no per-command cgroup)"
-    )  # fmt: skip
+async def test_daemon_outliving_its_command(limited: Sandbox) -> None:
     count = f"{COMMAND_LINES} | grep -c '^sleep 4242' || true"
     async with host_probe():
         # In the timed-out command's tree (even after setsid): killed with it.
         res = await limited.exec("(setsid sleep 4242 &); sleep 4242", timeout=1)
+        assert res.timed_out
+        assert (await limited.exec(count, timeout=30)).stdout.strip() == "0"
+        # The same, run as another user than the sandbox's root.
+        res = await limited.exec("(setsid sleep 4242 &); sleep 4242", timeout=1, user="nobody")
         assert res.timed_out
         assert (await limited.exec(count, timeout=30)).stdout.strip() == "0"
         # A finished command's daemon lives on, until kill_all.

@@ -14,8 +14,9 @@ Requests (``op``): ``exec`` (blob = stdin) answered with ``exit_code``, ``timed_
 ``truncated``, ``oom_killed`` and ``stdout_len`` (blob = stdout + stderr); ``kill_all`` answered once every
 other process is gone; ``cancel`` (no answer) kills a running command's tree. A failed request
 is answered with ``error``. The optional first argument is a JSON configuration (cgroup file
-descriptors, rlimits; see :class:`Helper`); without it, commands are tracked by process group
-and session only.
+descriptors, rlimits; see :class:`Helper`); without it, a command is tracked by its process
+group, its session, its descendants and a marker in its environment (``PALAESTRA_EXEC=<id>``,
+inherited by everything it starts, so a ``setsid`` double fork is still found).
 
 Being pid 1 matters: processes in the sandbox cannot signal pid 1 except with signals it handles
 (``kill -9 -1`` or ``pkill python3`` leave it alone), every orphan is re-parented to it, and
@@ -49,6 +50,9 @@ KILL_WAIT_S = 5.0
 _CHUNK = 1 << 16
 _PR_SET_DUMPABLE = 4
 _SIGKILL, _SIGSTOP = 9, 19
+_PR_SET_PDEATHSIG, _PR_GET_PDEATHSIG = 1, 2
+#: Without cgroups, every command's environment carries ``MARKER=<request id>``.
+MARKER = "PALAESTRA_EXEC"
 _IN, _OUT = select.POLLIN | select.POLLHUP | select.POLLERR, select.POLLOUT | select.POLLERR
 
 
@@ -246,6 +250,8 @@ class Helper:
     def _start(self, head: dict[str, Any], stdin: bytes) -> None:
         env = {**self.env, **head["env"]}
         uid, gid = _resolve_user(head["user"], env, head["env"])
+        if self.track_fd is None:
+            env[MARKER] = str(head["id"])
         cgroup, procs_fd = None, -1
         if self.track_fd is not None:
             cgroup = f"c{head['id']}"
@@ -425,12 +431,18 @@ class Helper:
 
     def _kill_command(self, cmd: _Command) -> None:
         """Kill a command's processes: its cgroup when the sandbox has cgroups (nothing gets
-        out of one), else its process group, its session, and every descendant."""
+        out of one), else its process group, its session, every process whose environment
+        carries its marker (a ``setsid`` double fork keeps it), and their descendants. Without
+        cgroups, a process that both leaves the session and clears its environment, or makes
+        itself undumpable, survives until ``kill_all``."""
         if cmd.cgroup is not None:
             self._kill_cgroup(cmd.cgroup)
             return
         root = cmd.pid
-        self._kill(lambda pid, ppid, pgrp, sid: pgrp == root or sid == root)
+        marker = f"\0{MARKER}={cmd.request_id}\0".encode()
+        self._kill(
+            lambda pid, ppid, pgrp, sid: pgrp == root or sid == root or _environ_has(pid, marker)
+        )
 
     def _kill(self, selected: Callable[[int, int, int, int], bool]) -> None:
         """SIGKILL the selected processes and their descendants (never pid 1), and wait.
@@ -485,6 +497,53 @@ def _processes() -> dict[int, tuple[int, int, int]]:
         if state not in (b"Z", b"X"):
             procs[int(name)] = (int(ppid), int(pgrp), int(session))
     return procs
+
+
+def _environ_has(pid: int, entry: bytes) -> bool:
+    """Whether ``entry`` (``\\0NAME=value\\0``) is in the process's initial environment."""
+    path = f"/proc/{pid}/environ"
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except PermissionError:
+        data = _read_as_owner(pid, path)
+    except OSError:
+        return False
+    return entry in b"\0" + data
+
+
+def _read_as_owner(pid: int, path: str) -> bytes:
+    """Read a /proc file of a process of another user, as that user.
+
+    Without CAP_SYS_PTRACE (a container's root lacks it) only a process's own user may read its
+    environment, so the effective ids switch to the owner's (the ids of ``/proc/<pid>``: its
+    effective ones while it is dumpable) and back. Changing ids clears the parent-death signal,
+    which is set again. Nothing is read from an undumpable process (``/proc/<pid>`` is root's).
+    """
+    try:
+        st = os.stat(f"/proc/{pid}")
+    except OSError:
+        return b""
+    euid, egid = os.geteuid(), os.getegid()
+    if st.st_uid == euid:
+        return b""
+    import ctypes  # already loaded by _make_undumpable
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    death = ctypes.c_int(0)
+    libc.prctl(_PR_GET_PDEATHSIG, ctypes.byref(death), 0, 0, 0)
+    try:
+        os.setegid(st.st_gid)
+        os.seteuid(st.st_uid)
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+    finally:
+        os.seteuid(euid)
+        os.setegid(egid)
+        if death.value:
+            libc.prctl(_PR_SET_PDEATHSIG, death.value, 0, 0, 0)
 
 
 def _send_signal(pid: int, sig: int) -> None:
