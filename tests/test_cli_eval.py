@@ -12,7 +12,14 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
+from rich.progress import Progress
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from palaestra.cli import _Live
+from palaestra.run.scalars import JsonlScalarWriter
 from palaestra.run.store import read_episodes, read_run
+from palaestra.run.tensorboard import ScalarWriter
 from tests.procs import sandbox_processes
 
 CLI = [sys.executable, "-m", "palaestra.cli"]
@@ -22,11 +29,17 @@ def _cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300):
     return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, env=env)
 
 
+def _tensorboard(logdir: Path, tag: str) -> list[tuple[int, float]]:
+    acc = EventAccumulator(str(logdir))
+    acc.Reload()
+    return [(e.step, e.value) for e in acc.Scalars(tag)] if tag in acc.Tags()["scalars"] else []
+
+
 def test_cli_eval_prints_tables_and_writes_results(tmp_path):
-    out = tmp_path / "run"
+    out, tb = tmp_path / "run", tmp_path / "tb"
     scalars = tmp_path / "scalars.jsonl"
     proc = _cli("eval", "starter:0:3", "-p", "oracle", "-k", "2", "-n", "3", "--out", str(out),
-                "--scalars", str(scalars))  # fmt: skip
+                "--scalars", str(scalars), "--tensorboard", str(tb))  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     for title in ("By category", "By difficulty", "By family", "pass@k", "Cost and tokens",
                   "Wall time per phase"):  # fmt: skip
@@ -38,9 +51,52 @@ def test_cli_eval_prints_tables_and_writes_results(tmp_path):
     lines = [json.loads(line) for line in scalars.read_text().splitlines()]
     assert [s["step"] for s in lines] == [1, 2, 3, 4, 5, 6]
     assert all(s["pass_rate"] == 1.0 and s["error_rate"] == 0.0 for s in lines)
+    assert all(s["cost_usd"] is None for s in lines)  # the oracle's cost is unknown, not 0
+    # TensorBoard: one point per final episode, the run's running pass rate from its store
+    final = read_episodes(out)
+    expected = [(i, sum(e["status"] == "passed" for e in final[:i]) / i) for i in range(1, 7)]
+    assert _tensorboard(tb, "pass_rate") == expected
+    assert _tensorboard(tb, "reward") == [(i, e["reward"]) for i, e in enumerate(final, 1)]
+    assert _tensorboard(tb, "error_rate") == [(i, 0.0) for i in range(1, 7)]
+    assert [step for step, _ in _tensorboard(tb, "episodes_per_s")] == list(range(1, 7))
+    assert _tensorboard(tb, "cost_usd") == []
     exported = _cli("export", str(out), "--format", "jsonl")
     assert exported.returncode == 0 and "wrote 6 episodes" in exported.stdout
     assert len((out / "episodes.jsonl").read_text().splitlines()) == 6
+
+
+def _record(status: str, cost: float | None, final: bool = True, reward: float = 0.0) -> dict:
+    return {"status": status, "cost_usd": cost, "final": final, "reward": reward}
+
+
+def test_live_scalars_count_final_tries_and_continue_a_resumed_run(tmp_path):
+    prior = [_record("passed", None, reward=1.0), _record("error", 0.5, final=False),
+             _record("failed", 0.25)]  # fmt: skip
+    progress = Progress(disable=True)
+    bar = progress.add_task("run", total=6)
+    streams = {"--scalars": JsonlScalarWriter(tmp_path / "s.jsonl"),
+               "--tensorboard": ScalarWriter(tmp_path / "tb")}  # fmt: skip
+    live = _Live(progress, bar, streams, prior)
+    assert live.done == 2  # the final tries already stored
+    for record in (_record("error", None, final=False), _record("error", 0.25),
+                   _record("passed", None, reward=1.0)):  # fmt: skip
+        live(record)
+    live.close()
+    assert progress.tasks[0].completed == 4
+    assert _tensorboard(tmp_path / "tb", "pass_rate") == [(3, pytest.approx(1 / 3)), (4, 0.5)]
+    assert _tensorboard(tmp_path / "tb", "error_rate") == [(3, pytest.approx(1 / 3)), (4, 0.25)]
+    assert _tensorboard(tmp_path / "tb", "cost_usd") == [(3, 1.0), (4, 1.0)]  # every try's cost
+    assert _tensorboard(tmp_path / "tb", "reward") == [(3, 0.0), (4, 1.0)]
+    lines = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text().splitlines()]
+    assert [(s["step"], s["pass_rate"], s["cost_usd"]) for s in lines] == [(3, 1 / 3, 1.0),
+                                                                        (4, 0.5, 1.0)]  # fmt: skip
+    assert all(s["episodes_per_s"] > 0 for s in lines)
+
+
+def test_cli_rejects_an_unwritable_stream_target(tmp_path):
+    (tmp_path / "file").write_text("")
+    proc = _cli("eval", "starter:0:1", "--tensorboard", str(tmp_path / "file" / "tb"), timeout=60)
+    assert proc.returncode == 2 and "--tensorboard" in proc.stderr and "cannot write" in proc.stderr
 
 
 def test_cli_json_mismatch_and_bad_env(tmp_path):
@@ -58,10 +114,10 @@ def test_cli_json_mismatch_and_bad_env(tmp_path):
     assert missing.returncode == 2 and "no results.db" in missing.stdout
 
 
-def _start(out: Path, env: dict[str, str]) -> subprocess.Popen:
+def _start(out: Path, env: dict[str, str], *args: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [*CLI, "eval", "starter:0:6", "-p", "oracle", "-k", "3", "-n", "2", "--out", str(out)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        [*CLI, "eval", "starter:0:6", "-p", "oracle", "-k", "3", "-n", "2", "--out", str(out),
+         *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
 
 
@@ -128,9 +184,10 @@ def test_kill_9_mid_run_then_rerun_resumes_exactly(tmp_path):
 
 
 def test_ctrl_c_stops_cleanly_and_the_run_resumes(tmp_path):
-    out, state = tmp_path / "run", tmp_path / "state"
+    out, state, tb = tmp_path / "run", tmp_path / "state", tmp_path / "tb"
     env = {**os.environ, "PALAESTRA_STATE_DIR": str(state)}
-    proc = _start(out, env)
+    streams = ("--tensorboard", str(tb), "--scalars", str(tmp_path / "scalars.jsonl"))
+    proc = _start(out, env, *streams)
     _wait_for_episodes(out, 2, proc)
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=60)
@@ -138,8 +195,18 @@ def test_ctrl_c_stops_cleanly_and_the_run_resumes(tmp_path):
     assert not sandbox_processes(str(state)) and not _sandbox_dirs(state)
     assert read_run(out)["stop_reason"] == "interrupted"
     before = read_episodes(out)
+    # the streams were closed cleanly: both hold every point recorded, steps 1, 2, ...
+    steps = [step for step, _ in _tensorboard(tb, "pass_rate")]
+    assert steps == list(range(1, len(steps) + 1)) and len(steps) <= len(before)
+    lines = (tmp_path / "scalars.jsonl").read_text().splitlines()
+    assert [json.loads(line)["step"] for line in lines] == steps
     rerun = _cli("eval", "starter:0:6", "-p", "oracle", "-k", "3", "-n", "2", "--out", str(out),
-                 env=env)  # fmt: skip
+                 *streams, env=env)  # fmt: skip
     assert rerun.returncode == 0, rerun.stderr
     _assert_complete(out, before)
     assert read_run(out)["stop_reason"] is None
+    # the rerun's file continues the steps from the episodes already stored
+    assert len(list(tb.glob("events.out.tfevents.*"))) == 2
+    points = _tensorboard(tb, "pass_rate")
+    assert [step for step, _ in points] == steps + list(range(len(before) + 1, 19))
+    assert all(value == 1.0 for _, value in points)

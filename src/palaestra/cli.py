@@ -25,8 +25,10 @@ from palaestra.cli_tasks import app as tasks_app
 from palaestra.env.registry import list_envs, load_tasks
 from palaestra.llm import POLICIES
 from palaestra.run.evaluate import EpisodeRecord, evaluate
-from palaestra.run.store import RunMismatchError
+from palaestra.run.scalars import JsonlScalarWriter, ScalarStream
+from palaestra.run.store import DB_NAME, RunMismatchError, read_episodes
 from palaestra.run.store import export as store_export
+from palaestra.run.tensorboard import ScalarWriter
 from palaestra.scaffolds import SCAFFOLDS
 
 app = typer.Typer(
@@ -104,14 +106,27 @@ def print_summary(summary: dict[str, Any]) -> None:
 
 
 class _Live:
-    """Progress bar fields and the optional JSONL scalars stream, fed by each stored try."""
+    """Progress bar fields and the scalar streams (--scalars, --tensorboard), fed by each try.
 
-    def __init__(self, progress: Progress, bar: TaskID, scalars: Path | None) -> None:
-        self.progress, self.bar, self.scalars = progress, bar, scalars
-        self.done = self.passed = self.errors = self.unknown_cost = 0
+    The counts start from the tries already in the store (``prior``), so a resumed run's bar,
+    rates and scalar steps continue where the last invocation stopped; episodes per second
+    count this invocation's episodes. The streams only queue each point: their files are
+    written by threads of their own, never on the event loop.
+    """
+
+    def __init__(
+        self,
+        progress: Progress,
+        bar: TaskID,
+        streams: dict[str, ScalarStream],
+        prior: list[EpisodeRecord],
+    ) -> None:
+        self.progress, self.bar, self.streams = progress, bar, streams
+        self.done = self.passed = self.errors = self.unknown_cost = self.new = 0
         self.cost: float | None = None
+        for record in prior:
+            self._count(record)
         self.started = time.perf_counter()
-        self._file = scalars.open("a", encoding="utf-8") if scalars else None
 
     def fields(self) -> dict[str, str]:
         elapsed = time.perf_counter() - self.started
@@ -122,31 +137,60 @@ class _Live:
             "rate": _pct(self.passed / self.done) if self.done else "-",
             "errors": str(self.errors),
             "cost": cost,
-            "speed": f"{self.done / elapsed:.2f}" if elapsed > 0 else "-",
+            "speed": f"{self.new / elapsed:.2f}" if elapsed > 0 else "-",
         }
 
-    def __call__(self, record: EpisodeRecord) -> None:
+    def _count(self, record: EpisodeRecord) -> bool:
+        """Add one stored try to the counts; whether it is final (the one that counts)."""
         if record.get("cost_usd") is not None:
             self.cost = (self.cost or 0.0) + record["cost_usd"]
         else:
             self.unknown_cost += 1
         if not record["final"]:
-            return
+            return False
         self.done += 1
         self.passed += record["status"] == "passed"
         self.errors += record["status"] == "error"
-        self.progress.update(self.bar, advance=1, **self.fields())
-        if self._file is not None:
-            # One line per final episode; small writes to a local file, flushed by the OS.
-            scalars = {"step": self.done, "wall_time": time.time(), "pass_rate": self.passed / self.done,
-                       "error_rate": self.errors / self.done, "cost_usd": self.cost or 0.0,
-                       "reward": record["reward"], "episodes_per_s": self.done / (time.perf_counter() - self.started)}  # fmt: skip
-            self._file.write(json.dumps(scalars) + "\n")
-            self._file.flush()
+        return True
+
+    def __call__(self, record: EpisodeRecord) -> None:
+        if not self._count(record):
+            return
+        self.new += 1
+        self.progress.update(self.bar, completed=self.done, **self.fields())
+        point = {
+            "pass_rate": self.passed / self.done,
+            "error_rate": self.errors / self.done,
+            "cost_usd": self.cost,  # None (left out of TensorBoard, null in JSONL) while unknown
+            "reward": record["reward"],
+            "episodes_per_s": self.new / (time.perf_counter() - self.started),
+        }
+        for stream in self.streams.values():
+            stream.add_scalars(self.done, point)
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
+        """Write every queued point; a stream that failed is reported, not raised."""
+        for option, stream in self.streams.items():
+            try:
+                stream.close()
+            except OSError as e:
+                Console(stderr=True).print(f"[yellow]warning:[/yellow] {option} failed: {e}")
+
+
+def _open_streams(scalars: Path | None, tensorboard: Path | None) -> dict[str, ScalarStream]:
+    streams: dict[str, ScalarStream] = {}
+    for option, target, opener in (
+        ("--scalars", scalars, JsonlScalarWriter),
+        ("--tensorboard", tensorboard, ScalarWriter),
+    ):
+        if target is not None:
+            try:
+                streams[option] = opener(target)
+            except OSError as e:
+                for stream in streams.values():
+                    stream.close()
+                raise typer.BadParameter(f"cannot write {target}: {e}", param_hint=option) from None
+    return streams
 
 
 @app.command("eval")
@@ -200,6 +244,13 @@ def eval_cmd(
         Path | None,
         typer.Option(help="Append live scalars (pass rate, errors, cost, ...) as JSONL here."),
     ] = None,
+    tensorboard: Annotated[
+        Path | None,
+        typer.Option(
+            help="Write the live scalars as a TensorBoard event file in this directory "
+            "(view with `tensorboard --logdir DIR`)."
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Evaluate a policy on a task set; results go to RUN_DIR/results.db and summary.json."""
@@ -231,8 +282,14 @@ def eval_cmd(
         disable=as_json,
     )
     bar = progress.add_task(f"{env_id} / {policy}", total=len(tasks) * attempts)
-    live = _Live(progress, bar, scalars)
-    progress.update(bar, **live.fields())
+    # a resumed run's counts (and scalar steps) continue from the tries already stored
+    prior = (
+        read_episodes(out_dir, final_only=False)
+        if not overwrite and (out_dir / DB_NAME).is_file()
+        else []
+    )
+    live = _Live(progress, bar, _open_streams(scalars, tensorboard), prior)
+    progress.update(bar, completed=live.done, **live.fields())
     try:
         with progress:
             summary = asyncio.run(
