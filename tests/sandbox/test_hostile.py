@@ -142,7 +142,9 @@ async def test_daemon_outliving_its_command(limited: Sandbox) -> None:
         # A finished command's daemon lives on, until kill_all.
         res = await limited.exec("(setsid nohup sleep 4242 >/dev/null 2>&1 &)", timeout=30)
         assert res.ok, res
-        assert (await limited.exec(count, timeout=30)).stdout.strip() == "1"
+        # (the daemon execs sleep a moment after its parent's exit: wait for it)
+        wait = f"for i in $(seq 100); do [ $({count}) = 1 ] && break; sleep 0.05; done; {count}"
+        assert (await limited.exec(wait, timeout=30)).stdout.strip() == "1"
         await limited.kill_all()
         assert (await limited.exec(count, timeout=30)).stdout.strip() == "0"
 
