@@ -1,4 +1,10 @@
-"""Shared fixtures: a factory for Harbor task directories written into tmp_path.
+"""Shared fixtures: a factory for Harbor task directories written into tmp_path, and a leak
+check after every test.
+
+The leak check looks only at what this test process owns: its descendant processes, docker
+containers whose owner is this process or one started below it, cgroups of the sandbox tests'
+run ids (:data:`tests.procs.RUN_PREFIX`) and of the process's default local backend, mounts
+under pytest's temp dirs. So other test runs on the same machine cannot make it fail.
 
 Also: where Docker is required (``PALAESTRA_REQUIRE_DOCKER=1`` or ``CI=true``, as ``.ci/run``
 sets), a skipped test marked ``docker`` is reported as a failure.
@@ -8,10 +14,19 @@ from __future__ import annotations
 
 import os
 import textwrap
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.procs import (
+    RUN_PREFIX,
+    descendants,
+    own_containers,
+    sandbox_cgroups,
+    tmpfs_mounts_under,
+)
 
 REQUIRE_DOCKER = (
     os.environ.get("PALAESTRA_REQUIRE_DOCKER") == "1" or os.environ.get("CI", "").lower() == "true"
@@ -31,6 +46,34 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             f"a Docker test was skipped where Docker is required (PALAESTRA_REQUIRE_DOCKER=1 "
             f"or CI=true): {reason}"
         )
+
+
+def _leaks(tmp_root: str) -> dict[str, list[str]]:
+    from palaestra.sandbox import default_backend
+
+    default_run = getattr(default_backend("local"), "run_id", RUN_PREFIX)
+    return {
+        "processes": [cmd for cmd in descendants(os.getpid()) if cmd],
+        "containers": own_containers(),
+        "cgroups": sandbox_cgroups(RUN_PREFIX) + sandbox_cgroups(default_run),
+        "mounts": tmpfs_mounts_under(tmp_root),
+    }
+
+
+@pytest.fixture(autouse=True)
+def no_leaks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """After each test: no process, container, sandbox cgroup or quota mount left behind."""
+    tmp_root = str(tmp_path_factory.getbasetemp())
+    before = _leaks(tmp_root)
+    yield
+    deadline = time.monotonic() + 10.0  # what a test killed may take a moment to vanish
+    while True:
+        after = _leaks(tmp_root)
+        new = {k: sorted(set(v) - set(before[k])) for k, v in after.items()}
+        if not any(new.values()) or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert not any(new.values()), f"left behind: {new}"
 
 
 TASK_TOML = """\

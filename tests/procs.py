@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import http.client
+import json
 import os
+import socket
+import urllib.parse
+
+#: Run ids of backends made by sandbox tests start with this (unique per test process).
+RUN_PREFIX = f"t{os.getpid()}"
 
 
 def _processes() -> dict[int, tuple[int, str]]:
@@ -88,3 +95,60 @@ def tmpfs_mounts_under(prefix: str) -> list[str]:
     with open("/proc/self/mountinfo") as f:
         points = [line.split()[4] for line in f]
     return [p for p in points if p == prefix or p.startswith(prefix.rstrip("/") + "/")]
+
+
+def _docker_get(path: str) -> object | None:
+    """GET ``path`` from the local Docker engine's API, or None when no engine answers."""
+    from palaestra.sandbox.docker import docker_socket
+
+    class Conn(http.client.HTTPConnection):
+        def connect(self) -> None:
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.sock.settimeout(10)
+            self.sock.connect(docker_socket())
+
+    conn = Conn("localhost", timeout=10)
+    try:
+        conn.request("GET", path)
+        response = conn.getresponse()
+        return json.loads(response.read()) if response.status == 200 else None
+    except Exception:  # no engine, or DOCKER_HOST not a unix socket: no containers to count
+        return None
+    finally:
+        conn.close()
+
+
+def own_containers() -> list[str]:
+    """palaestra containers made by this process or a process started below it (alive or
+    ended), as ``<name> <owner>``; containers of unrelated live processes (another test run
+    on the same engine) are left out."""
+    from palaestra.sandbox.docker import OWNER_LABEL, owner_label
+
+    query = urllib.parse.quote(json.dumps({"label": ["palaestra.run_id"]}))
+    containers = _docker_get(f"/containers/json?all=1&filters={query}")
+    if not isinstance(containers, list):
+        return []
+    me = owner_label()
+    machine = me.rsplit("/", 2)[0]
+    procs = _processes()
+
+    def ours(label: str) -> bool:
+        owner_machine, _, pid_text = label.rpartition("/")[0].rpartition("/")
+        if owner_machine != machine or not pid_text.isdigit():
+            return False
+        pid = int(pid_text)
+        if label == me:
+            return True
+        if pid not in procs:
+            return True  # its owner ended (or was a child of ours that ended): a leftover
+        while pid in procs and pid > 1:  # alive: ours only if it descends from this process
+            pid = procs[pid][0]
+            if pid == os.getpid():
+                return True
+        return False
+
+    return sorted(
+        f"{c['Names'][0] if c.get('Names') else c['Id'][:12]} {c['Labels'].get(OWNER_LABEL, '')}"
+        for c in containers
+        if ours(c.get("Labels", {}).get(OWNER_LABEL, ""))
+    )

@@ -1,9 +1,6 @@
-"""Sandbox test fixtures: a ``backend`` per backend name, and a leak check after every test.
-
-The leak check looks only at what this test process owns (its descendant processes, cgroups
-of run ids starting with :data:`RUN_PREFIX`, mounts under pytest's temp dirs), so that other
-test runs on the same machine cannot make it fail.
-"""
+"""Sandbox test fixtures: a ``backend`` per backend name (with run ids starting with
+:data:`RUN_PREFIX`, whose cgroups the leak check after every test, in ``tests/conftest.py``,
+looks for)."""
 
 from __future__ import annotations
 
@@ -12,46 +9,17 @@ import os
 import secrets
 import shutil
 import subprocess
-import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from palaestra.sandbox import SandboxBackend, make_backend
-from tests.procs import descendants, sandbox_cgroups, tmpfs_mounts_under
-
-#: Run ids of backends made by sandbox tests start with this (unique per test process).
-RUN_PREFIX = f"t{os.getpid()}"
+from tests.procs import RUN_PREFIX
 
 
 def new_run_id() -> str:
     return f"{RUN_PREFIX}-{secrets.token_hex(3)}"
-
-
-def _leaks(tmp_root: str) -> dict[str, list[str]]:
-    procs = [cmd for cmd in descendants(os.getpid()) if cmd]
-    return {
-        "processes": procs,
-        "cgroups": sandbox_cgroups(RUN_PREFIX),
-        "mounts": tmpfs_mounts_under(tmp_root),
-    }
-
-
-@pytest.fixture(autouse=True)
-def no_leaks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """After each test: no sandbox process, cgroup or quota mount left behind."""
-    tmp_root = str(tmp_path_factory.getbasetemp())
-    before = _leaks(tmp_root)
-    yield
-    deadline = time.monotonic() + 5.0  # processes a test killed may take a moment to vanish
-    while True:
-        after = _leaks(tmp_root)
-        new = {k: sorted(set(v) - set(before[k])) for k, v in after.items()}
-        if not any(new.values()) or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
-    assert not any(new.values()), f"left behind: {new}"
 
 
 @pytest.fixture(params=["local", pytest.param("docker", marks=pytest.mark.docker)])
