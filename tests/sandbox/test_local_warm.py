@@ -11,6 +11,7 @@ import logging
 import os
 import shutil
 import signal
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -284,3 +285,51 @@ async def test_a_warm_sandbox_that_died_is_not_handed_out(
         assert (await sandbox.exec("echo alive")).stdout == "alive\n"
     assert warm.pool_hits == 0
     await first.close()
+
+
+WARM_OWNER = """
+import asyncio, os, signal, sys
+from palaestra.sandbox.base import SandboxSpec
+from palaestra.sandbox.local import LocalBackend
+
+async def main(state_dir, run_id, fate):
+    backend = LocalBackend(run_id, state_dir, warm=2)  # never aclose'd
+    await backend.create(SandboxSpec(memory_mb=128, storage_mb=16))
+    if fate != "refilling":
+        await backend.pool_ready()
+    print("ready", flush=True)
+    if fate == "die":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if fate == "wait":
+        await asyncio.sleep(60)
+
+asyncio.run(main(*sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("fate", ["return", "refilling", "wait", "die"])
+async def test_warm_sandboxes_of_an_exiting_or_dead_owner_are_reclaimed(
+    state_dir: Path, fate: str
+) -> None:
+    """Exit (plain, mid-refill, SIGTERM) closes warm sandboxes; after SIGKILL the janitor does."""
+    run_id = new_run_id()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", WARM_OWNER, str(state_dir), run_id, fate,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    assert await asyncio.wait_for(proc.stdout.readline(), 60) == b"ready\n"
+    if fate == "wait":
+        assert open_bwraps(state_dir) == 3
+        proc.send_signal(signal.SIGTERM)
+    await asyncio.wait_for(proc.wait(), 60)
+    if fate == "die":
+        assert await eventually(lambda: open_bwraps(state_dir) == 0)  # they die with their owner
+        assert len(list((state_dir / run_id).iterdir())) == 3  # their records stay
+        backend = LocalBackend(state_dir=state_dir)
+        await (await backend.create(SandboxSpec())).close()  # reclaims before its first sandbox
+        await backend.aclose()
+    assert await eventually(lambda: bwrap_pids(str(state_dir)) == [])
+    assert sandbox_cgroups(run_id) == []
+    assert tmpfs_mounts_under(str(state_dir)) == []
+    assert not (state_dir / run_id).exists()
