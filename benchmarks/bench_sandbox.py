@@ -8,7 +8,9 @@ memory each costs.
    the floor of any sandbox start on this machine under its current load.
 1. Create to first exec: ``create()`` plus one ``exec(["true"])``, one sandbox after another,
    with the default spec (cgroup with the default pids limit) and with memory, cpu and storage
-   limits.
+   limits. Then the same from a warm pool (``LocalBackend(warm=N)``, ``--warm``) used as RL
+   uses it: each sandbox is held for an "episode" of ``--hold-ms`` before it is closed, which
+   gives the pool time to refill; the line says how many creates the pool served.
 2. Exec round trip in one sandbox: ``exec(["true"])`` (the helper spawns ``true`` directly) and
    ``exec("true")`` (through ``bash -c``), one after another; then 10 at a time; and one
    ``run`` of a persistent shell session.
@@ -96,6 +98,25 @@ async def create_to_first_exec(
     return starts, closes
 
 
+async def warm_create_to_first_exec(
+    backend: LocalBackend, spec: SandboxSpec, n: int, hold_s: float
+) -> tuple[list[float], list[float]]:
+    """Start times of ``n`` sandboxes from ``backend``'s warm pool, one after another, each
+    held for ``hold_s`` (an episode) and closed; and the times of ``create()`` alone."""
+    await (await backend.create(spec)).close()  # a miss: the pool of this kind starts filling
+    await backend.pool_ready()
+    starts, creates = [], []
+    for _ in range(n):
+        start = time.perf_counter()
+        sandbox = await backend.create(spec)
+        creates.append(time.perf_counter() - start)
+        await sandbox.exec(["true"])
+        starts.append(time.perf_counter() - start)
+        await asyncio.sleep(hold_s)
+        await sandbox.close()
+    return starts, creates
+
+
 async def local_create_p50(n: int = 50) -> float:
     """Create-to-first-exec p50 (ms) of default local sandboxes; for side-by-side figures
     (benchmarks/bench_docker.py prints it next to the docker backend's)."""
@@ -169,7 +190,9 @@ async def idle(backend: LocalBackend, n: int) -> None:
         print(f"idle: closed {len(sandboxes)} in {time.perf_counter() - start:.1f} s")
 
 
-async def main(sandboxes: int, execs: int, idle_n: int, rootfs: Path | None) -> None:
+async def main(
+    sandboxes: int, execs: int, idle_n: int, rootfs: Path | None, warm: int, hold_ms: float
+) -> None:
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     with tempfile.TemporaryDirectory() as state_dir:
         backend = LocalBackend(run_id="bench", state_dir=Path(state_dir))
@@ -184,6 +207,16 @@ async def main(sandboxes: int, execs: int, idle_n: int, rootfs: Path | None) -> 
         starts, closes = await create_to_first_exec(backend, limited, sandboxes)
         report("create -> first exec (memory, cpu, storage)", starts)
         report("close (memory, cpu, storage)", closes)
+        if warm:
+            pooled = LocalBackend(run_id="bench-warm", state_dir=Path(state_dir), warm=warm)
+            starts, creates = await warm_create_to_first_exec(
+                pooled, spec, sandboxes, hold_ms / 1000
+            )
+            hits = pooled.pool_hits
+            await pooled.aclose()
+            report(f"create -> first exec (warm pool, N={warm})", starts)
+            report("  of which create() alone", creates)
+            print(f"{'':<44} {hits} of {sandboxes} from the pool, each held {hold_ms:g} ms")
 
         async with await backend.create(spec) as sandbox:
             direct = [await timed(lambda: sandbox.exec(["true"])) for _ in range(execs)]
@@ -226,9 +259,14 @@ if __name__ == "__main__":
     parser.add_argument("--sandboxes", type=int, default=50)
     parser.add_argument("--execs", type=int, default=500)
     parser.add_argument("--idle", type=int, default=0, help="hold this many sandboxes at once")
+    parser.add_argument("--warm", type=int, default=2, help="warm pool size (0: skip that line)")
+    parser.add_argument(
+        "--hold-ms", type=float, default=100.0,
+        help="how long each warm-pool sandbox is held (an episode) before it is closed",
+    )  # fmt: skip
     parser.add_argument(
         "--rootfs", type=Path, default=None,
         help="a root filesystem directory (default: a small one of hard links to the host's)",
     )  # fmt: skip
     args = parser.parse_args()
-    asyncio.run(main(args.sandboxes, args.execs, args.idle, args.rootfs))
+    asyncio.run(main(args.sandboxes, args.execs, args.idle, args.rootfs, args.warm, args.hold_ms))

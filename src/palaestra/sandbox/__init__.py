@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from palaestra.sandbox.base import (
     ExecResult,
     Mount,
@@ -17,16 +19,17 @@ BACKENDS = ("local", "docker")
 _defaults: dict[str, SandboxBackend] = {}
 
 
-def make_backend(name: str) -> SandboxBackend:
-    """A new backend by name."""
+def make_backend(name: str, **options: Any) -> SandboxBackend:
+    """A new backend by name; ``options`` go to its constructor (``make_backend("local",
+    warm=4)`` keeps 4 local sandboxes started ahead of time)."""
     if name == "local":
         from palaestra.sandbox.local import LocalBackend
 
-        return LocalBackend()
+        return LocalBackend(**options)
     if name == "docker":
         from palaestra.sandbox.docker import DockerBackend
 
-        return DockerBackend()
+        return DockerBackend(**options)
     raise ValueError(f"unknown sandbox backend {name!r}; choose one of: {', '.join(BACKENDS)}")
 
 

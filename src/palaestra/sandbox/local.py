@@ -9,7 +9,9 @@ on the host under the state directory. Nothing else of the host is visible.
 Pid 1 of the sandbox is a small stdlib-only helper (:mod:`palaestra.sandbox._helper`) that runs
 commands on request over bwrap's stdin/stdout, so an exec costs a round trip, not a process
 launch. Files move in and out as tar streams through the helper, never by touching the backing
-directories from the host: a symlink planted inside would make host-side paths escape.
+directories from the host: a symlink planted inside would make host-side paths escape. (The
+one exception is a warm sandbox's spec files, copied in on the host when it is handed out,
+before anything but the helper ran in it; see :class:`LocalBackend`.)
 
 Requirements: Linux, bubblewrap, running as root (or with a setuid bwrap), and a Python 3.9+
 at ``/usr/bin/python3`` on the host for the helper.
@@ -24,6 +26,7 @@ import functools
 import hashlib
 import importlib.util
 import json
+import logging
 import os
 import posixpath
 import py_compile
@@ -33,8 +36,10 @@ import shutil
 import signal
 import stat
 import threading
-from collections.abc import Callable
+from collections import OrderedDict, deque
+from collections.abc import Callable, Hashable
 from pathlib import Path
+from typing import Any
 
 from palaestra.sandbox._channel import HelperChannel, sandbox_path
 from palaestra.sandbox.base import (
@@ -59,7 +64,11 @@ from palaestra.sandbox.limits import SandboxLimits, apply_limits
 from palaestra.sandbox.limits import mount as mount_fs
 from palaestra.sandbox.limits import release as release_limits
 
+log = logging.getLogger(__name__)
+
 DEFAULT_STATE_DIR = Path("/tmp/palaestra-sandboxes")
+#: Environment variable giving :class:`LocalBackend`'s default ``warm`` pool size.
+WARM_ENV = "PALAESTRA_WARM_SANDBOXES"
 
 #: Host directories bound read-only at the same place (symlinks are recreated as symlinks);
 #: /etc is filtered.
@@ -110,18 +119,47 @@ class LocalBackend(SandboxBackend):
     ``$PALAESTRA_STATE_DIR`` or ``/tmp/palaestra-sandboxes``). Before its first sandbox, a
     backend reclaims what dead runs left there (see :mod:`palaestra.sandbox.janitor`); this
     happens in ``create`` rather than the constructor to keep the blocking work off the loop.
+
+    ``warm`` (default ``$PALAESTRA_WARM_SANDBOXES``, else 0: off) keeps that many sandboxes
+    started ahead of time for each of the :attr:`warm_keys` most recently created kinds of
+    sandbox. A kind is every spec field but ``files`` and ``labels``, the two that do not change
+    how a sandbox starts. ``create`` hands out a warm sandbox of the spec's kind when there is
+    one: the spec's files are copied into its writable directories on the host (nothing but the
+    helper has run in it, so no link can have been planted), its record gets the spec's labels,
+    and a replacement starts in the background. Otherwise it starts one as usual, then fills the
+    pool of that kind in the background. A handed-out sandbox is like a fresh one in every way;
+    it is never handed out twice. Warm sandboxes are open sandboxes of this backend: ``aclose``,
+    process exit and the janitor close them like any other.
     """
 
     name = "local"
+    #: How many kinds of sandbox (see above) keep a warm pool; the least recently created kind
+    #: beyond that loses its pool, and its warm sandboxes are closed.
+    warm_keys = 2
 
-    def __init__(self, run_id: str | None = None, state_dir: Path | str | None = None) -> None:
+    def __init__(
+        self,
+        run_id: str | None = None,
+        state_dir: Path | str | None = None,
+        *,
+        warm: int | None = None,
+    ) -> None:
         self.run_id = run_id or secrets.token_hex(6)
         if not _RUN_ID.fullmatch(self.run_id):
             raise ValueError(f"run_id {self.run_id!r} must match {_RUN_ID.pattern}")
         self.state_dir = Path(
             state_dir or os.environ.get("PALAESTRA_STATE_DIR") or DEFAULT_STATE_DIR
         ).absolute()
+        self.warm = _warm_from_env() if warm is None else warm
+        if self.warm < 0:
+            raise ValueError(f"warm={self.warm}: the warm pool size cannot be negative")
+        #: Sandboxes handed out of a warm pool, and sandboxes started for one (figures; tests).
+        self.pool_hits = 0
+        self.pool_started = 0
         self._open: set[LocalSandbox] = set()
+        self._pools: OrderedDict[Hashable, _Pool] = OrderedDict()
+        self._tasks: set[asyncio.Task[None]] = set()  # refills and closes of evicted pools
+        self._closing = False
         self._reclaimed = False
         self._owner = (os.getpid(), process_start_time(os.getpid()))
 
@@ -137,6 +175,19 @@ class LocalBackend(SandboxBackend):
             self._reclaimed = True
             clean_up_at_exit(_close_all_now)
             await asyncio.to_thread(reclaim_leftovers, self.state_dir)
+        pool = self._pool_for(spec) if self.warm else None
+        if pool is not None and (sandbox := await self._take(pool, spec, files)) is not None:
+            self.pool_hits += 1
+        else:
+            sandbox = await self._launch(spec, writable, files)
+        if pool is not None:
+            self._refill(pool)
+        return sandbox
+
+    async def _launch(
+        self, spec: SandboxSpec, writable: list[str], files: dict[str, Path]
+    ) -> LocalSandbox:
+        """Start a sandbox for ``spec`` (a cold start)."""
         sandbox_id = f"sb-{secrets.token_hex(6)}"
         sandbox_dir = self.state_dir / self.run_id / sandbox_id
         meta = SandboxMeta(
@@ -148,26 +199,132 @@ class LocalBackend(SandboxBackend):
         sandbox = LocalSandbox(sandbox_id, spec, sandbox_dir, on_close=self._closed)
         self._open.add(sandbox)
         _live.add(sandbox)
+        populating = asyncio.ensure_future(
+            asyncio.to_thread(_populate, spec, sandbox_dir, meta, writable, files)
+        )
         try:
-            sandbox._limits = await asyncio.to_thread(
-                _populate, spec, sandbox_dir, meta, writable, files
-            )
+            sandbox._limits = await _thread_done(populating)
             meta = dataclasses.replace(
                 meta,
                 cgroups=sandbox._limits.cgroups,
                 mounts=sandbox._limits.mounts,
             )
             await sandbox._start(_bwrap_args(spec, sandbox_dir, writable, sandbox._limits))
-            meta = dataclasses.replace(meta, bwrap_pid=sandbox.bwrap_pid)
-            await asyncio.to_thread(meta.write, sandbox_dir)
+            sandbox._meta = meta = dataclasses.replace(meta, bwrap_pid=sandbox.bwrap_pid)
+            await _thread_done(asyncio.ensure_future(asyncio.to_thread(meta.write, sandbox_dir)))
         except BaseException:
+            if populating.done() and not populating.cancelled() and not populating.exception():
+                sandbox._limits = populating.result()  # cancelled meanwhile: release them too
             await sandbox.close()
             raise
         return sandbox
 
+    # -- the warm pool -------------------------------------------------------------------------
+
+    def _pool_for(self, spec: SandboxSpec) -> _Pool | None:
+        """The pool of ``spec``'s kind, made if new and marked most recently used; None for a
+        spec that cannot be a key (a field holds something unhashable)."""
+        key = _pool_key(spec)
+        if key is None:
+            return None
+        pool = self._pools.get(key)
+        if pool is None:
+            pool = self._pools[key] = _Pool(key, dataclasses.replace(spec, files={}, labels={}))
+        self._pools.move_to_end(key)
+        while len(self._pools) > self.warm_keys:
+            _, evicted = self._pools.popitem(last=False)
+            self._drop(evicted)
+        return pool
+
+    def _drop(self, pool: _Pool) -> None:
+        """Stop filling an evicted pool and close its warm sandboxes, in the background."""
+        if pool.fill is not None:
+            pool.fill.cancel()
+        ready = list(pool.ready)
+        pool.ready.clear()
+        if ready:
+            self._track(_close_all(ready))
+
+    async def _take(
+        self, pool: _Pool, spec: SandboxSpec, files: dict[str, Path]
+    ) -> LocalSandbox | None:
+        """A warm sandbox of ``pool`` made into one for ``spec``, or None when none is left."""
+        while pool.ready:
+            sandbox = pool.ready.popleft()
+            if not sandbox._is_running():  # died while it waited (killed from outside)
+                await sandbox.close()
+                continue
+            assert sandbox._meta is not None
+            meta = dataclasses.replace(
+                sandbox._meta, labels={**spec.labels, RUN_ID_LABEL: self.run_id}
+            )
+            try:
+                await _thread_done(
+                    asyncio.ensure_future(
+                        asyncio.to_thread(_hand_out, sandbox.sandbox_dir, files, meta)
+                    )
+                )
+            except BaseException:
+                await sandbox.close()
+                raise
+            sandbox.spec, sandbox._meta = spec, meta
+            return sandbox
+        return None
+
+    def _refill(self, pool: _Pool) -> None:
+        """Start filling ``pool`` back up in the background, unless that is under way, the pool
+        was evicted meanwhile or the backend is closing."""
+        if pool.fill is None and not self._closing and self._pools.get(pool.key) is pool:
+            pool.fill = self._track(self._fill(pool))
+
+    async def _fill(self, pool: _Pool) -> None:
+        """Start warm sandboxes one at a time (leaving the CPU to running episodes) until the
+        pool holds :attr:`warm`. A failure ends the refill: the next create is cold."""
+        try:
+            writable = _writable_dirs(pool.spec)
+            while self._wants(pool) and len(pool.ready) < self.warm:
+                sandbox = await self._launch(pool.spec, writable, {})
+                self.pool_started += 1
+                if not self._wants(pool):
+                    await sandbox.close()
+                    break
+                pool.ready.append(sandbox)
+        except Exception as exc:
+            log.warning(
+                "could not start a warm sandbox (%s); the next one of its kind starts cold", exc
+            )
+        finally:
+            pool.fill = None
+
+    def _wants(self, pool: _Pool) -> bool:
+        return not self._closing and self._pools.get(pool.key) is pool
+
+    def _track(self, coro: Any) -> asyncio.Task[None]:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def pool_ready(self) -> None:
+        """Wait until the warm pools' background work is over: each pool full (or its refill
+        failed) and evicted warm sandboxes closed. Using the pool never needs it; it is there
+        to warm up before a first batch of episodes, and for tests and benchmarks."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
     async def aclose(self) -> None:
-        """Close every sandbox this backend created that is still open."""
-        await asyncio.gather(*(sandbox.close() for sandbox in list(self._open)))
+        """Close every sandbox this backend created that is still open, warm ones included,
+        once background refills are stopped."""
+        self._closing = True
+        try:
+            for pool in self._pools.values():
+                if pool.fill is not None:
+                    pool.fill.cancel()
+            self._pools.clear()
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+            await asyncio.gather(*(sandbox.close() for sandbox in list(self._open)))
+        finally:
+            self._closing = False
         try:
             await asyncio.to_thread(os.rmdir, self.state_dir / self.run_id)
         except OSError:
@@ -176,6 +333,64 @@ class LocalBackend(SandboxBackend):
     def _closed(self, sandbox: LocalSandbox) -> None:
         self._open.discard(sandbox)
         _live.discard(sandbox)
+
+
+@dataclasses.dataclass(eq=False)
+class _Pool:
+    """Warm sandboxes of one kind: started from ``spec`` (files and labels left out)."""
+
+    key: Hashable
+    spec: SandboxSpec
+    ready: deque[LocalSandbox] = dataclasses.field(default_factory=deque)
+    fill: asyncio.Task[None] | None = None
+
+
+async def _thread_done(work: asyncio.Future[Any]) -> Any:
+    """Await ``work`` (an ``asyncio.to_thread``); when the caller is cancelled meanwhile, wait
+    for the thread to end before the cancellation goes on: a thread cannot be stopped, and the
+    clean-up that follows must not race it (a directory or cgroup made after it)."""
+    try:
+        return await asyncio.shield(work)
+    except asyncio.CancelledError:
+        await asyncio.wait([work])
+        raise
+
+
+def _pool_key(spec: SandboxSpec) -> Hashable | None:
+    """What determines how a sandbox for ``spec`` starts: every field but files and labels."""
+    items = []
+    for f in dataclasses.fields(spec):
+        if f.name not in ("files", "labels"):
+            value = getattr(spec, f.name)
+            value = tuple(sorted(value.items())) if isinstance(value, dict) else value
+            items.append((f.name, value))
+    key = tuple(items)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _warm_from_env() -> int:
+    raw = os.environ.get(WARM_ENV, "").strip()
+    try:
+        return int(raw) if raw else 0
+    except ValueError:
+        raise ValueError(
+            f"{WARM_ENV}={raw!r} must be a whole number of sandboxes to keep started (0: none)"
+        ) from None
+
+
+async def _close_all(sandboxes: list[LocalSandbox]) -> None:
+    await asyncio.gather(*(sandbox.close() for sandbox in sandboxes))
+
+
+def _hand_out(sandbox_dir: Path, files: dict[str, Path], meta: SandboxMeta) -> None:
+    """Copy a spec's files into a warm sandbox and record its labels. Blocking; only before
+    anything but the helper has run in the sandbox (no planted links)."""
+    _copy_files(sandbox_dir, files)
+    meta.write(sandbox_dir)
 
 
 #: Every open local sandbox of this process, whatever became of its backend object: what
@@ -219,6 +434,7 @@ class LocalSandbox(Sandbox):
         self._watch_task: asyncio.Task[None] | None = None
         self._closing: asyncio.Future[None] | None = None
         self._limits: SandboxLimits | None = None
+        self._meta: SandboxMeta | None = None  # as recorded in meta.json once started
         self._closed_now = False  # by close_now(), at process exit
         self.owner_pid = os.getpid()
 
@@ -237,6 +453,18 @@ class LocalSandbox(Sandbox):
     @property
     def closed(self) -> bool:
         return self._closing is not None or self._closed_now
+
+    def _is_running(self) -> bool:
+        """Started, not closed, and its bwrap and helper still there."""
+        return (
+            not self.closed
+            and self._proc is not None
+            and self._proc.returncode is None
+            and self._channel is not None
+            and self._channel.failure is None
+            and self._watch_task is not None
+            and not self._watch_task.done()
+        )
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -547,6 +775,11 @@ def _make_backing(sandbox_dir: Path, writable: list[str], files: dict[str, Path]
         _backing(sandbox_dir, path).mkdir(parents=True, exist_ok=True)
         if path in _STICKY_DIRS:
             _backing(sandbox_dir, path).chmod(0o1777)
+    _copy_files(sandbox_dir, files)
+
+
+def _copy_files(sandbox_dir: Path, files: dict[str, Path]) -> None:
+    """Copy a spec's files into the backing directories (which exist)."""
     for target, source in files.items():
         dest = _backing(sandbox_dir, target)
         dest.parent.mkdir(parents=True, exist_ok=True)
