@@ -220,3 +220,46 @@ async def test_commands_inherit_no_helper_descriptors(backend: LocalBackend) -> 
             assert res.stdout.split() == ["0", "1", "2", "3"], res  # 3: ls reading the dir
         res = await sandbox.exec(["ls", "/proc/self/fd"], user="nobody")
         assert res.stdout.split() == ["0", "1", "2", "3"], res
+
+
+def _cgroup2_mount() -> tuple[str, list[str]] | None:
+    """(mount point, hierarchy options) of the cgroup2 mount, if there is one."""
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        sep = fields.index("-")
+        if fields[sep + 1] == "cgroup2":
+            return fields[4], fields[sep + 3].split(",")
+    return None
+
+
+def _remount_cgroup2(target: str, data: str) -> None:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.mount(b"cgroup2", target.encode(), b"cgroup2", 32, data.encode()) == 0
+
+
+@pytest.mark.skipif(_cgroup2_mount() is None, reason="needs a cgroup2 mount (v2 or hybrid)")
+async def test_cgroup_moves_are_made_cheap_once(
+    backend: LocalBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first sandbox turns on favordynmods (cgroup moves without an RCU grace period),
+    keeping the hierarchy's other options; PALAESTRA_CGROUP_FAVORDYNMODS=0 leaves it alone."""
+    target, options = _cgroup2_mount()  # type: ignore[misc]
+    kept = [o for o in options if o not in ("rw", "ro", "favordynmods")]
+    _remount_cgroup2(target, ",".join(kept))
+    try:
+        monkeypatch.setenv(limits_mod.FAVOR_DYNMODS_ENV, "0")
+        limits_mod.favor_dynamic_moves.cache_clear()
+        assert limits_mod.favor_dynamic_moves().startswith("off")
+        assert "favordynmods" not in _cgroup2_mount()[1]  # type: ignore[index]
+
+        monkeypatch.delenv(limits_mod.FAVOR_DYNMODS_ENV)
+        limits_mod.favor_dynamic_moves.cache_clear()
+        async with await backend.create(SandboxSpec()) as sandbox:
+            assert (await sandbox.exec(["true"])).ok
+        after = _cgroup2_mount()[1]  # type: ignore[index]
+        assert "favordynmods" in after and all(o in after for o in kept), after
+    finally:
+        if "favordynmods" not in _cgroup2_mount()[1]:  # type: ignore[index]
+            _remount_cgroup2(target, ",".join([*kept, "favordynmods"]))

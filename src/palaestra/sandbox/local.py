@@ -60,7 +60,7 @@ from palaestra.sandbox.janitor import (
     reclaim_leftovers,
     wait_gone,
 )
-from palaestra.sandbox.limits import SandboxLimits, apply_limits
+from palaestra.sandbox.limits import SandboxLimits, apply_limits, favor_dynamic_moves
 from palaestra.sandbox.limits import mount as mount_fs
 from palaestra.sandbox.limits import release as release_limits
 
@@ -175,6 +175,9 @@ class LocalBackend(SandboxBackend):
             self._reclaimed = True
             clean_up_at_exit(_close_all_now)
             await asyncio.to_thread(reclaim_leftovers, self.state_dir)
+            if os.geteuid() == 0:
+                moves = await asyncio.to_thread(favor_dynamic_moves)
+                log.debug("cgroup2 favordynmods: %s", moves)
         pool = self._pool_for(spec) if self.warm else None
         if pool is not None and (sandbox := await self._take(pool, spec, files)) is not None:
             self.pool_hits += 1
