@@ -505,9 +505,21 @@ class LocalSandbox(Sandbox):
         )
         self._stderr_task = asyncio.create_task(self._read_stderr())
         self._watch_task = asyncio.create_task(self._follow_bwrap())
-        info = await asyncio.to_thread(_read_to_end, info_r)
-        child_pid = json.loads(info)["child-pid"]
-        self._helper_pidfd = _open_child_pidfd(child_pid, self._proc.pid)
+        # bwrap writes the helper's pid once the sandbox is set up (or closes the fd as it
+        # fails). Even when this start is cancelled meanwhile, the pid is read and a pidfd
+        # opened: close() must be able to kill the helper, which could otherwise outlive bwrap.
+        reading = asyncio.ensure_future(asyncio.to_thread(_read_to_end, info_r))
+        try:
+            info = await asyncio.shield(reading)
+        except asyncio.CancelledError:
+            await asyncio.wait([reading])
+            if not reading.cancelled() and reading.exception() is None:
+                try:
+                    self._adopt_helper(reading.result())
+                except (ValueError, KeyError):
+                    pass  # bwrap failed before it started the helper
+            raise
+        child_pid = self._adopt_helper(info)
         if limits.cgroups:
             # Before the first command: everything the helper starts inherits the cgroups.
             try:
@@ -519,6 +531,13 @@ class LocalSandbox(Sandbox):
                     f"cannot move sandbox {self.id} into its cgroups: {exc}"
                 ) from exc
         await self._channel.ready(_START_TIMEOUT_S)
+
+    def _adopt_helper(self, info: bytes) -> int:
+        """Take the helper's pid from bwrap's info and open a pidfd for it."""
+        assert self._proc is not None
+        child_pid = int(json.loads(info)["child-pid"])
+        self._helper_pidfd = _open_child_pidfd(child_pid, self._proc.pid)
+        return child_pid
 
     async def close(self) -> None:
         """Kill every process of the sandbox, wait until they are gone, remove its files.
@@ -545,6 +564,10 @@ class LocalSandbox(Sandbox):
                     proc.kill()
             except ProcessLookupError:
                 pass
+            if proc.stdin is not None:
+                # A helper still alive for any reason (no pidfd for it yet) exits when its
+                # request pipe reaches end of file; proc.wait() also waits for its pipes.
+                proc.stdin.close()
             try:
                 await asyncio.wait_for(proc.wait(), _CLOSE_TIMEOUT_S)
             except TimeoutError:
