@@ -233,10 +233,7 @@ def _cgroup2_mount() -> tuple[str, list[str]] | None:
 
 
 def _remount_cgroup2(target: str, data: str) -> None:
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    assert libc.mount(b"cgroup2", target.encode(), b"cgroup2", 32, data.encode()) == 0
+    limits_mod.mount("cgroup2", target, "cgroup2", data, flags=32)  # MS_REMOUNT
 
 
 @pytest.mark.skipif(_cgroup2_mount() is None, reason="needs a cgroup2 mount (v2 or hybrid)")

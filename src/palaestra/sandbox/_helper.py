@@ -250,10 +250,10 @@ class Helper:
     def _start(self, head: dict[str, Any], stdin: bytes) -> None:
         env = {**self.env, **head["env"]}
         uid, gid = _resolve_user(head["user"], env, head["env"])
+        cgroup, procs_fd = None, -1
         if self.track_fd is None:
             env[MARKER] = str(head["id"])
-        cgroup, procs_fd = None, -1
-        if self.track_fd is not None:
+        else:
             cgroup = f"c{head['id']}"
             os.mkdir(cgroup, dir_fd=self.track_fd)
             procs_fd = os.open(f"{cgroup}/cgroup.procs", os.O_WRONLY, dir_fd=self.track_fd)

@@ -320,9 +320,10 @@ def favor_dynamic_moves() -> str:
         for opt in mount_opts.split(","):
             flags |= _MOUNT_FLAGS.get(opt, 0)
         data = ",".join([*(o for o in super_opts if o not in ("rw", "ro")), "favordynmods"])
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.mount(b"cgroup2", target.encode(), b"cgroup2", flags, data.encode()) != 0:
-            return f"not set: remounting {target}: {os.strerror(ctypes.get_errno())}"
+        try:
+            mount("cgroup2", target, "cgroup2", data, flags)
+        except OSError as exc:
+            return f"not set: remounting {target}: {exc.strerror}"
         return "on"
     return "not set: no cgroup2 mount"
 
@@ -334,13 +335,14 @@ def _subdirs(path: str) -> list[str]:
     return found
 
 
-def mount(source: str, target: Path, fstype: str, options: str) -> None:
-    """mount(2) with nosuid,nodev (needs root). Blocking."""
+def mount(
+    source: str, target: Path | str, fstype: str, options: str, flags: int = _MS_NOSUID | _MS_NODEV
+) -> None:
+    """mount(2), by default with nosuid,nodev (needs root). Blocking."""
     libc = ctypes.CDLL(None, use_errno=True)
     if (
         libc.mount(
-            source.encode(), os.fsencode(target), fstype.encode(), _MS_NOSUID | _MS_NODEV,
-            options.encode(),
+            source.encode(), os.fsencode(target), fstype.encode(), flags, options.encode()
         )
         != 0
     ):  # fmt: skip

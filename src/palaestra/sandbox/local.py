@@ -214,7 +214,7 @@ class LocalBackend(SandboxBackend):
             )
             await sandbox._start(_bwrap_args(spec, sandbox_dir, writable, sandbox._limits))
             sandbox._meta = meta = dataclasses.replace(meta, bwrap_pid=sandbox.bwrap_pid)
-            await _thread_done(asyncio.ensure_future(asyncio.to_thread(meta.write, sandbox_dir)))
+            await _in_thread(meta.write, sandbox_dir)
         except BaseException:
             if populating.done() and not populating.cancelled() and not populating.exception():
                 sandbox._limits = populating.result()  # cancelled meanwhile: release them too
@@ -262,11 +262,7 @@ class LocalBackend(SandboxBackend):
                 sandbox._meta, labels={**spec.labels, RUN_ID_LABEL: self.run_id}
             )
             try:
-                await _thread_done(
-                    asyncio.ensure_future(
-                        asyncio.to_thread(_hand_out, sandbox.sandbox_dir, files, meta)
-                    )
-                )
+                await _in_thread(_hand_out, sandbox.sandbox_dir, files, meta)
             except BaseException:
                 await sandbox.close()
                 raise
@@ -357,6 +353,12 @@ async def _thread_done(work: asyncio.Future[Any]) -> Any:
     except asyncio.CancelledError:
         await asyncio.wait([work])
         raise
+
+
+async def _in_thread(func: Callable[..., Any], *args: Any) -> Any:
+    """``func(*args)`` in a thread, waited for to the end even when the caller is cancelled
+    (see :func:`_thread_done`)."""
+    return await _thread_done(asyncio.ensure_future(asyncio.to_thread(func, *args)))
 
 
 def _pool_key(spec: SandboxSpec) -> Hashable | None:
@@ -510,9 +512,8 @@ class LocalSandbox(Sandbox):
         # opened: close() must be able to kill the helper, which could otherwise outlive bwrap.
         reading = asyncio.ensure_future(asyncio.to_thread(_read_to_end, info_r))
         try:
-            info = await asyncio.shield(reading)
+            info = await _thread_done(reading)
         except asyncio.CancelledError:
-            await asyncio.wait([reading])
             if not reading.cancelled() and reading.exception() is None:
                 try:
                     self._adopt_helper(reading.result())
