@@ -612,6 +612,69 @@ async def test_janitor_spares_directories_being_created(state_dir: Path) -> None
     assert young.exists() and not old.exists()
 
 
+async def test_janitor_spares_an_empty_run_directory_that_just_changed(state_dir: Path) -> None:
+    fresh, stale = state_dir / "fresh-run", state_dir / "stale-run"
+    fresh.mkdir(parents=True)  # a creator's: its first sandbox directory comes next
+    stale.mkdir()
+    long_ago = time.time() - CREATION_GRACE_S - 1
+    os.utime(stale, (long_ago, long_ago))
+    assert await asyncio.to_thread(reclaim_leftovers, state_dir) == 0
+    assert fresh.is_dir() and not stale.exists()
+
+
+async def test_creates_wait_for_the_start_up_janitor(
+    state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seen in CI: a create racing its backend's first janitor pass lost its run directory
+    between making it and making its sandbox's. Now no sandbox is made before the pass ends."""
+    import palaestra.sandbox.local as local
+
+    seen: list[list[str]] = []
+
+    def slow_janitor(path: Path) -> int:
+        time.sleep(0.3)
+        seen.append(sorted(p.name for p in path.glob("*/sb-*")))
+        return reclaim_leftovers(path)
+
+    monkeypatch.setattr(local, "reclaim_leftovers", slow_janitor)
+    backend = LocalBackend(new_run_id(), state_dir)
+    try:
+        sandboxes = await asyncio.gather(*(backend.create(SandboxSpec()) for _ in range(4)))
+        assert seen == [[]]  # one pass, before any sandbox directory existed
+        assert len({s.sandbox_dir for s in sandboxes}) == 4
+        for sandbox in sandboxes:
+            assert (await sandbox.exec("echo up")).stdout == "up\n"
+    finally:
+        await backend.aclose()
+
+
+async def test_a_run_directory_removed_under_a_create_is_made_again(
+    state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process's janitor (or the run's last sandbox closing) may remove the run
+    directory while it is empty: the create makes it again instead of failing."""
+    backend = LocalBackend(new_run_id(), state_dir)
+    real_mkdir = Path.mkdir
+    removed: list[Path] = []
+
+    def mkdir_racing_a_janitor(self: Path, *args: object, **kwargs: object) -> None:
+        real_mkdir(self, *args, **kwargs)  # type: ignore[arg-type]
+        if self.name == backend.run_id and not removed:
+            self.rmdir()  # emptied and removed right after its creator made it
+            removed.append(self)
+
+    try:
+        monkeypatch.setattr(Path, "mkdir", mkdir_racing_a_janitor)
+        sandbox = await backend.create(SandboxSpec())
+        monkeypatch.undo()
+        assert removed == [state_dir / backend.run_id]
+        assert sandbox.sandbox_dir.parent == state_dir / backend.run_id
+        assert (await sandbox.exec("echo up")).stdout == "up\n"
+    finally:
+        monkeypatch.undo()
+        await backend.aclose()
+
+
 EXITING_OWNER = """
 import asyncio, os, sys
 from palaestra.sandbox.base import SandboxSpec

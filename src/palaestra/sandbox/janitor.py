@@ -89,13 +89,23 @@ def reclaim_leftovers(state_dir: Path) -> int:
     for run_dir in state_dir.iterdir():
         if not run_dir.is_dir() or run_dir.name.startswith("."):
             continue  # .helper/ and the like are shared by all runs
-        for sandbox_dir in run_dir.iterdir():
+        try:
+            changed = run_dir.stat().st_mtime
+            sandbox_dirs = list(run_dir.iterdir())
+        except FileNotFoundError:
+            continue  # reclaimed by another janitor meanwhile
+        before = reclaimed
+        for sandbox_dir in sandbox_dirs:
             if sandbox_dir.is_dir() and _reclaim(sandbox_dir):
                 reclaimed += 1
-        try:
-            run_dir.rmdir()
-        except OSError:
-            pass  # not empty: a live run's
+        # An empty run directory that changed lately may be about to get its first sandbox
+        # (its creator makes the directory, then the sandbox's): leave it, unless this pass
+        # emptied it of a dead run's sandboxes.
+        if reclaimed > before or time.time() - changed >= CREATION_GRACE_S:
+            try:
+                run_dir.rmdir()
+            except OSError:
+                pass  # not empty (a live run's), or gone already
     return reclaimed
 
 

@@ -161,6 +161,7 @@ class LocalBackend(SandboxBackend):
         self._tasks: set[asyncio.Task[None]] = set()  # refills and closes of evicted pools
         self._closing = False
         self._reclaimed = False
+        self._reclaiming: asyncio.Future[None] | None = None
         self._owner = (os.getpid(), process_start_time(os.getpid()))
 
     async def create(self, spec: SandboxSpec) -> LocalSandbox:
@@ -172,12 +173,14 @@ class LocalBackend(SandboxBackend):
         writable = _writable_dirs(spec)
         files = _files_to_copy(spec, writable)
         if not self._reclaimed:
-            self._reclaimed = True
-            clean_up_at_exit(_close_all_now)
-            await asyncio.to_thread(reclaim_leftovers, self.state_dir)
-            if os.geteuid() == 0:
-                moves = await asyncio.to_thread(favor_dynamic_moves)
-                log.debug("cgroup2 favordynmods: %s", moves)
+            # Every create waits for the start-up janitor: one racing it could have its run
+            # directory removed while still empty.
+            if (
+                self._reclaiming is None
+                or self._reclaiming.get_loop() is not asyncio.get_running_loop()
+            ):
+                self._reclaiming = asyncio.ensure_future(self._start_up())
+            await asyncio.shield(self._reclaiming)
         pool = self._pool_for(spec) if self.warm else None
         if pool is not None and (sandbox := await self._take(pool, spec, files)) is not None:
             self.pool_hits += 1
@@ -186,6 +189,16 @@ class LocalBackend(SandboxBackend):
         if pool is not None:
             self._refill(pool)
         return sandbox
+
+    async def _start_up(self) -> None:
+        try:
+            clean_up_at_exit(_close_all_now)
+            await asyncio.to_thread(reclaim_leftovers, self.state_dir)
+            if os.geteuid() == 0:
+                moves = await asyncio.to_thread(favor_dynamic_moves)
+                log.debug("cgroup2 favordynmods: %s", moves)
+        finally:
+            self._reclaimed = True  # once, even when it failed: creates go on without it
 
     async def _launch(
         self, spec: SandboxSpec, writable: list[str], files: dict[str, Path]
@@ -749,7 +762,15 @@ def _populate(
     """
     state_dir = sandbox_dir.parent.parent
     state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    sandbox_dir.mkdir(parents=True)
+    for attempt in range(3):
+        try:
+            sandbox_dir.mkdir(parents=True)
+            break
+        except FileNotFoundError:
+            # The run directory was empty for a moment and went (a janitor, or the run's
+            # last sandbox closing): make it again.
+            if attempt == 2:
+                raise
     meta.write(sandbox_dir)
     _helper_dir(state_dir)  # made once per process, here rather than on the event loop
     if spec.rootfs is None:
