@@ -1,7 +1,8 @@
 """Shared fixtures: a factory for Harbor task directories written into tmp_path, and a leak
 check after every test.
 
-The leak check looks only at what this test process owns: its descendant processes, docker
+The leak check looks only at what this test process owns: its descendant processes, bwrap
+processes naming its temp dirs or its default backend's run directory (orphans included), docker
 containers whose owner is this process or one started below it, cgroups of the sandbox tests'
 run ids (:data:`tests.procs.RUN_PREFIX`) and of the process's default local backend, mounts
 under pytest's temp dirs. So other test runs on the same machine cannot make it fail.
@@ -24,6 +25,7 @@ from tests.procs import (
     RUN_PREFIX,
     descendants,
     own_containers,
+    sandbox_processes,
     sandbox_cgroups,
     tmpfs_mounts_under,
 )
@@ -51,9 +53,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 def _leaks(tmp_root: str) -> dict[str, list[str]]:
     from palaestra.sandbox import default_backend
 
-    default_run = getattr(default_backend("local"), "run_id", RUN_PREFIX)
+    local = default_backend("local")
+    default_run = getattr(local, "run_id", RUN_PREFIX)
+    default_dir = str(getattr(local, "state_dir", tmp_root)) + f"/{default_run}/"
     return {
         "processes": [cmd for cmd in descendants(os.getpid()) if cmd],
+        # an orphan (its parent killed) is no longer a descendant: it still names its sandbox
+        "orphans": sandbox_processes(tmp_root + "/") + sandbox_processes(default_dir),
         "containers": own_containers(),
         "cgroups": sandbox_cgroups(RUN_PREFIX) + sandbox_cgroups(default_run),
         "mounts": tmpfs_mounts_under(tmp_root),

@@ -675,6 +675,64 @@ async def test_a_run_directory_removed_under_a_create_is_made_again(
         await backend.aclose()
 
 
+FAKE_BWRAP = """#!/bin/sh
+# Stands in for bubblewrap at its weakest moment: it has cloned its child, which waits for
+# bwrap's go-ahead with no parent-death signal yet and holds the sandbox's pipes. This one
+# never gives the go-ahead, nor the helper's pid (it closes --info-fd without a word).
+eval "exec $2>&-"
+sleep 1000 {marker} &
+exec sleep 1000 {marker}
+"""
+
+
+async def test_a_bwrap_child_without_a_parent_death_signal_dies_with_the_sandbox(
+    state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seen in CI: a start cancelled early killed bwrap alone; its child, still waiting for
+    bwrap's go-ahead, lived on holding the pipes, and close() waited for them forever."""
+    marker = new_marker()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "bwrap").write_text(FAKE_BWRAP.format(marker=marker))
+    (bin_dir / "bwrap").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    backend = LocalBackend(new_run_id(), state_dir)
+    try:
+        with pytest.raises(SandboxError, match="stopped unexpectedly"):
+            await asyncio.wait_for(backend.create(SandboxSpec()), 30)
+        assert host_pids(marker) == []
+        assert not any((state_dir / backend.run_id).glob("sb-*"))
+    finally:
+        await backend.aclose()
+
+
+async def test_the_janitor_kills_a_bwrap_child_orphaned_mid_start(state_dir: Path) -> None:
+    """The owner died while its bwrap's child waited for the go-ahead: meta.json has no bwrap
+    pid, and the orphan is found by its command line."""
+    marker = new_marker()
+    sandbox_dir = state_dir / "dead-run" / "sb-orphan"
+    sandbox_dir.mkdir(parents=True)
+    dead = await asyncio.create_subprocess_exec("true")
+    await dead.wait()
+    meta = {"sandbox_id": "sb-orphan", "owner_pid": dead.pid, "owner_start": None,
+            "labels": {}, "bwrap_pid": None, "cgroups": [], "mounts": []}  # fmt: skip
+    (sandbox_dir / META_FILE).write_text(json.dumps(meta))
+    # what such an orphan looks like: bwrap's command line, naming the sandbox's directory
+    orphan = await asyncio.create_subprocess_exec(
+        "bwrap", "-c", "import time; time.sleep(1000)", "--bind", f"{sandbox_dir}/fs/app",
+        "/app", marker, executable=sys.executable, start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert await eventually(lambda: len(host_pids(marker)) == 1)
+        assert await asyncio.to_thread(reclaim_leftovers, state_dir) == 1
+        assert await asyncio.wait_for(orphan.wait(), 10) == -signal.SIGKILL
+        assert not sandbox_dir.exists()
+    finally:
+        if orphan.returncode is None:
+            orphan.kill()
+            await orphan.wait()
+
+
 EXITING_OWNER = """
 import asyncio, os, sys
 from palaestra.sandbox.base import SandboxSpec

@@ -119,8 +119,12 @@ def _reclaim(sandbox_dir: Path) -> bool:
             return False  # reclaimed by someone else meanwhile
     elif _is_alive(meta.owner_pid, meta.owner_start):
         return False
-    elif meta.bwrap_pid is not None:
-        _kill_bwrap(meta.bwrap_pid, sandbox_dir)
+    else:
+        # Its bwrap, and any bwrap child orphaned before it took a parent-death signal (the
+        # owner died mid-start): the pid in meta.json is not enough.
+        pids = {meta.bwrap_pid} if meta.bwrap_pid is not None else set()
+        for pid in pids | set(sandbox_bwraps(sandbox_dir)):
+            _kill_bwrap(pid, sandbox_dir)
     if meta is not None:
         remove_cgroups(meta.cgroups)
         for path in reversed(meta.mounts):
@@ -137,22 +141,39 @@ def _is_alive(pid: int, start: int | None) -> bool:
     return start is None or int(stat[19]) == start
 
 
-def _kill_bwrap(pid: int, sandbox_dir: Path) -> None:
-    """SIGKILL ``pid`` if it is still that sandbox's bubblewrap, and wait until it is gone.
-
-    The pid may have been reused since: it is killed only when its command line is bwrap's and
-    names the sandbox's directory. bwrap's death takes the sandbox's pid 1 with it
-    (``--die-with-parent``), and with it every process of the sandbox.
-    """
+def _is_sandbox_bwrap(pid: int, sandbox_dir: Path) -> bool:
+    """Whether ``pid``'s command line is bwrap's and names ``sandbox_dir``."""
     try:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
-        return
+        return False
     marker = os.fsencode(sandbox_dir) + b"/"
-    if os.path.basename(argv[0]) != b"bwrap" or not any(marker in arg for arg in argv):
+    return os.path.basename(argv[0]) == b"bwrap" and any(marker in arg for arg in argv)
+
+
+def sandbox_bwraps(sandbox_dir: Path) -> list[int]:
+    """Every process still running bwrap for ``sandbox_dir`` (bwrap, or its child before it
+    execs the sandbox's pid 1). Blocking: it reads all of /proc."""
+    pids = (int(entry) for entry in os.listdir("/proc") if entry.isdigit())
+    return [pid for pid in pids if _is_sandbox_bwrap(pid, sandbox_dir)]
+
+
+def _kill_bwrap(pid: int, sandbox_dir: Path) -> None:
+    """SIGKILL ``pid`` and its process group if it is still that sandbox's bubblewrap, and wait
+    until it is gone.
+
+    The pid may have been reused since: it is killed only when its command line is bwrap's and
+    names the sandbox's directory. bwrap's death takes the sandbox's pid 1 with it
+    (``--die-with-parent``), and with it every process of the sandbox; the group takes a child
+    of bwrap that has no parent-death signal yet.
+    """
+    if not _is_sandbox_bwrap(pid, sandbox_dir):
         return
     try:
-        os.kill(pid, signal.SIGKILL)
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, signal.SIGKILL)
+        else:
+            os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
         return
     wait_gone(pid, sandbox_dir)

@@ -491,8 +491,14 @@ class LocalSandbox(Sandbox):
         info_r, info_w = os.pipe()
         limits = self._limits
         assert limits is not None
-        try:
-            self._proc = await asyncio.create_subprocess_exec(
+        # bwrap leads a process group of its own: between its clone() and the moment its
+        # child takes a parent-death signal, killing bwrap alone would orphan the child (it
+        # waits for bwrap's go-ahead forever, holding the sandbox's pipes). The group has both.
+        # The spawn is shielded, so a cancelled start still learns the process and reads its
+        # info below: close() can then kill the helper or the group (asyncio's own clean-up
+        # of a cancelled spawn would kill bwrap alone).
+        spawning = asyncio.ensure_future(
+            asyncio.create_subprocess_exec(
                 "bwrap",
                 "--info-fd",
                 str(info_w),
@@ -502,7 +508,18 @@ class LocalSandbox(Sandbox):
                 stderr=asyncio.subprocess.PIPE,
                 pass_fds=(info_w, *limits.pass_fds),
                 limit=_STREAM_LIMIT,
+                process_group=0,
             )
+        )
+        cancelled: asyncio.CancelledError | None = None
+        try:
+            try:
+                self._proc = await asyncio.shield(spawning)
+            except asyncio.CancelledError as exc:
+                await asyncio.wait([spawning])
+                if spawning.cancelled() or spawning.exception() is not None:
+                    raise
+                self._proc, cancelled = spawning.result(), exc
         except OSError as exc:
             raise SandboxError(f"cannot start bubblewrap for sandbox {self.id}: {exc}") from exc
         finally:
@@ -510,30 +527,27 @@ class LocalSandbox(Sandbox):
             limits.close_fds()
             if self._proc is None:
                 os.close(info_r)
-        assert self._proc.stdout is not None and self._proc.stdin is not None
-        self._channel = HelperChannel(
-            self._proc.stdout,
-            self._proc.stdin,
-            name=self.id,
-            workdir=self.spec.workdir,
-            on_eof=self._death_report,
-        )
-        self._stderr_task = asyncio.create_task(self._read_stderr())
-        self._watch_task = asyncio.create_task(self._follow_bwrap())
+        self._start_watchers()
         # bwrap writes the helper's pid once the sandbox is set up (or closes the fd as it
         # fails). Even when this start is cancelled meanwhile, the pid is read and a pidfd
         # opened: close() must be able to kill the helper, which could otherwise outlive bwrap.
         reading = asyncio.ensure_future(asyncio.to_thread(_read_to_end, info_r))
         try:
             info = await _thread_done(reading)
-        except asyncio.CancelledError:
-            if not reading.cancelled() and reading.exception() is None:
-                try:
-                    self._adopt_helper(reading.result())
-                except (ValueError, KeyError):
-                    pass  # bwrap failed before it started the helper
-            raise
-        child_pid = self._adopt_helper(info)
+        except asyncio.CancelledError as exc:
+            if reading.cancelled() or reading.exception() is not None:
+                raise
+            info, cancelled = reading.result(), exc
+        if cancelled is not None:
+            try:
+                self._adopt_helper(info)
+            except (ValueError, KeyError):
+                pass  # bwrap failed before it started the helper
+            raise cancelled
+        try:
+            child_pid = self._adopt_helper(info)
+        except (ValueError, KeyError):
+            raise await self._death_report() from None  # no helper pid: bwrap failed early
         if limits.cgroups:
             # Before the first command: everything the helper starts inherits the cgroups.
             try:
@@ -545,6 +559,21 @@ class LocalSandbox(Sandbox):
                     f"cannot move sandbox {self.id} into its cgroups: {exc}"
                 ) from exc
         await self._channel.ready(_START_TIMEOUT_S)
+
+    def _start_watchers(self) -> None:
+        """The helper channel on bwrap's pipes, and the tasks that follow bwrap and its
+        stderr: what close() waits for."""
+        assert self._proc is not None
+        assert self._proc.stdout is not None and self._proc.stdin is not None
+        self._channel = HelperChannel(
+            self._proc.stdout,
+            self._proc.stdin,
+            name=self.id,
+            workdir=self.spec.workdir,
+            on_eof=self._death_report,
+        )
+        self._stderr_task = asyncio.create_task(self._read_stderr())
+        self._watch_task = asyncio.create_task(self._follow_bwrap())
 
     def _adopt_helper(self, info: bytes) -> int:
         """Take the helper's pid from bwrap's info and open a pidfd for it."""
@@ -575,7 +604,7 @@ class LocalSandbox(Sandbox):
                 if self._helper_pidfd is not None:
                     signal.pidfd_send_signal(self._helper_pidfd, signal.SIGKILL)
                 else:
-                    proc.kill()
+                    _kill_group(proc)
             except ProcessLookupError:
                 pass
             if proc.stdin is not None:
@@ -585,7 +614,7 @@ class LocalSandbox(Sandbox):
             try:
                 await asyncio.wait_for(proc.wait(), _CLOSE_TIMEOUT_S)
             except TimeoutError:
-                proc.kill()  # with --die-with-parent, bwrap's death takes pid 1 along
+                _kill_group(proc)  # with --die-with-parent, bwrap's death takes pid 1 along
                 await proc.wait()
             assert self._channel is not None and self._stderr_task is not None
             await self._channel.closed()
@@ -612,7 +641,7 @@ class LocalSandbox(Sandbox):
             try:
                 if self._helper_pidfd is not None:
                     signal.pidfd_send_signal(self._helper_pidfd, signal.SIGKILL)
-                os.kill(proc.pid, signal.SIGKILL)
+                _kill_group(proc)
             except (ProcessLookupError, OSError):
                 pass
             wait_gone(proc.pid, self.sandbox_dir)
@@ -972,6 +1001,16 @@ def _make_parents(path: str, made: set[str]) -> list[str]:
             made.add(parent)
             args += ["--dir", parent]
     return args
+
+
+def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    """SIGKILL bwrap's process group (bwrap, and its child until the child starts a session
+    of its own), unless bwrap was reaped already: then its pid may name another group."""
+    if proc.returncode is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def _read_to_end(fd: int) -> bytes:
