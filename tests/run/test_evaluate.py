@@ -217,3 +217,37 @@ def test_store_is_plain_sqlite_in_wal_mode(tmp_path):
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert {"runs", "episodes", "steps"} <= tables
+
+
+async def test_a_row_committed_while_the_run_is_cancelled_still_reaches_on_episode(
+    tmp_path, monkeypatch
+):
+    """Ctrl-C during an episode's write: the store keeps the row (the write is shielded), and
+    the live view (progress, --scalars, --tensorboard) must count it too, or a resumed run's
+    counts and the streams disagree with the store."""
+    import asyncio
+    import threading
+    import time
+
+    from palaestra.run.store import ResultStore
+
+    writing = threading.Event()
+    real_add = ResultStore._add_episode
+
+    def slow_add(self, row):
+        writing.set()
+        time.sleep(0.5)  # the cancellation lands while the row is being committed
+        return real_add(self, row)
+
+    monkeypatch.setattr(ResultStore, "_add_episode", slow_add)
+    seen = []
+    run = asyncio.ensure_future(
+        evaluate("starter:0:1", "oracle", out_dir=tmp_path, on_episode=seen.append)
+    )
+    assert await asyncio.to_thread(writing.wait, 60)
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    stored = read_episodes(tmp_path, final_only=False)
+    assert len(stored) == 1 and [r["task_id"] for r in seen] == [stored[0]["task_id"]]
+    assert read_run(tmp_path)["stop_reason"] == "interrupted"

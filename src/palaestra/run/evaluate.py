@@ -13,6 +13,7 @@ the retried ones). Task failures, verifier-decided outcomes and policy bugs are 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import shutil
 import tempfile
@@ -214,6 +215,7 @@ async def evaluate(
     store = await ResultStore.open(out)
     stop_reason: str | None = None
     started = time.perf_counter()
+    writes: set[asyncio.Future[int]] = set()  # episode rows being written
     try:
         resumed = await store.begin_run(
             uuid.uuid4().hex[:12],
@@ -239,14 +241,25 @@ async def evaluate(
         def over_budget() -> bool:
             return max_cost_usd is not None and spent > max_cost_usd
 
-        async def store_try(row: EpisodeRow, final: bool, attempt_try: int) -> None:
+        def stored(row: EpisodeRow, write: asyncio.Future[int]) -> None:
             nonlocal spent
-            row.values.update(final=int(final), run_id=run_id,
-                              finished_at=time.time(), **{"try": attempt_try})  # fmt: skip
-            await store.add_episode(row)
+            if write.cancelled() or write.exception() is not None:
+                return
             spent += row.values.get("cost_usd") or 0.0
             if on_episode is not None:
                 on_episode(row.values)
+
+        async def store_try(row: EpisodeRow, final: bool, attempt_try: int) -> None:
+            row.values.update(final=int(final), run_id=run_id,
+                              finished_at=time.time(), **{"try": attempt_try})  # fmt: skip
+            # A write goes on when its caller is cancelled (Ctrl-C), so what follows a stored
+            # row (cost, on_episode) hangs on the write, not on this coroutine; it runs before
+            # this coroutine resumes.
+            write = asyncio.ensure_future(store.add_episode(row))
+            write.add_done_callback(functools.partial(stored, row))
+            writes.add(write)
+            write.add_done_callback(writes.discard)
+            await asyncio.shield(write)
 
         async def worker() -> None:
             nonlocal retried, stop_reason
@@ -303,6 +316,8 @@ async def evaluate(
             await asyncio.to_thread((out / "summary.json").write_text, text)
         return summary
     finally:
+        if writes:  # cancelled mid-write: the rows land, and are counted, before the run ends
+            await asyncio.wait(writes)
         await store.finish_run(time.time(), stop_reason)
         await store.aclose()
         if temp:
