@@ -105,9 +105,12 @@ def test_cli_json_mismatch_and_bad_env(tmp_path):
     summary = json.loads(proc.stdout)
     assert summary["passed"] == 0 and summary["pass_at_k"] == {"1": 0.0}
     assert summary["statuses"] == {"failed": 1}
-    other = _cli("eval", "starter:0:1", "--policy", "oracle", "--out", str(tmp_path))
+    streams = tmp_path.parent / f"{tmp_path.name}-streams"
+    other = _cli("eval", "starter:0:1", "--policy", "oracle", "--out", str(tmp_path),
+                 "--scalars", str(streams / "s.jsonl"), "--tensorboard", str(streams / "tb"))  # fmt: skip
     assert other.returncode == 2
     assert "policy: stored 'nop', now 'oracle'" in other.stdout and "--overwrite" in other.stdout
+    assert not (streams / "s.jsonl").exists() and list((streams / "tb").iterdir()) == []
     bad = _cli("eval", "nope", timeout=60)
     assert bad.returncode != 0 and "no environment 'nope'" in bad.stderr
     missing = _cli("export", str(tmp_path / "nothing"), timeout=60)

@@ -82,3 +82,17 @@ def test_jsonl_lines_keep_unknown_values_as_null(tmp_path):
         "cost_usd": None,
     }
     writer.close()
+
+
+def test_jsonl_file_created_but_never_written_is_removed_and_an_old_one_kept(tmp_path):
+    new = tmp_path / "new.jsonl"
+    JsonlScalarWriter(new).close()
+    assert not new.exists()
+    old = tmp_path / "old.jsonl"
+    old.write_text('{"step": 1}\n')
+    JsonlScalarWriter(old).close()  # a resumed run that added nothing keeps the old lines
+    assert old.read_text() == '{"step": 1}\n'
+    writer = JsonlScalarWriter(old)
+    writer.add_scalars(2, {"pass_rate": 1.0}, wall_time=5.0)
+    writer.close()
+    assert old.read_text().splitlines()[1] == '{"step": 2, "wall_time": 5.0, "pass_rate": 1.0}'

@@ -123,3 +123,16 @@ def test_a_resumed_run_adds_a_file_and_tensorboard_merges_them(tmp_path):
     assert first.path != second.path and sorted([first.path, second.path])[-1] == second.path
     got = [(e.step, e.value) for e in _scalars(tmp_path).Scalars("pass_rate")]
     assert got == [(1, 1.0), (2, 1.0), (3, 0.5), (4, 0.5)]
+
+
+def test_a_writer_that_got_no_point_leaves_no_file(tmp_path):
+    """A run refused before its first episode (a mismatched resume) must not leave an event
+    file holding only its header, which TensorBoard would list as an empty run."""
+    ScalarWriter(tmp_path).close()
+    assert list(tmp_path.iterdir()) == []
+    with ScalarWriter(tmp_path) as writer:
+        writer.add_scalars(0, {"unknown": None})  # nothing known: still no point
+    assert list(tmp_path.iterdir()) == []
+    with ScalarWriter(tmp_path) as writer:
+        writer.add_scalars(1, {"pass_rate": 0.5})
+    assert len(list(tmp_path.iterdir())) == 1

@@ -106,20 +106,35 @@ class BackgroundAppender:
 
 
 class JsonlScalarWriter:
-    """One JSON line per call, ``{"step", "wall_time", **scalars}`` (None as null), appended."""
+    """One JSON line per call, ``{"step", "wall_time", **scalars}`` (None as null), appended.
+
+    A file this writer created and never wrote to is removed on :meth:`close`: a run refused
+    before its first episode leaves nothing behind.
+    """
 
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
-        self._out = BackgroundAppender(self.path.open("ab"))
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            file = self.path.open("xb")
+            self._created = True
+        except FileExistsError:
+            file = self.path.open("ab")
+            self._created = False
+        self._lines = 0
+        self._out = BackgroundAppender(file)
 
     def add_scalars(
         self, step: int, scalars: dict[str, float | None], wall_time: float | None = None
     ) -> None:
         line = {"step": step, "wall_time": time.time() if wall_time is None else wall_time}
         self._out.append((json.dumps({**line, **scalars}) + "\n").encode())
+        self._lines += 1
 
     def flush(self) -> None:
         self._out.flush()
 
     def close(self) -> None:
         self._out.close()
+        if self._created and not self._lines:
+            self.path.unlink(missing_ok=True)

@@ -110,7 +110,8 @@ class ScalarWriter:
 
     ``add_scalars`` encodes one ``Event`` and queues it: the file is written and flushed by a
     thread of its own (see :class:`~palaestra.run.scalars.BackgroundAppender`), so it is safe to
-    call from the event loop. ``close`` writes every point added before it.
+    call from the event loop. ``close`` writes every point added before it, and removes the
+    file if no point was added: a run refused before its first episode leaves nothing behind.
     """
 
     def __init__(self, logdir: Path | str) -> None:
@@ -124,6 +125,7 @@ class ScalarWriter:
                 break
             except FileExistsError:
                 stamp += 1
+        self._points = 0
         self._out = BackgroundAppender(file)
         self._out.append(tf_record(encode_event(time.time(), 0, file_version="brain.Event:2")))
 
@@ -135,6 +137,7 @@ class ScalarWriter:
         if known:
             wall_time = time.time() if wall_time is None else wall_time
             self._out.append(tf_record(encode_event(wall_time, step, scalars=known)))
+            self._points += 1
 
     def flush(self) -> None:
         """Wait until every point added so far is in the file (blocking)."""
@@ -143,6 +146,8 @@ class ScalarWriter:
     def close(self) -> None:
         """Write what is queued and close the file (blocking); idempotent."""
         self._out.close()
+        if not self._points:
+            self.path.unlink(missing_ok=True)
 
     def __enter__(self) -> ScalarWriter:
         return self
