@@ -25,8 +25,8 @@ from tests.procs import (
     RUN_PREFIX,
     descendants,
     own_containers,
-    sandbox_processes,
     sandbox_cgroups,
+    sandbox_processes,
     tmpfs_mounts_under,
 )
 

@@ -140,6 +140,36 @@ async def test_cgroups_are_made_and_removed(backend: LocalBackend) -> None:
     assert not any(exists(p) for p in paths)
 
 
+@needs_cgroups
+async def test_close_kills_and_removes_a_command_cgroup_left_frozen(backend: LocalBackend) -> None:
+    """Seen in CI: the sandbox's close killed the helper while it was freezing a command to
+    kill it (a cancelled exec), leaving the command's cgroup frozen, where SIGKILL waits for a
+    thaw: the processes and every cgroup of the sandbox stayed for good."""
+    marker = new_marker()
+    sandbox = await backend.create(SandboxSpec())
+    paths = list(sandbox._limits.cgroups)  # type: ignore[union-attr]
+    running = asyncio.ensure_future(sandbox.exec(f"sleep 1000 {marker}"))
+    assert await eventually(lambda: len(host_pids(marker)) == 1)
+
+    def freeze_the_command() -> list[Path]:
+        """What an interrupted freeze-kill-thaw leaves: the command's cgroup frozen."""
+        frozen = []
+        for path in paths:
+            for child in Path(path).iterdir():
+                for name, value in (("freezer.state", "FROZEN"), ("cgroup.freeze", "1")):
+                    if child.is_dir() and (child / name).exists():
+                        (child / name).write_text(value)
+                        frozen.append(child)
+        return frozen
+
+    assert await asyncio.to_thread(freeze_the_command)
+    await asyncio.wait_for(sandbox.close(), 30)
+    with pytest.raises(SandboxError):
+        await running
+    assert await eventually(lambda: host_pids(marker) == [], within=5)
+    assert not any(exists(p) for p in paths)
+
+
 async def test_host_secrets_are_hidden(backend: LocalBackend) -> None:
     async with await backend.create(SandboxSpec()) as sandbox:
         res = await sandbox.exec("cat /etc/shadow /etc/gshadow", timeout=10)

@@ -8,10 +8,11 @@ no-op). Closing kills every process inside and frees every resource the sandbox 
 from __future__ import annotations
 
 import abc
+import asyncio
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 NetworkMode = Literal["none", "public"]
 
@@ -276,3 +277,25 @@ class SandboxBackend(abc.ABC):
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Close every sandbox this backend created that is still open; release its resources."""
+
+
+_T = TypeVar("_T")
+
+
+async def await_to_the_end(work: asyncio.Future[_T]) -> _T:
+    """Await ``work`` (a thread, a spawn, a sandbox's close); when the caller is cancelled
+    meanwhile, once or again, wait for ``work`` to end before the cancellation goes on.
+
+    A thread cannot be stopped, and what follows a cancellation (closing the sandbox, the
+    event loop ending) must not race it: a directory, cgroup, process or container made
+    after the clean-up is never cleaned up.
+    """
+    try:
+        return await asyncio.shield(work)
+    except asyncio.CancelledError:
+        while not work.done():
+            try:
+                await asyncio.wait([work])
+            except asyncio.CancelledError:
+                pass  # cancelled again: the work still ends first
+        raise

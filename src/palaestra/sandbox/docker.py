@@ -55,6 +55,7 @@ from palaestra.sandbox.base import (
     SandboxClosedError,
     SandboxError,
     SandboxSpec,
+    await_to_the_end,
 )
 from palaestra.sandbox.janitor import RUN_ID_LABEL, proc_stat, process_start_time
 from palaestra.sandbox.limits import DEFAULT_PIDS_LIMIT
@@ -397,11 +398,12 @@ class DockerSandbox(Sandbox):
     async def close(self) -> None:
         """Remove the container (killing everything in it) and wait until it is gone.
 
-        Idempotent, and completes even when the caller is cancelled meanwhile.
+        Idempotent. A caller cancelled meanwhile (even repeatedly) still waits until it is
+        complete, then gets its cancellation.
         """
         if self._closing is None:
             self._closing = asyncio.ensure_future(self._shutdown())
-        await asyncio.shield(self._closing)
+        await await_to_the_end(self._closing)
 
     async def _shutdown(self) -> None:
         try:

@@ -25,7 +25,12 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from palaestra.sandbox.limits import reclaim_empty_cgroups, remove_cgroups, unmount
+from palaestra.sandbox.limits import (
+    mounts_under,
+    reclaim_empty_cgroups,
+    remove_cgroups,
+    unmount,
+)
 
 RUN_ID_LABEL = "palaestra.run_id"
 META_FILE = "meta.json"
@@ -129,6 +134,8 @@ def _reclaim(sandbox_dir: Path) -> bool:
         remove_cgroups(meta.cgroups)
         for path in reversed(meta.mounts):
             unmount(path)
+    for path in mounts_under(sandbox_dir):  # what no record names (a start that never reported)
+        unmount(path)
     shutil.rmtree(sandbox_dir, ignore_errors=True)
     return True
 

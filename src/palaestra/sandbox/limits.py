@@ -34,6 +34,8 @@ import ctypes
 import errno
 import functools
 import os
+import re
+import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -235,7 +237,11 @@ def remove_cgroups(paths: list[str]) -> None:
 
     Blocking. Call it once the sandbox's processes are gone: a cgroup with processes cannot be
     removed; this retries for a few seconds while the kernel finishes tearing them down.
+    Processes still there are killed first, frozen ones too: a helper killed in the middle of
+    a freeze-kill-thaw (a command's timeout racing the sandbox's close) leaves its command's
+    cgroup frozen, where SIGKILL waits until a thaw.
     """
+    kill_and_thaw(paths)
     for path in reversed(paths):
         if not os.path.isdir(path):
             continue
@@ -251,6 +257,30 @@ def remove_cgroups(paths: list[str]) -> None:
                     if exc.errno != errno.EBUSY or time.monotonic() >= deadline:
                         break
                     time.sleep(0.005)
+
+
+def kill_and_thaw(paths: list[str]) -> None:
+    """SIGKILL every process in the cgroup trees at ``paths`` (a sandbox's, one per
+    hierarchy), then thaw them (cgroup v1's freezer.state, v2's cgroup.freeze) so that frozen
+    ones die too. Every hierarchy at once: one frozen keeps the others' cgroups busy.
+    Blocking."""
+    tree = [cgroup for path in paths if os.path.isdir(path) for cgroup in [path, *_subdirs(path)]]
+    for cgroup in tree:
+        try:
+            pids = Path(cgroup, "cgroup.procs").read_text().split()
+        except OSError:
+            continue
+        for pid in pids:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+    for cgroup in tree:  # parents first: a child cannot thaw under a frozen parent
+        for name, thawed in (("freezer.state", "THAWED"), ("cgroup.freeze", "0")):
+            try:
+                Path(cgroup, name).write_text(thawed)
+            except OSError:
+                pass  # not this hierarchy's file
 
 
 def reclaim_empty_cgroups(older_than_s: float, name_prefix: str = "") -> None:
@@ -358,6 +388,26 @@ def unmount(path: str) -> None:
         err = ctypes.get_errno()
         if err not in (errno.EINVAL, errno.ENOENT):
             raise OSError(err, os.strerror(err), path)
+
+
+def mounts_under(path: Path | str) -> list[str]:
+    """Mount points at or below ``path``, deepest first (to unmount in that order). Blocking.
+
+    For clean-up that cannot trust its records: a sandbox whose limits were applied by a start
+    that never reported back, or whose meta.json is gone.
+    """
+    root = os.path.realpath(os.fsdecode(path)).rstrip("/")
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return []
+    points = []
+    for line in lines:
+        # mountinfo escapes space, tab, newline and backslash in paths as octal (\040...)
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split()[4])
+        if point == root or point.startswith(root + "/"):
+            points.append(point)
+    return sorted(set(points), key=lambda p: p.count("/"), reverse=True)
 
 
 def release(limits: SandboxLimits) -> None:

@@ -50,6 +50,7 @@ from palaestra.sandbox.base import (
     SandboxClosedError,
     SandboxError,
     SandboxSpec,
+    await_to_the_end,
 )
 from palaestra.sandbox.janitor import (
     RUN_ID_LABEL,
@@ -60,7 +61,14 @@ from palaestra.sandbox.janitor import (
     reclaim_leftovers,
     wait_gone,
 )
-from palaestra.sandbox.limits import SandboxLimits, apply_limits, favor_dynamic_moves
+from palaestra.sandbox.limits import (
+    SandboxLimits,
+    apply_limits,
+    favor_dynamic_moves,
+    kill_and_thaw,
+    mounts_under,
+    unmount,
+)
 from palaestra.sandbox.limits import mount as mount_fs
 from palaestra.sandbox.limits import release as release_limits
 
@@ -219,7 +227,7 @@ class LocalBackend(SandboxBackend):
             asyncio.to_thread(_populate, spec, sandbox_dir, meta, writable, files)
         )
         try:
-            sandbox._limits = await _thread_done(populating)
+            sandbox._limits = await await_to_the_end(populating)
             meta = dataclasses.replace(
                 meta,
                 cgroups=sandbox._limits.cgroups,
@@ -357,21 +365,10 @@ class _Pool:
     fill: asyncio.Task[None] | None = None
 
 
-async def _thread_done(work: asyncio.Future[Any]) -> Any:
-    """Await ``work`` (an ``asyncio.to_thread``); when the caller is cancelled meanwhile, wait
-    for the thread to end before the cancellation goes on: a thread cannot be stopped, and the
-    clean-up that follows must not race it (a directory or cgroup made after it)."""
-    try:
-        return await asyncio.shield(work)
-    except asyncio.CancelledError:
-        await asyncio.wait([work])
-        raise
-
-
 async def _in_thread(func: Callable[..., Any], *args: Any) -> Any:
     """``func(*args)`` in a thread, waited for to the end even when the caller is cancelled
-    (see :func:`_thread_done`)."""
-    return await _thread_done(asyncio.ensure_future(asyncio.to_thread(func, *args)))
+    (see :func:`await_to_the_end`)."""
+    return await await_to_the_end(asyncio.ensure_future(asyncio.to_thread(func, *args)))
 
 
 def _pool_key(spec: SandboxSpec) -> Hashable | None:
@@ -514,9 +511,8 @@ class LocalSandbox(Sandbox):
         cancelled: asyncio.CancelledError | None = None
         try:
             try:
-                self._proc = await asyncio.shield(spawning)
+                self._proc = await await_to_the_end(spawning)
             except asyncio.CancelledError as exc:
-                await asyncio.wait([spawning])
                 if spawning.cancelled() or spawning.exception() is not None:
                     raise
                 self._proc, cancelled = spawning.result(), exc
@@ -533,7 +529,7 @@ class LocalSandbox(Sandbox):
         # opened: close() must be able to kill the helper, which could otherwise outlive bwrap.
         reading = asyncio.ensure_future(asyncio.to_thread(_read_to_end, info_r))
         try:
-            info = await _thread_done(reading)
+            info = await await_to_the_end(reading)
         except asyncio.CancelledError as exc:
             if reading.cancelled() or reading.exception() is not None:
                 raise
@@ -585,13 +581,14 @@ class LocalSandbox(Sandbox):
     async def close(self) -> None:
         """Kill every process of the sandbox, wait until they are gone, remove its files.
 
-        Idempotent, and completes even when the caller is cancelled meanwhile.
+        Idempotent. A caller cancelled meanwhile (even repeatedly) still waits until it is
+        complete, then gets its cancellation.
         """
         if self._closed_now:
             return
         if self._closing is None:
             self._closing = asyncio.ensure_future(self._shutdown())
-        await asyncio.shield(self._closing)
+        await await_to_the_end(self._closing)
 
     async def _shutdown(self) -> None:
         proc = self._proc
@@ -611,6 +608,10 @@ class LocalSandbox(Sandbox):
                 # A helper still alive for any reason (no pidfd for it yet) exits when its
                 # request pipe reaches end of file; proc.wait() also waits for its pipes.
                 proc.stdin.close()
+            if self._limits is not None and self._limits.cgroups:
+                # A command the helper was freezing to kill it stays frozen now that the helper
+                # is dead, and a frozen process ignores SIGKILL until thawed.
+                await asyncio.to_thread(kill_and_thaw, self._limits.cgroups)
             try:
                 await asyncio.wait_for(proc.wait(), _CLOSE_TIMEOUT_S)
             except TimeoutError:
@@ -623,9 +624,7 @@ class LocalSandbox(Sandbox):
                 await self._watch_task
         if self._helper_pidfd is not None:
             os.close(self._helper_pidfd)
-        if self._limits is not None:
-            await asyncio.to_thread(release_limits, self._limits)
-        await asyncio.to_thread(shutil.rmtree, self.sandbox_dir, ignore_errors=True)
+        await asyncio.to_thread(_release_and_remove, self._limits, self.sandbox_dir)
         self._on_close(self)
 
     def close_now(self) -> None:
@@ -644,10 +643,10 @@ class LocalSandbox(Sandbox):
                 _kill_group(proc)
             except (ProcessLookupError, OSError):
                 pass
+            if self._limits is not None:
+                kill_and_thaw(self._limits.cgroups)  # see _shutdown
             wait_gone(proc.pid, self.sandbox_dir)
-        if self._limits is not None:
-            release_limits(self._limits)
-        shutil.rmtree(self.sandbox_dir, ignore_errors=True)
+        _release_and_remove(self._limits, self.sandbox_dir)
         self._on_close(self)
 
     async def _follow_bwrap(self) -> None:
@@ -1001,6 +1000,21 @@ def _make_parents(path: str, made: set[str]) -> list[str]:
             made.add(parent)
             args += ["--dir", parent]
     return args
+
+
+def _release_and_remove(limits: SandboxLimits | None, sandbox_dir: Path) -> None:
+    """Release a closed sandbox's limits and remove its directory. Blocking.
+
+    Without a record of its limits (a start whose populating thread outlived its caller) the
+    mounts under the directory are found and unmounted all the same: removing the directory
+    around a live mount would lose the only trace of it.
+    """
+    if limits is not None:
+        release_limits(limits)
+    else:
+        for path in mounts_under(sandbox_dir):
+            unmount(path)
+    shutil.rmtree(sandbox_dir, ignore_errors=True)
 
 
 def _kill_group(proc: asyncio.subprocess.Process) -> None:

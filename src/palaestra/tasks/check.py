@@ -119,14 +119,19 @@ async def check_tasks(
         async with gate:
             return await run_scenario(task, scenario, backend)
 
+    jobs = [
+        asyncio.ensure_future(one(task, s))
+        for task in tasks
+        for s in scenarios(task)
+        if only is None or s in only or (s.startswith("wrong:") and "wrong" in only)
+    ]
     try:
-        jobs = [
-            one(task, s)
-            for task in tasks
-            for s in scenarios(task)
-            if only is None or s in only or (s.startswith("wrong:") and "wrong" in only)
-        ]
         return list(await asyncio.gather(*jobs))
     finally:
+        # One failed (or the caller was cancelled): the others stop too, and their sandboxes
+        # are closed before this returns, never left running behind the caller's back.
+        for job in jobs:
+            job.cancel()
+        await asyncio.gather(*jobs, return_exceptions=True)
         if owned:
             await backend.aclose()

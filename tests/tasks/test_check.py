@@ -1,0 +1,49 @@
+"""`check_tasks` on real sandboxes: a failing scenario stops the others and leaves nothing."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from palaestra.env.registry import load_tasks
+from palaestra.sandbox.base import Sandbox, SandboxBackend, SandboxError, SandboxSpec
+from palaestra.sandbox.local import LocalBackend
+from palaestra.tasks.check import check_tasks
+from tests.procs import sandbox_processes
+from tests.sandbox.conftest import new_run_id
+
+
+class FailsOnCreate(SandboxBackend):
+    """The real local backend, except that its ``n``-th create fails (as a sandbox start can)."""
+
+    def __init__(self, real: LocalBackend, n: int) -> None:
+        self.real, self.n, self.calls = real, n, 0
+
+    async def create(self, spec: SandboxSpec) -> Sandbox:
+        self.calls += 1
+        if self.calls == self.n:
+            await asyncio.sleep(0.2)  # the other scenarios are well under way by now
+            raise SandboxError("start failed")
+        return await self.real.create(spec)
+
+
+async def test_a_failing_scenario_stops_the_others_before_check_tasks_returns(
+    tmp_path: Path,
+) -> None:
+    """Seen in CI: the scenarios still running after one failed outlived the call, and a
+    sandbox started for one of them was never closed (its disk quota stayed mounted)."""
+    real = LocalBackend(new_run_id(), tmp_path / "state")
+    backend = FailsOnCreate(real, n=3)
+    try:
+        with pytest.raises(SandboxError, match="start failed"):
+            await check_tasks(list(load_tasks("starter")), backend=backend, concurrency=4,
+                              only=["oracle"])  # fmt: skip
+        assert not real._open  # every sandbox the call started is closed when it returns
+        assert sandbox_processes(str(tmp_path / "state")) == []
+        calls = backend.calls
+        await asyncio.sleep(0.5)
+        assert backend.calls == calls  # and nothing of it goes on afterwards
+    finally:
+        await real.aclose()
