@@ -612,6 +612,21 @@ async def test_janitor_spares_directories_being_created(state_dir: Path) -> None
     assert young.exists() and not old.exists()
 
 
+async def test_janitor_unmounts_what_no_record_names(state_dir: Path) -> None:
+    """Seen on a CI machine: a sandbox directory without meta.json (its start never reported
+    back) with its disk quota still mounted. Removing the directory alone loses the mount."""
+    from palaestra.sandbox.limits import mount
+
+    stale = state_dir / "run" / "sb-unrecorded"
+    (stale / "fs").mkdir(parents=True)
+    await asyncio.to_thread(mount, "tmpfs", stale / "fs", "tmpfs", "size=1m")
+    long_ago = time.time() - CREATION_GRACE_S - 1
+    os.utime(stale, (long_ago, long_ago))
+    assert tmpfs_mounts_under(str(stale)) != []
+    assert await asyncio.to_thread(reclaim_leftovers, state_dir) == 1
+    assert tmpfs_mounts_under(str(stale)) == [] and not stale.exists()
+
+
 async def test_janitor_spares_an_empty_run_directory_that_just_changed(state_dir: Path) -> None:
     fresh, stale = state_dir / "fresh-run", state_dir / "stale-run"
     fresh.mkdir(parents=True)  # a creator's: its first sandbox directory comes next
