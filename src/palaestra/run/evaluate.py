@@ -243,6 +243,7 @@ async def evaluate(
 
         def stored(row: EpisodeRow, write: asyncio.Future[int]) -> None:
             nonlocal spent
+            writes.discard(write)
             if write.cancelled() or write.exception() is not None:
                 return
             spent += row.values.get("cost_usd") or 0.0
@@ -256,9 +257,8 @@ async def evaluate(
             # row (cost, on_episode) hangs on the write, not on this coroutine; it runs before
             # this coroutine resumes.
             write = asyncio.ensure_future(store.add_episode(row))
-            write.add_done_callback(functools.partial(stored, row))
             writes.add(write)
-            write.add_done_callback(writes.discard)
+            write.add_done_callback(functools.partial(stored, row))
             await asyncio.shield(write)
 
         async def worker() -> None:

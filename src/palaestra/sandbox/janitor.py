@@ -91,6 +91,7 @@ def reclaim_leftovers(state_dir: Path) -> int:
     if not state_dir.is_dir():
         return 0
     reclaimed = 0
+    bwraps = functools.cache(_bwrap_argvs)  # one look at /proc per pass, and only if needed
     for run_dir in state_dir.iterdir():
         if not run_dir.is_dir() or run_dir.name.startswith("."):
             continue  # .helper/ and the like are shared by all runs
@@ -101,7 +102,7 @@ def reclaim_leftovers(state_dir: Path) -> int:
             continue  # reclaimed by another janitor meanwhile
         before = reclaimed
         for sandbox_dir in sandbox_dirs:
-            if sandbox_dir.is_dir() and _reclaim(sandbox_dir):
+            if sandbox_dir.is_dir() and _reclaim(sandbox_dir, bwraps):
                 reclaimed += 1
         # An empty run directory that changed lately may be about to get its first sandbox
         # (its creator makes the directory, then the sandbox's): leave it, unless this pass
@@ -114,7 +115,7 @@ def reclaim_leftovers(state_dir: Path) -> int:
     return reclaimed
 
 
-def _reclaim(sandbox_dir: Path) -> bool:
+def _reclaim(sandbox_dir: Path, bwraps: Callable[[], dict[int, list[bytes]]]) -> bool:
     meta = SandboxMeta.read(sandbox_dir)
     if meta is None:
         try:
@@ -126,10 +127,11 @@ def _reclaim(sandbox_dir: Path) -> bool:
         return False
     else:
         # Its bwrap, and any bwrap child orphaned before it took a parent-death signal (the
-        # owner died mid-start): the pid in meta.json is not enough.
-        pids = {meta.bwrap_pid} if meta.bwrap_pid is not None else set()
-        for pid in pids | set(sandbox_bwraps(sandbox_dir)):
-            _kill_bwrap(pid, sandbox_dir)
+        # owner died mid-start): found by their command lines, which name the sandbox's
+        # directory; the pid in meta.json alone would miss the orphan.
+        for pid, argv in bwraps().items():
+            if _names(argv, sandbox_dir):
+                _kill_bwrap(pid, sandbox_dir)
     if meta is not None:
         remove_cgroups(meta.cgroups)
         for path in reversed(meta.mounts):
@@ -148,21 +150,31 @@ def _is_alive(pid: int, start: int | None) -> bool:
     return start is None or int(stat[19]) == start
 
 
-def _is_sandbox_bwrap(pid: int, sandbox_dir: Path) -> bool:
-    """Whether ``pid``'s command line is bwrap's and names ``sandbox_dir``."""
+def _argv(pid: int) -> list[bytes] | None:
     try:
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
-        return False
+        return None
+
+
+def _bwrap_argvs() -> dict[int, list[bytes]]:
+    """The command line of every process running bwrap (bwrap, or its child before it execs
+    the sandbox's pid 1). Blocking: it reads all of /proc."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (argv := _argv(int(entry))) and _is_bwrap(argv):
+            found[int(entry)] = argv
+    return found
+
+
+def _is_bwrap(argv: list[bytes]) -> bool:
+    return os.path.basename(argv[0]) == b"bwrap"
+
+
+def _names(argv: list[bytes], sandbox_dir: Path) -> bool:
+    """Whether a command line names ``sandbox_dir`` (bwrap's binds are below it)."""
     marker = os.fsencode(sandbox_dir) + b"/"
-    return os.path.basename(argv[0]) == b"bwrap" and any(marker in arg for arg in argv)
-
-
-def sandbox_bwraps(sandbox_dir: Path) -> list[int]:
-    """Every process still running bwrap for ``sandbox_dir`` (bwrap, or its child before it
-    execs the sandbox's pid 1). Blocking: it reads all of /proc."""
-    pids = (int(entry) for entry in os.listdir("/proc") if entry.isdigit())
-    return [pid for pid in pids if _is_sandbox_bwrap(pid, sandbox_dir)]
+    return any(marker in arg for arg in argv)
 
 
 def _kill_bwrap(pid: int, sandbox_dir: Path) -> None:
@@ -174,7 +186,8 @@ def _kill_bwrap(pid: int, sandbox_dir: Path) -> None:
     (``--die-with-parent``), and with it every process of the sandbox; the group takes a child
     of bwrap that has no parent-death signal yet.
     """
-    if not _is_sandbox_bwrap(pid, sandbox_dir):
+    argv = _argv(pid)
+    if not argv or not _is_bwrap(argv) or not _names(argv, sandbox_dir):
         return
     try:
         if os.getpgid(pid) == pid:

@@ -168,8 +168,7 @@ class LocalBackend(SandboxBackend):
         self._pools: OrderedDict[Hashable, _Pool] = OrderedDict()
         self._tasks: set[asyncio.Task[None]] = set()  # refills and closes of evicted pools
         self._closing = False
-        self._reclaimed = False
-        self._reclaiming: asyncio.Future[None] | None = None
+        self._starting_up: asyncio.Future[None] | None = None  # the start-up janitor pass
         self._owner = (os.getpid(), process_start_time(os.getpid()))
 
     async def create(self, spec: SandboxSpec) -> LocalSandbox:
@@ -180,15 +179,15 @@ class LocalBackend(SandboxBackend):
             )
         writable = _writable_dirs(spec)
         files = _files_to_copy(spec, writable)
-        if not self._reclaimed:
-            # Every create waits for the start-up janitor: one racing it could have its run
-            # directory removed while still empty.
-            if (
-                self._reclaiming is None
-                or self._reclaiming.get_loop() is not asyncio.get_running_loop()
-            ):
-                self._reclaiming = asyncio.ensure_future(self._start_up())
-            await asyncio.shield(self._reclaiming)
+        # Every create waits for the start-up janitor pass (once per backend, even when it
+        # failed): one racing it could have its run directory removed while still empty.
+        starting = self._starting_up
+        if starting is None or (
+            not starting.done() and starting.get_loop() is not asyncio.get_running_loop()
+        ):
+            starting = self._starting_up = asyncio.ensure_future(self._start_up())
+        if not starting.done():
+            await asyncio.shield(starting)
         pool = self._pool_for(spec) if self.warm else None
         if pool is not None and (sandbox := await self._take(pool, spec, files)) is not None:
             self.pool_hits += 1
@@ -199,14 +198,11 @@ class LocalBackend(SandboxBackend):
         return sandbox
 
     async def _start_up(self) -> None:
-        try:
-            clean_up_at_exit(_close_all_now)
-            await asyncio.to_thread(reclaim_leftovers, self.state_dir)
-            if os.geteuid() == 0:
-                moves = await asyncio.to_thread(favor_dynamic_moves)
-                log.debug("cgroup2 favordynmods: %s", moves)
-        finally:
-            self._reclaimed = True  # once, even when it failed: creates go on without it
+        clean_up_at_exit(_close_all_now)
+        await asyncio.to_thread(reclaim_leftovers, self.state_dir)
+        if os.geteuid() == 0:
+            moves = await asyncio.to_thread(favor_dynamic_moves)
+            log.debug("cgroup2 favordynmods: %s", moves)
 
     async def _launch(
         self, spec: SandboxSpec, writable: list[str], files: dict[str, Path]
@@ -365,6 +361,19 @@ class _Pool:
     fill: asyncio.Task[None] | None = None
 
 
+async def _outcome(work: asyncio.Future[Any]) -> tuple[Any, asyncio.CancelledError | None]:
+    """``work``'s result and, when the caller was cancelled meanwhile and ``work`` succeeded
+    all the same, the cancellation, to raise once what ``work`` made is taken care of (a
+    spawned process, the helper's pid). When ``work`` failed or was cancelled itself, the
+    caller's cancellation is raised at once."""
+    try:
+        return await await_to_the_end(work), None
+    except asyncio.CancelledError as exc:
+        if work.cancelled() or work.exception() is not None:
+            raise
+        return work.result(), exc
+
+
 async def _in_thread(func: Callable[..., Any], *args: Any) -> Any:
     """``func(*args)`` in a thread, waited for to the end even when the caller is cancelled
     (see :func:`await_to_the_end`)."""
@@ -508,14 +517,8 @@ class LocalSandbox(Sandbox):
                 process_group=0,
             )
         )
-        cancelled: asyncio.CancelledError | None = None
         try:
-            try:
-                self._proc = await await_to_the_end(spawning)
-            except asyncio.CancelledError as exc:
-                if spawning.cancelled() or spawning.exception() is not None:
-                    raise
-                self._proc, cancelled = spawning.result(), exc
+            self._proc, cancelled = await _outcome(spawning)
         except OSError as exc:
             raise SandboxError(f"cannot start bubblewrap for sandbox {self.id}: {exc}") from exc
         finally:
@@ -527,13 +530,10 @@ class LocalSandbox(Sandbox):
         # bwrap writes the helper's pid once the sandbox is set up (or closes the fd as it
         # fails). Even when this start is cancelled meanwhile, the pid is read and a pidfd
         # opened: close() must be able to kill the helper, which could otherwise outlive bwrap.
-        reading = asyncio.ensure_future(asyncio.to_thread(_read_to_end, info_r))
-        try:
-            info = await await_to_the_end(reading)
-        except asyncio.CancelledError as exc:
-            if reading.cancelled() or reading.exception() is not None:
-                raise
-            info, cancelled = reading.result(), exc
+        info, cancelled_reading = await _outcome(
+            asyncio.ensure_future(asyncio.to_thread(_read_to_end, info_r))
+        )
+        cancelled = cancelled or cancelled_reading
         if cancelled is not None:
             try:
                 self._adopt_helper(info)
