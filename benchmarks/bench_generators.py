@@ -22,7 +22,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from palaestra.tasks import generators as g
-from palaestra.tasks.check import check_tasks
+from palaestra.run.check import check_tasks
 
 
 def rate(n_per: int) -> None:

@@ -33,7 +33,7 @@ import httpx
 from openai import AsyncOpenAI
 
 from palaestra.llm import LLMRequest, LLMResponse, Usage
-from palaestra.llm.proxy import ProxyServer
+from palaestra.scaffolds.proxy import ProxyServer
 
 RESPONSE = LLMResponse(
     content="I will list the files first.\n\n```bash\nls -la /app && cat /app/README.md | head -50\n```"

@@ -13,7 +13,7 @@ import sys
 import time
 
 from palaestra.tasks import generators as g
-from palaestra.tasks.check import check_tasks
+from palaestra.run.check import check_tasks
 
 
 async def main() -> int:

@@ -403,7 +403,7 @@ def proxy_cmd(
     API key on /v1). Inside an environment, the external scaffold runs its own proxy instead.
     """
     from palaestra.llm import make_policy
-    from palaestra.llm.proxy import ProxyServer
+    from palaestra.scaffolds.proxy import ProxyServer
 
     if policy.startswith("anthropic:"):
         from palaestra.llm.anthropic import AnthropicPolicy

@@ -141,7 +141,7 @@ def check_cmd(
     limit: Annotated[int | None, typer.Option("--limit", "-n", help="At most N tasks.")] = None,
 ) -> None:
     """Check verifiers: the oracle must score 1, doing nothing 0, each wrong solution 0."""
-    from palaestra.tasks.check import check_tasks
+    from palaestra.run.check import check_tasks
 
     path = Path(target)
     try:

@@ -20,7 +20,7 @@ from palaestra.llm.anthropic import (
     llm_request_to_anthropic,
     llm_response_to_anthropic,
 )
-from palaestra.llm.proxy import ProxyServer
+from palaestra.scaffolds.proxy import ProxyServer
 
 TOOLS_OPENAI = [
     {

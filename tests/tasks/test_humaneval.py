@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from palaestra.tasks.check import check_tasks
+from palaestra.run.check import check_tasks
 from palaestra.tasks.datasets import humaneval
 
 

@@ -1,7 +1,7 @@
 """The ``external`` scaffold: any CLI agent harness becomes the scaffold of an environment.
 
 The scaffold starts a user-given command pointed at palaestra's OpenAI-compatible proxy
-(:mod:`palaestra.llm.proxy`). Every LLM call the harness makes arrives at the proxy and goes to
+(:mod:`palaestra.scaffolds.proxy`). Every LLM call the harness makes arrives at the proxy and goes to
 this episode's client — inside :class:`~palaestra.env.CodeEnv`, the queue-mediated client — so
 each call is an observation and the policy's action is returned as the completion. The
 episode's agent part ends when the command exits (exit status 0: ``submitted``, the verifier
@@ -49,7 +49,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from palaestra.llm.proxy import DEFAULT_MODEL, ProxyEpisode, ProxyServer
+from palaestra.scaffolds.proxy import DEFAULT_MODEL, ProxyEpisode, ProxyServer
 from palaestra.sandbox.base import Mount
 from palaestra.scaffolds.base import Outcome, OutcomeStatus
 

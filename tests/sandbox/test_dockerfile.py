@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from palaestra.tasks.dockerfile import (
+from palaestra.sandbox.dockerfile import (
     DEFAULT_WORKDIR,
     DockerfileError,
     Instruction,

@@ -14,7 +14,7 @@ import pytest
 from openai import AsyncOpenAI
 
 from palaestra.llm import LLMRequest, LLMResponse, MediatedClient, ScriptedPolicy, ToolCall, Usage
-from palaestra.llm.proxy import ProxyServer, openai_request_to_llm
+from palaestra.scaffolds.proxy import ProxyServer, openai_request_to_llm
 
 
 @pytest.fixture
@@ -332,7 +332,7 @@ async def test_stop_is_clean_and_idempotent(tmp_path):
 
 
 async def test_slow_policy_streams_keepalive_comments_that_clients_ignore(proxy, monkeypatch):
-    import palaestra.llm.proxy as proxy_module
+    import palaestra.scaffolds.proxy as proxy_module
 
     monkeypatch.setattr(proxy_module, "KEEPALIVE_S", 0.05)
 

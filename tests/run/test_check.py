@@ -10,7 +10,7 @@ import pytest
 from palaestra.env.registry import load_tasks
 from palaestra.sandbox.base import Sandbox, SandboxBackend, SandboxError, SandboxSpec
 from palaestra.sandbox.local import LocalBackend
-from palaestra.tasks.check import check_tasks
+from palaestra.run.check import check_tasks
 from tests.procs import sandbox_processes
 from tests.sandbox.conftest import new_run_id
 
