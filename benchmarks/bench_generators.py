@@ -21,8 +21,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from palaestra.tasks import generators as g
 from palaestra.run.check import check_tasks
+from palaestra.tasks import generators as g
 
 
 def rate(n_per: int) -> None:

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from palaestra.env.registry import load_tasks
+from palaestra.run.check import check_tasks
 from palaestra.sandbox.base import Sandbox, SandboxBackend, SandboxError, SandboxSpec
 from palaestra.sandbox.local import LocalBackend
-from palaestra.run.check import check_tasks
 from tests.procs import sandbox_processes
 from tests.sandbox.conftest import new_run_id
 

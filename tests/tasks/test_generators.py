@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from palaestra.tasks import generators as g
 from palaestra.run.check import check_tasks
+from palaestra.tasks import generators as g
 from palaestra.tasks.harbor import load_task
 
 FAMILIES = [f.name for f in g.families()]

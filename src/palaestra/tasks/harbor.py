@@ -56,7 +56,11 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
-from palaestra.sandbox.dockerfile import DockerfileError, LocalEnvironmentPlan, plan_local_environment
+from palaestra.sandbox.dockerfile import (
+    DockerfileError,
+    LocalEnvironmentPlan,
+    plan_local_environment,
+)
 
 NetworkMode = Literal["public", "no-network", "allowlist"]
 """Harbor's network policies. palaestra sandboxes enforce ``public`` and ``no-network``."""
