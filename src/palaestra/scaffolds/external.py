@@ -49,9 +49,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from palaestra.scaffolds.proxy import DEFAULT_MODEL, ProxyEpisode, ProxyServer
 from palaestra.sandbox.base import Mount
 from palaestra.scaffolds.base import Outcome, OutcomeStatus
+from palaestra.scaffolds.proxy import DEFAULT_MODEL, ProxyEpisode, ProxyServer
 
 if TYPE_CHECKING:
     from palaestra.llm.client import LLMClient
