@@ -332,9 +332,9 @@ async def test_stop_is_clean_and_idempotent(tmp_path):
 
 
 async def test_slow_policy_streams_keepalive_comments_that_clients_ignore(proxy, monkeypatch):
-    import palaestra.scaffolds.proxy as proxy_module
+    import palaestra.scaffolds.proxy.routes as proxy_routes
 
-    monkeypatch.setattr(proxy_module, "KEEPALIVE_S", 0.05)
+    monkeypatch.setattr(proxy_routes, "KEEPALIVE_S", 0.05)
 
     class Slow:
         async def complete(self, request: LLMRequest) -> LLMResponse:
