@@ -33,8 +33,8 @@ from aiodocker.exceptions import DockerError
 
 from palaestra.sandbox.base import SandboxError
 from palaestra.sandbox.docker import OWNER_LABEL, docker_socket, ensure_image, owner_label
-from palaestra.sandbox.janitor import RUN_ID_LABEL
 from palaestra.sandbox.dockerfile import parse_dockerfile
+from palaestra.sandbox.janitor import RUN_ID_LABEL
 
 TASK_IMAGE_PREFIX = "palaestra/task-"
 CONTEXT_HASH_LABEL = "palaestra.context_hash"
