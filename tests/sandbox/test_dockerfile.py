@@ -8,12 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from palaestra.sandbox.dockerfile import (
+from palaestra.sandbox.dockerfile import DockerfileError, Instruction, parse_dockerfile
+from palaestra.sandbox.dockerfile_replay import (
     DEFAULT_WORKDIR,
-    DockerfileError,
-    Instruction,
     LocalEnvironmentPlan,
-    parse_dockerfile,
     plan_local_environment,
 )
 

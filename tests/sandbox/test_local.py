@@ -316,7 +316,7 @@ async def test_pid_namespace_shows_only_the_sandbox(sandbox: LocalSandbox) -> No
     pids = json.loads((await sandbox.exec(["python3", "-c", listing])).stdout)
     assert len(pids) == 2 and pids[0] == 1  # the helper and this command
     cmdline = (await sandbox.exec("tr '\\0' ' ' < /proc/1/cmdline")).stdout
-    assert "_helper.main()" in cmdline
+    assert "from _helper.server import main; main()" in cmdline
     assert "pytest" not in (await sandbox.exec("cat /proc/[0-9]*/cmdline")).stdout
 
 

@@ -107,7 +107,7 @@ async def prepare_sandbox_spec(task: Task, backend: str) -> SandboxSpec:
 
     Slow work runs in threads or on the engine, never blocking the event loop.
     """
-    from palaestra.sandbox.dockerfile import DEFAULT_WORKDIR, needs_image_build
+    from palaestra.sandbox.dockerfile_replay import DEFAULT_WORKDIR, needs_image_build
 
     _check_networks(task)
     environment = task.config.environment

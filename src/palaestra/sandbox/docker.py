@@ -1,7 +1,7 @@
 """The docker backend: each sandbox is a container on the real Docker engine.
 
 The container's main process (pid 1) is the same stdlib-only helper the local backend uses
-(:mod:`palaestra.sandbox._helper`, bind-mounted read-only at ``/.palaestra/helper.py`` and run
+(:mod:`palaestra.sandbox._helper`, bind-mounted read-only at ``/.palaestra/_helper`` and run
 by the image's ``python3``). The host attaches to the container's stdin/stdout once, before
 starting it, and drives the helper over that stream with :class:`~palaestra.sandbox._channel.
 HelperChannel`: an exec is one round trip on an open connection, not a ``docker exec``.
@@ -73,8 +73,11 @@ PROVISION_HINT = (
     "debian:bookworm-slim; no registry needed)"
 )
 
-_HELPER = Path(__file__).with_name("_helper.py")
-_HELPER_IN_SANDBOX = "/.palaestra/helper.py"
+_HELPER = Path(__file__).with_name("_helper")
+_HELPER_IN_SANDBOX = "/.palaestra/_helper"
+_HELPER_BOOT = (
+    "import sys; sys.path.insert(0, '/.palaestra'); from _helper.server import main; main()"
+)
 _STICKY_DIRS = frozenset({"/tmp", "/var/tmp"})
 _START_TIMEOUT_S = 60.0
 _CLOSE_TIMEOUT_S = 30.0
@@ -295,7 +298,7 @@ class DockerBackend(SandboxBackend):
         return {
             "Image": image,
             "Entrypoint": ["python3"],
-            "Cmd": ["-I", "-S", _HELPER_IN_SANDBOX],
+            "Cmd": ["-I", "-S", "-B", "-c", _HELPER_BOOT],
             "WorkingDir": workdir,
             "Env": [f"{k}={v}" for k, v in spec.env.items()],
             "Hostname": spec.hostname,

@@ -106,11 +106,13 @@ CAPABILITIES = (
     "CAP_NET_BIND_SERVICE", "CAP_SETFCAP", "CAP_SETGID", "CAP_SETUID", "CAP_SYS_CHROOT",
 )  # fmt: skip
 
-_HELPER = Path(__file__).with_name("_helper.py")
+_HELPER = Path(__file__).with_name("_helper")
 _HELPER_DIR_IN_SANDBOX = "/.palaestra"
 # Imported rather than run as a script, so that its bytecode is loaded, not compiled anew at
 # every start; `main` as its first argument marks the helper in `ps`.
-_HELPER_BOOT = "import sys; sys.path.insert(0, '/.palaestra'); import _helper; _helper.main()"
+_HELPER_BOOT = (
+    "import sys; sys.path.insert(0, '/.palaestra'); from _helper.server import main; main()"
+)
 _PYTHON = "/usr/bin/python3"
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
@@ -908,7 +910,7 @@ _helper_dir_lock = threading.Lock()
 def _helper_dir(state_dir: Path) -> Path:
     with _helper_dir_lock:  # creation threads run concurrently
         made = _make_helper_dir(state_dir)
-        if not (made / "_helper.py").exists():  # removed by hand meanwhile
+        if not (made / "_helper").is_dir():  # removed by hand meanwhile
             _make_helper_dir.cache_clear()
             made = _make_helper_dir(state_dir)
         return made
@@ -916,22 +918,28 @@ def _helper_dir(state_dir: Path) -> Path:
 
 @functools.cache
 def _make_helper_dir(state_dir: Path) -> Path:
-    """``<state_dir>-helper/<hash>/``: the helper's source and its bytecode for this Python
-    version, made once (beside the state directory, which janitors sweep). An interpreter of another version inside a root filesystem finds no
-    bytecode of its own there and compiles the source (a few milliseconds more per start)."""
-    source = _HELPER.read_bytes()
-    target = Path(f"{state_dir}-helper") / hashlib.sha256(source).hexdigest()[:16]
-    if not (target / "_helper.py").exists():
+    """``<state_dir>-helper/<hash>/_helper/``: the helper package's sources and their bytecode
+    for this Python version, made once (beside the state directory, which janitors sweep). An
+    interpreter of another version inside a root filesystem finds no bytecode of its own there
+    and compiles the sources (a few milliseconds more per start)."""
+    sources = {path.name: path.read_bytes() for path in sorted(_HELPER.glob("*.py"))}
+    digest = hashlib.sha256(
+        b"".join(name.encode() + b"\0" + data for name, data in sources.items())
+    )
+    target = Path(f"{state_dir}-helper") / digest.hexdigest()[:16]
+    if not (target / "_helper").is_dir():
         tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
         shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        shutil.copy2(_HELPER, tmp / "_helper.py")
-        py_compile.compile(
-            str(tmp / "_helper.py"),
-            cfile=importlib.util.cache_from_source(str(tmp / "_helper.py")),
-            dfile="/.palaestra/_helper.py",
-            doraise=True,
-        )
+        (tmp / "_helper").mkdir(parents=True)
+        for name in sources:
+            copy = tmp / "_helper" / name
+            shutil.copy2(_HELPER / name, copy)
+            py_compile.compile(
+                str(copy),
+                cfile=importlib.util.cache_from_source(str(copy)),
+                dfile=f"{_HELPER_DIR_IN_SANDBOX}/_helper/{name}",
+                doraise=True,
+            )
         try:
             tmp.rename(target)
         except OSError:  # made meanwhile by another process

@@ -56,11 +56,8 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
-from palaestra.sandbox.dockerfile import (
-    DockerfileError,
-    LocalEnvironmentPlan,
-    plan_local_environment,
-)
+from palaestra.sandbox.dockerfile import DockerfileError
+from palaestra.sandbox.dockerfile_replay import LocalEnvironmentPlan, plan_local_environment
 
 NetworkMode = Literal["public", "no-network", "allowlist"]
 """Harbor's network policies. palaestra sandboxes enforce ``public`` and ``no-network``."""
@@ -488,7 +485,7 @@ class Task:
     def local_plan(self) -> LocalEnvironmentPlan:
         """The local sandbox backend's layout of this task's environment.
 
-        See :mod:`palaestra.sandbox.dockerfile`; raises :class:`TaskError` for what the local
+        See :mod:`palaestra.sandbox.dockerfile_replay`; raises :class:`TaskError` for what the local
         backend cannot replay (RUN, multi-stage builds, docker-compose...).
         """
         compose = self.environment_dir / "docker-compose.yaml"

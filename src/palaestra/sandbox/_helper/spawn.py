@@ -1,0 +1,156 @@
+"""Starting a command: as which user, in a new session, in its cgroup, under its rlimit."""
+
+from __future__ import annotations
+
+import _signal  # not `signal`: its enums import `enum`, `re`... (milliseconds at every start)
+import errno
+import os
+import pwd
+
+
+def resolve_user(
+    user: str | int | None, env: dict[str, str], env_overrides: dict[str, str]
+) -> tuple[int | None, int | None]:
+    """``(uid, gid)`` for ``user`` (a name or id from /etc/passwd, or any numeric id).
+
+    Like ``docker exec -u``, HOME follows the user's passwd entry unless the caller set it.
+    """
+    if user is None:
+        return None, None
+    if isinstance(user, str) and user.isdigit():
+        user = int(user)
+    try:
+        entry = pwd.getpwnam(user) if isinstance(user, str) else pwd.getpwuid(user)
+    except KeyError:
+        if isinstance(user, str):
+            raise ValueError(f"no user {user!r} in the sandbox's /etc/passwd") from None
+        return user, user
+    if "HOME" not in env_overrides:
+        env["HOME"] = entry.pw_dir
+    return entry.pw_uid, entry.pw_gid
+
+
+def spawn(
+    argv: list[str],
+    cwd: str,
+    env: dict[str, str],
+    uid: int | None,
+    gid: int | None,
+    with_stdin: bool,
+    procs_fd: int,
+    rlimit_as: int | None,
+) -> tuple[int, int, int, int]:
+    """Start a command in a new session: ``(pid, stdin fd or -1, stdout fd, stderr fd)``.
+
+    Before the command runs, it enters its cgroup (``procs_fd``, so that nothing it forks can
+    be outside it), gets its rlimit and changes directory. The usual way is ``posix_spawn``
+    (vfork: the child runs at once, where a fork's child waits its turn on a busy machine) of
+    ``/bin/sh`` doing those steps, then exec'ing the command: a missing command or directory
+    exits 127 with the shell's message. To switch users, or without /bin/sh, the helper forks
+    and does them itself, and an exec failure raises OSError here, with its errno.
+    """
+    in_r, in_w = os.pipe() if with_stdin else (os.open(os.devnull, os.O_RDONLY), -1)
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    if uid is None and gid is None and SH is not None:
+        script = '{ cd -- "$1" || exit 127; } && shift && exec "$@"'
+        # cd sets PWD and OLDPWD: the command gets exactly the environment asked for.
+        unset = " ".join(name for name in ("PWD", "OLDPWD") if name not in env)
+        if unset:
+            script = script.replace("&& shift", f"&& unset {unset} && shift")
+        actions = [(os.POSIX_SPAWN_DUP2, fd, n) for n, fd in enumerate((in_r, out_w, err_w))]
+        if procs_fd >= 0:
+            if procs_fd == 3:
+                os.set_inheritable(3, True)  # dup2 onto itself would keep close-on-exec
+            else:
+                actions.append((os.POSIX_SPAWN_DUP2, procs_fd, 3))
+            script = "printf 0 >&3 && exec 3>&- && " + script
+        if rlimit_as is not None:
+            script = f"ulimit -v {rlimit_as >> 10} && " + script
+        try:
+            pid = os.posix_spawn(
+                SH, ["sh", "-c", script, "sh", cwd, *argv], env, file_actions=actions,
+                setsid=True, setsigdef=(_signal.SIGPIPE, _signal.SIGXFSZ),
+            )  # fmt: skip
+        except BaseException:
+            for fd in (in_w, out_r, err_r):
+                if fd >= 0:
+                    os.close(fd)
+            raise
+        finally:
+            for fd in (in_r, out_w, err_w):
+                os.close(fd)
+        return pid, in_w, out_r, err_r
+    fail_r, fail_w = os.pipe()  # close-on-exec: EOF once exec succeeded
+    pid = os.fork()
+    if pid == 0:  # the child: only os calls, then exec or _exit
+        try:
+            os.setsid()
+            for fd, target in ((in_r, 0), (out_w, 1), (err_w, 2)):
+                os.dup2(fd, target)
+            if procs_fd >= 0:
+                os.write(procs_fd, b"0")
+            if rlimit_as is not None:
+                import resource
+
+                resource.setrlimit(resource.RLIMIT_AS, (rlimit_as, rlimit_as))
+            for sig in (_signal.SIGPIPE, _signal.SIGXFSZ):  # Python ignores these; commands not
+                _signal.signal(sig, _signal.SIG_DFL)
+            os.chdir(cwd)
+            if gid is not None:
+                os.setgroups([])
+                os.setregid(gid, gid)
+            if uid is not None:
+                os.setreuid(uid, uid)
+            execute(argv, env)
+        except BaseException as exc:  # noqa: BLE001 - reported to the parent, whatever it is
+            code = exc.errno if isinstance(exc, OSError) and exc.errno else 0
+            os.write(fail_w, f"{code}:{exc}".encode(errors="replace"))
+        finally:
+            os._exit(127)
+    for fd in (in_r, out_w, err_w, fail_w):
+        os.close(fd)
+    try:
+        failure = read_all(fail_r)
+    finally:
+        os.close(fail_r)
+    if failure:
+        os.waitpid(pid, 0)
+        for fd in (in_w, out_r, err_r):
+            if fd >= 0:
+                os.close(fd)
+        code, _, message = failure.decode(errors="replace").partition(":")
+        raise OSError(int(code) or errno.EINVAL, message)
+    return pid, in_w, out_r, err_r
+
+
+def execute(argv: list[str], env: dict[str, str]) -> None:
+    """Exec ``argv``, searching ``env``'s PATH like ``os.execvpe``, which is not used: it
+    imports ``warnings``, which minimal Pythons such as Debian's python3-minimal lack. Every
+    candidate is tried (no ``os.access``: some container seccomp profiles refuse its syscall)."""
+    if "/" in argv[0]:
+        os.execve(argv[0], argv, env)
+    denied: OSError | None = None
+    for directory in env.get("PATH", "/usr/bin:/bin").split(":"):
+        try:
+            os.execve(f"{directory or '.'}/{argv[0]}", argv, env)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except PermissionError as exc:
+            denied = denied or exc
+    raise denied or FileNotFoundError(errno.ENOENT, f"{argv[0]}: command not found")
+
+
+SH = "/bin/sh" if os.path.exists("/bin/sh") else None  # not os.access: see execute
+
+
+def read_all(fd: int) -> bytes:
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except InterruptedError:
+            continue
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
