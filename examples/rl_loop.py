@@ -6,12 +6,12 @@ Run: .venv/bin/python examples/rl_loop.py
 import asyncio
 
 import palaestra
-from palaestra.llm import OraclePolicy
+from palaestra.scaffolds import OraclePolicy
 
 
 async def main() -> None:
     async with palaestra.make("starter:0:6") as env:  # 6 tasks, bash scaffold, local sandbox
-        policy = OraclePolicy(env.tasks)  # or palaestra.make_policy("openai:<model>")
+        policy = OraclePolicy.from_tasks(env.tasks)  # or palaestra.make_policy("openai:<model>")
         for seed in range(3):
             ts = await env.reset(seed=seed)  # FIRST: ts.observation is an LLMRequest
             while not ts.last():

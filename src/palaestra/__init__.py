@@ -18,9 +18,10 @@ from palaestra.env import (
     check_env,
     list_envs,
     make,
+    make_policy,
     register,
 )
-from palaestra.llm import LLMRequest, LLMResponse, make_policy
+from palaestra.llm import LLMRequest, LLMResponse
 from palaestra.run import evaluate, rollout
 
 __version__ = "0.1.0"

@@ -22,8 +22,7 @@ from rich.progress import (
 from rich.table import Table
 
 from palaestra.cli_tasks import app as tasks_app
-from palaestra.env.registry import list_envs, load_tasks
-from palaestra.llm import POLICIES
+from palaestra.env.registry import POLICIES, list_envs, load_tasks, make_policy
 from palaestra.run.evaluate import EpisodeRecord, evaluate
 from palaestra.run.scalars import JsonlScalarWriter, ScalarStream
 from palaestra.run.store import DB_NAME, RunMismatchError, read_episodes
@@ -402,7 +401,6 @@ def proxy_cmd(
     --policy and is printed. Point the harness at the printed base URL (or use the token as its
     API key on /v1). Inside an environment, the external scaffold runs its own proxy instead.
     """
-    from palaestra.llm import make_policy
     from palaestra.scaffolds.proxy import ProxyServer
 
     if policy.startswith("anthropic:"):

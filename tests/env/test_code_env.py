@@ -7,9 +7,9 @@ import asyncio
 import pytest
 
 from palaestra import CodeEnv, EpisodeError
-from palaestra.llm import NopPolicy, OraclePolicy, ScriptedPolicy
+from palaestra.llm import ScriptedPolicy
 from palaestra.run import rollout
-from palaestra.scaffolds import BashScaffold
+from palaestra.scaffolds import BashScaffold, NopPolicy, OraclePolicy
 from palaestra.tasks.harbor import TaskError
 from palaestra.tasks.source import TaskSet
 from tests.conftest import SUBMIT_ACTION, bash_action
@@ -23,7 +23,7 @@ def env_for(path, **kwargs) -> CodeEnv:
 async def test_oracle_passes_through_the_llm_boundary(make_task):
     task_dir = make_task()
     async with env_for(task_dir) as env:
-        episode = await rollout(env, OraclePolicy(env.tasks))
+        episode = await rollout(env, OraclePolicy.from_tasks(env.tasks))
     assert episode.terminated and episode.reward == 1.0
     info = episode.info
     assert info["status"] == "passed" and info["verified"] and info["end_reason"] == "submitted"

@@ -16,7 +16,8 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import palaestra
-from palaestra.llm import LLMRequest, SamplingParams, make_policy
+from palaestra import make_policy
+from palaestra.llm import LLMRequest, SamplingParams
 from palaestra.llm.local_hf import HFLocalPolicy, parse_tool_calls, write_tiny_model
 from palaestra.run import rollout
 from tests.procs import sandbox_processes

@@ -16,7 +16,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from palaestra.llm import LLMRequest, LLMResponse, SamplingParams, make_policy
+from palaestra import make_policy
+from palaestra.llm import LLMRequest, LLMResponse, SamplingParams
 from palaestra.llm.openai_client import LLMAPIError, OpenAIChatPolicy, _retry_after
 from palaestra.llm.pricing import lookup_pricing
 

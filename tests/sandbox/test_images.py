@@ -15,7 +15,6 @@ import pytest
 
 from palaestra import CodeEnv
 from palaestra.env.code_env import prepare_sandbox_spec
-from palaestra.llm import OraclePolicy
 from palaestra.run import rollout
 from palaestra.sandbox.base import SandboxError
 from palaestra.sandbox.docker import DEFAULT_IMAGE, DockerBackend, docker_socket
@@ -26,6 +25,7 @@ from palaestra.sandbox.images import (
     export_rootfs,
     rootfs_cache_dir,
 )
+from palaestra.scaffolds import OraclePolicy
 from palaestra.tasks.harbor import TaskError, load_task
 from tests.sandbox.docker_support import labelled_containers, needs_docker, unavailable_reason
 
@@ -170,7 +170,7 @@ async def test_export_rootfs_is_cached_by_image_id(rootfs_dir: Path) -> None:
 async def test_starter_task_end_to_end_on_docker() -> None:
     tasks = [load_task(STARTER / "algorithms-easy-merge-intervals")]
     async with CodeEnv(tasks, sandbox=DockerBackend()) as env:
-        episode = await rollout(env, OraclePolicy(env.tasks))
+        episode = await rollout(env, OraclePolicy.from_tasks(env.tasks))
         spec = env._specs["algorithms-easy-merge-intervals"]
     assert spec.image is not None and spec.image.startswith(TASK_IMAGE_PREFIX)
     assert episode.terminated and episode.reward == 1.0, episode.info
@@ -185,7 +185,7 @@ async def test_run_step_task_runs_on_the_local_backend_from_its_image(
     assert spec.rootfs is not None and spec.rootfs.parent == rootfs_dir
     assert spec.workdir == "/app" and spec.env["GREETING"] == "hello-from-image"
     async with CodeEnv([task], sandbox="local") as env:
-        episode = await rollout(env, OraclePolicy(env.tasks))
+        episode = await rollout(env, OraclePolicy.from_tasks(env.tasks))
     assert episode.terminated and episode.reward == 1.0, episode.info
 
 

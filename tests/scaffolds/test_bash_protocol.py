@@ -1,5 +1,6 @@
 from palaestra.sandbox.base import ExecResult
-from palaestra.scaffolds.bash import BashScaffold, head_tail, is_submission, parse_actions
+from palaestra.scaffolds.bash import BashScaffold, is_submission, parse_actions
+from palaestra.scaffolds.loop import head_tail
 
 
 def test_parse_exactly_the_fenced_bash_blocks():

@@ -11,11 +11,11 @@ import pytest
 
 from palaestra import CodeEnv, EpisodeError
 from palaestra.env.registry import load_tasks
-from palaestra.llm import NopPolicy, OraclePolicy, ScriptedPolicy
+from palaestra.llm import ScriptedPolicy
 from palaestra.run import rollout
 from palaestra.sandbox import make_backend
 from palaestra.sandbox.base import SandboxSpec
-from palaestra.scaffolds import ExternalScaffold, make_scaffold
+from palaestra.scaffolds import ExternalScaffold, NopPolicy, OraclePolicy, make_scaffold
 from palaestra.scaffolds.external import host_python_mounts, mini_swe_agent_scaffold
 from palaestra.tasks.source import TaskSet
 from tests.conftest import SUBMIT_ACTION, bash_action
@@ -101,10 +101,10 @@ async def test_mini_swe_agent_oracle_passes_and_nop_fails():
             return await rollout(env, policy(env.tasks))
 
     oracle, nop, inside = await asyncio.gather(
-        episode(OraclePolicy),
+        episode(OraclePolicy.from_tasks),
         episode(lambda _: NopPolicy()),
         # mini-swe-agent itself in the network-less sandbox, its own LocalEnvironment
-        episode(OraclePolicy, mini_swe_agent_scaffold(where="sandbox")),
+        episode(OraclePolicy.from_tasks, mini_swe_agent_scaffold(where="sandbox")),
     )
     assert inside.reward == 1.0 and inside.info["end_reason"] == "submitted", inside.info["error"]
     assert [c["kind"] for c in inside.info["trajectory"]] == ["llm", "llm", "command"]
@@ -134,7 +134,7 @@ async def test_sandbox_agent_reaches_the_proxy_without_a_network(make_task):
     scaffold = make_scaffold("external", command=AGENT_COMMAND, model="my-model")
     assert isinstance(scaffold, ExternalScaffold)
     async with CodeEnv(TaskSet.from_dir(task_dir.parent), scaffold=scaffold) as env:
-        episode = await rollout(env, OraclePolicy(env.tasks))
+        episode = await rollout(env, OraclePolicy.from_tasks(env.tasks))
         assert episode.reward == 1.0 and episode.info["end_reason"] == "submitted"
         end = episode.info["trajectory"][-1]
         assert end["kind"] == "command" and end["exit_code"] == 0
@@ -152,7 +152,7 @@ async def test_openai_sdk_harness_in_the_sandbox(make_task):
         mounts=host_python_mounts(),
     )
     async with CodeEnv(TaskSet.from_dir(make_task().parent), scaffold=scaffold) as env:
-        episode = await rollout(env, OraclePolicy(env.tasks))
+        episode = await rollout(env, OraclePolicy.from_tasks(env.tasks))
     assert episode.reward == 1.0, episode.info["error"]
     assert [c["kind"] for c in episode.info["trajectory"]] == ["llm", "llm", "command"]
     assert our_processes() == []

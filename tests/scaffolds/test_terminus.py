@@ -13,13 +13,8 @@ from palaestra.llm import ScriptedPolicy
 from palaestra.run import rollout
 from palaestra.run.store import read_episodes
 from palaestra.scaffolds import TerminusScaffold, make_scaffold
-from palaestra.scaffolds.terminus import (
-    Snapshot,
-    TerminusFormatError,
-    key_ops,
-    new_output,
-    parse_action,
-)
+from palaestra.scaffolds.terminus import TerminusFormatError, parse_action
+from palaestra.scaffolds.tmux import Snapshot, key_ops, new_output
 from palaestra.tasks.source import TaskSet
 from tests.scaffolds.procs import own_sandbox_processes
 

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from palaestra.cli import app
 from palaestra.env.registry import load_tasks, make
-from palaestra.llm import OraclePolicy
 from palaestra.run.rollout import rollout
+from palaestra.scaffolds import OraclePolicy
 from palaestra.tasks.datasets import registry as reg
 
 GIT = ["git", "-c", "user.email=t@example.com", "-c", "user.name=t"]
@@ -86,7 +86,7 @@ async def test_fetched_dataset_runs_an_episode(setup):
     datasets, base = reg.read_registry(path)
     await reg.fetch(reg.find_dataset(datasets, "mini@head"), base)
     async with make("harbor/mini@head") as env:
-        episode = await rollout(env, OraclePolicy(env.tasks), seed=0)
+        episode = await rollout(env, OraclePolicy.from_tasks(env.tasks), seed=0)
     assert episode.reward == 1.0 and episode.info["task_id"] == "task-a"
     assert "CHANGED" in env.tasks.get("task-a").instruction, "no commit: the default branch"
 

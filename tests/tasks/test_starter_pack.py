@@ -22,8 +22,9 @@ import pytest
 
 from palaestra import CodeEnv
 from palaestra.env.registry import PACKS_DIR, load_tasks
-from palaestra.llm import NopPolicy, OraclePolicy, ScriptedPolicy
+from palaestra.llm import ScriptedPolicy
 from palaestra.run import rollout
+from palaestra.scaffolds import NopPolicy, OraclePolicy
 from tests.conftest import SUBMIT_ACTION, bash_action
 
 PACK_DIR = PACKS_DIR / "starter"
@@ -682,7 +683,7 @@ async def test_scenario(task_id: str, scenario: str) -> None:
         reward, info = await run_episode(task_id, NopPolicy())
         assert reward == 0, f"the untouched workspace must score 0, got {reward}"
     elif scenario == "oracle":
-        reward, info = await run_episode(task_id, OraclePolicy(TASKS))
+        reward, info = await run_episode(task_id, OraclePolicy.from_tasks(TASKS))
         assert reward == 1, f"the reference solution must score 1, got {reward}: {info['verifier']}"
     else:
         script = WRONG_SOLUTIONS[task_id][scenario.removeprefix("wrong:")]

@@ -1,8 +1,17 @@
-"""The policy boundary: time steps, the environment protocol, CodeEnv and the registry."""
+"""The policy boundary: time steps, the environment protocol, CodeEnv and the registry (of
+environments and of policies by name)."""
 
 from palaestra.env.checker import ConformanceError, check_env
 from palaestra.env.code_env import CodeEnv
-from palaestra.env.registry import EnvSpec, list_envs, load_tasks, make, register
+from palaestra.env.registry import (
+    POLICIES,
+    EnvSpec,
+    list_envs,
+    load_tasks,
+    make,
+    make_policy,
+    register,
+)
 from palaestra.env.types import Environment, EpisodeError, StepType, TimeStep
 
 __all__ = [
@@ -11,11 +20,13 @@ __all__ = [
     "EnvSpec",
     "Environment",
     "EpisodeError",
+    "POLICIES",
     "StepType",
     "TimeStep",
     "check_env",
     "list_envs",
     "load_tasks",
     "make",
+    "make_policy",
     "register",
 ]

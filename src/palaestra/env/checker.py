@@ -13,8 +13,8 @@ from typing import Any
 
 from palaestra.env.types import Environment, EpisodeError, StepType, TimeStep
 from palaestra.llm.client import LLMClient
-from palaestra.llm.policies import NopPolicy
 from palaestra.llm.types import LLMRequest, LLMResponse
+from palaestra.scaffolds.oracle import NopPolicy
 
 
 class ConformanceError(AssertionError):

@@ -3,18 +3,21 @@
 A preset names a task source and a default configuration. The optional selector picks a subset
 of its tasks (see :mod:`palaestra.tasks.source`). An id that is not a registered preset but an
 existing directory is loaded as Harbor task directories: ``make("path/to/tasks:0:10")``.
+Policies have names too: ``make_policy("oracle" | "nop" | "openai:<model>" | "hf:<dir>")``.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from palaestra.env.code_env import CodeEnv
+from palaestra.llm import HFLocalPolicy, LLMClient
+from palaestra.scaffolds.oracle import NopPolicy, OraclePolicy
 from palaestra.tasks.source import TaskSet
 
 PACKS_DIR = Path(__file__).resolve().parent.parent / "tasks" / "packs"
@@ -101,6 +104,27 @@ def make(env_id: str, *, tasks: TaskSet | None = None, **overrides: Any) -> Code
 
 def list_envs() -> list[EnvSpec]:
     return [_registry[k] for k in sorted(_registry)]
+
+
+POLICIES = ("oracle", "nop", "openai:<model>", "hf:<model-dir>")
+
+
+def make_policy(name: str, tasks: Iterable[Any] = ()) -> LLMClient:
+    """A policy by name: ``oracle`` (needs ``tasks``, anything with ``id`` and
+    ``solution_dir``), ``nop``, ``openai:<model>`` (an OpenAI-compatible endpoint from
+    ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``), or ``hf:<model-dir>`` (a local Hugging Face model
+    directory; needs the ``local`` extra)."""
+    if name == "oracle":
+        return OraclePolicy.from_tasks(tasks)
+    if name == "nop":
+        return NopPolicy()
+    if name.startswith("openai:") and len(name) > len("openai:"):
+        from palaestra.llm.openai_client import OpenAIChatPolicy
+
+        return OpenAIChatPolicy(name.removeprefix("openai:"))
+    if name.startswith("hf:") and len(name) > len("hf:"):
+        return HFLocalPolicy(name.removeprefix("hf:"))
+    raise ValueError(f"unknown policy {name!r}; choose one of: {', '.join(POLICIES)}")
 
 
 #: Seeds per (family, tier) in the generated presets: 30 families x 3 tiers x 120 = 10,800 tasks.

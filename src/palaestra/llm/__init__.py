@@ -2,37 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from palaestra.llm.client import LLMClient, MediatedClient
 from palaestra.llm.local_hf import HFLocalPolicy
-from palaestra.llm.policies import NopPolicy, OraclePolicy, ScriptedPolicy
+from palaestra.llm.policies import ScriptedPolicy
 from palaestra.llm.pricing import Pricing, cost_usd, lookup_pricing, register_pricing
 from palaestra.llm.types import LLMRequest, LLMResponse, Message, SamplingParams, ToolCall, Usage
 
 if TYPE_CHECKING:
     from palaestra.llm.openai_client import LLMAPIError, OpenAIChatPolicy
-    from palaestra.tasks.harbor import Task
-
-POLICIES = ("oracle", "nop", "openai:<model>", "hf:<model-dir>")
-
-
-def make_policy(name: str, tasks: Iterable[Task] = ()) -> LLMClient:
-    """A policy by name: ``oracle`` (needs ``tasks``), ``nop``, ``openai:<model>`` (an
-    OpenAI-compatible endpoint from ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``), or
-    ``hf:<model-dir>`` (a local Hugging Face model directory; needs the ``local`` extra)."""
-    if name == "oracle":
-        return OraclePolicy(tasks)
-    if name == "nop":
-        return NopPolicy()
-    if name.startswith("openai:") and len(name) > len("openai:"):
-        from palaestra.llm.openai_client import OpenAIChatPolicy
-
-        return OpenAIChatPolicy(name.removeprefix("openai:"))
-    if name.startswith("hf:") and len(name) > len("hf:"):
-        return HFLocalPolicy(name.removeprefix("hf:"))
-    raise ValueError(f"unknown policy {name!r}; choose one of: {', '.join(POLICIES)}")
 
 
 def __getattr__(name: str) -> object:
@@ -52,10 +31,7 @@ __all__ = [
     "LLMResponse",
     "MediatedClient",
     "Message",
-    "NopPolicy",
     "OpenAIChatPolicy",
-    "OraclePolicy",
-    "POLICIES",
     "Pricing",
     "SamplingParams",
     "ScriptedPolicy",
@@ -63,6 +39,5 @@ __all__ = [
     "Usage",
     "cost_usd",
     "lookup_pricing",
-    "make_policy",
     "register_pricing",
 ]

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from palaestra.env.registry import load_tasks, make
-from palaestra.llm import LLMClient, make_policy
+from palaestra.env.registry import load_tasks, make, make_policy
+from palaestra.llm import LLMClient
 from palaestra.run import metrics
 from palaestra.run.rollout import Turn
 from palaestra.run.store import DB_NAME, EpisodeRow, ResultStore, StepRecord, read_episodes

@@ -1,4 +1,5 @@
-"""Scaffolds: agent harnesses that run inside the environment."""
+"""Scaffolds: agent harnesses that run inside the environment, and the ``oracle`` and ``nop``
+policies that speak their protocols."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from palaestra.scaffolds.external import (
     ExternalScaffoldConfig,
     mini_swe_agent_scaffold,
 )
+from palaestra.scaffolds.oracle import NopPolicy, OraclePolicy
 from palaestra.scaffolds.terminus import TerminusScaffold, TerminusScaffoldConfig
 from palaestra.scaffolds.tools import ToolsScaffold, ToolsScaffoldConfig
 
@@ -42,6 +44,8 @@ __all__ = [
     "BashScaffoldConfig",
     "ExternalScaffold",
     "ExternalScaffoldConfig",
+    "NopPolicy",
+    "OraclePolicy",
     "Outcome",
     "OutcomeStatus",
     "Scaffold",

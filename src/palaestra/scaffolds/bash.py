@@ -10,19 +10,22 @@ end the episode. Every response counts against the step limit.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from jinja2 import StrictUndefined
-from jinja2.sandbox import SandboxedEnvironment
-
-from palaestra.llm.types import LLMRequest, SamplingParams
-from palaestra.scaffolds.base import Outcome
+from palaestra.llm.types import LLMRequest, LLMResponse
+from palaestra.scaffolds.actions import ProtocolActions, text_response
+from palaestra.scaffolds.loop import (
+    FormatError,
+    LoopConfig,
+    Observation,
+    TurnLoop,
+    TurnScaffold,
+    head_tail,
+)
 
 if TYPE_CHECKING:
-    from palaestra.llm.client import LLMClient
-    from palaestra.sandbox.base import ExecResult, Sandbox
-    from palaestra.tasks.harbor import Task
+    from palaestra.sandbox.base import ExecResult
 
 SUBMIT_SENTINEL = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 ACTION_RE = re.compile(r"```(?:bash|sh)\s*\n(.*?)\n```", re.DOTALL)
@@ -98,29 +101,13 @@ echo {{ sentinel }}
 
 
 @dataclass
-class BashScaffoldConfig:
+class BashScaffoldConfig(LoopConfig):
     system_template: str = SYSTEM_TEMPLATE
     instance_template: str = INSTANCE_TEMPLATE
     observation_template: str = OBSERVATION_TEMPLATE
     timeout_template: str = TIMEOUT_TEMPLATE
     format_error_template: str = FORMAT_ERROR_TEMPLATE
-    step_limit: int = 50
     command_timeout: float = 180.0
-    max_consecutive_format_errors: int = 3
-    #: Observations longer than this many characters show only head and tail halves.
-    observation_chars: int = 10_000
-    sampling: SamplingParams = field(default_factory=SamplingParams)
-
-
-_jinja = SandboxedEnvironment(undefined=StrictUndefined, keep_trailing_newline=True)
-
-
-def head_tail(text: str, limit: int) -> tuple[str, str, int] | None:
-    """Split text longer than ``limit`` into (head, tail, elided count); None when it fits."""
-    if len(text) <= limit:
-        return None
-    half = limit // 2
-    return text[:half], text[-half:], len(text) - 2 * half
 
 
 def parse_actions(content: str | None) -> list[str]:
@@ -133,91 +120,67 @@ def is_submission(result: ExecResult) -> bool:
     return bool(lines) and lines[0].strip() == SUBMIT_SENTINEL
 
 
-class BashScaffold:
+class BashActions(ProtocolActions):
+    """A fenced bash block; submitting runs ``echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT``."""
+
+    def run(self, request: LLMRequest, command: str, why: str = "") -> LLMResponse:
+        return text_response(f"{why}\n\n```bash\n{command}\n```")
+
+    def submit(self, request: LLMRequest) -> LLMResponse:
+        return self.run(request, f"echo {SUBMIT_SENTINEL}", "Submitting.")
+
+
+class BashTurns(TurnLoop["BashScaffold", str]):
+    """One episode: exactly one bash block per response, run in the sandbox."""
+
+    async def context(self) -> dict[str, Any]:
+        return {"workdir": self.sandbox.spec.workdir}
+
+    def parse(self, response: LLMResponse) -> str:
+        actions = parse_actions(response.content)
+        if len(actions) != 1:
+            guidance = self.scaffold.render("format_error", n_actions=len(actions))
+            raise FormatError(guidance, len(actions))
+        return actions[0]
+
+    async def execute(self, action: str) -> Observation:
+        result = await self.sandbox.exec(action, timeout=self.config.command_timeout)
+        record = {
+            "command": action,
+            "exit_code": result.exit_code,
+            "output": result.output,
+            "timed_out": result.timed_out,
+            "truncated": result.truncated,
+            "duration_s": result.duration_s,
+        }
+        if is_submission(result):
+            submitted = "".join(result.stdout.lstrip().splitlines(keepends=True)[1:])
+            return Observation(record, submission=submitted)
+        observation = {"role": "user", "content": self.scaffold.observation(result)}
+        return Observation(record, [observation])
+
+
+class BashScaffold(TurnScaffold[BashScaffoldConfig]):
     """One bash block per response; see the module docstring for the protocol."""
 
     name = "bash"
+    config_class = BashScaffoldConfig
+    template_keys = ("system", "instance", "observation", "timeout", "format_error")
+    turns = BashTurns
+    actions = BashActions()
 
-    def __init__(self, config: BashScaffoldConfig | None = None, **overrides: Any) -> None:
-        self.config = replace(config or BashScaffoldConfig(), **overrides)
-        self._templates = {
-            key: _jinja.from_string(getattr(self.config, f"{key}_template"))
-            for key in ("system", "instance", "observation", "timeout", "format_error")
+    def template_vars(self) -> dict[str, Any]:
+        return {
+            "sentinel": SUBMIT_SENTINEL,
+            "command_timeout": int(self.config.command_timeout),
+            **super().template_vars(),
         }
-
-    def _render(self, key: str, **context: Any) -> str:
-        return self._templates[key].render(
-            sentinel=SUBMIT_SENTINEL,
-            command_timeout=int(self.config.command_timeout),
-            step_limit=self.config.step_limit,
-            **context,
-        )
 
     def observation(self, result: ExecResult) -> str:
         if result.timed_out:
-            return self._render("timeout", result=result, timeout=self.config.command_timeout)
-        return self._render(
+            return self.render("timeout", result=result, timeout=self.config.command_timeout)
+        return self.render(
             "observation",
             result=result,
             truncated_output=head_tail(result.output, self.config.observation_chars),
         )
-
-    async def run(self, task: Task, sandbox: Sandbox, llm: LLMClient) -> Outcome:
-        cfg = self.config
-        workdir = sandbox.spec.workdir
-        messages: list[dict[str, Any]] = [
-            {"role": "system", "content": self._render("system", workdir=workdir)},
-            {
-                "role": "user",
-                "content": self._render(
-                    "instance", instruction=task.instruction.strip(), workdir=workdir
-                ),
-            },
-        ]
-        trajectory: list[dict[str, Any]] = []
-        format_errors = 0
-        for turn in range(cfg.step_limit):
-            response = await llm.complete(
-                LLMRequest(
-                    messages=list(messages),
-                    sampling=cfg.sampling,
-                    metadata={"task_id": task.id, "turn": turn, "scaffold": self.name},
-                )
-            )
-            messages.append(response.to_message())
-            actions = parse_actions(response.content)
-            if len(actions) != 1:
-                format_errors += 1
-                trajectory.append({"turn": turn, "format_error": len(actions)})
-                if format_errors >= cfg.max_consecutive_format_errors:
-                    return Outcome(
-                        "format_error_limit",
-                        turn + 1,
-                        f"{format_errors} malformed responses in a row",
-                        trajectory,
-                    )
-                messages.append(
-                    {
-                        "role": "user",
-                        "content": self._render("format_error", n_actions=len(actions)),
-                    }
-                )
-                continue
-            format_errors = 0
-            result = await sandbox.exec(actions[0], timeout=cfg.command_timeout)
-            trajectory.append(
-                {
-                    "turn": turn,
-                    "command": actions[0],
-                    "exit_code": result.exit_code,
-                    "output": result.output,
-                    "timed_out": result.timed_out,
-                    "truncated": result.truncated,
-                    "duration_s": result.duration_s,
-                }
-            )
-            if is_submission(result):
-                submitted = "".join(result.stdout.lstrip().splitlines(keepends=True)[1:])
-                return Outcome("submitted", turn + 1, submitted, trajectory)
-            messages.append({"role": "user", "content": self.observation(result)})
-        return Outcome("step_limit", cfg.step_limit, f"reached {cfg.step_limit} steps", trajectory)

@@ -42,22 +42,20 @@ import asyncio
 import json
 import math
 import re
-import time
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
-from jinja2 import StrictUndefined
-from jinja2.sandbox import SandboxedEnvironment
-
-from palaestra.llm.types import LLMRequest, SamplingParams
-from palaestra.sandbox.base import SandboxError
-from palaestra.scaffolds.base import Outcome
-from palaestra.scaffolds.bash import head_tail
-
-if TYPE_CHECKING:
-    from palaestra.llm.client import LLMClient
-    from palaestra.sandbox.base import Sandbox
-    from palaestra.tasks.harbor import Task
+from palaestra.llm.types import LLMRequest, LLMResponse
+from palaestra.scaffolds.actions import ProtocolActions, text_response
+from palaestra.scaffolds.loop import (
+    FormatError,
+    LoopConfig,
+    Observation,
+    TurnLoop,
+    TurnScaffold,
+    cap,
+)
+from palaestra.scaffolds.tmux import TmuxSession
 
 SYSTEM_TEMPLATE = """\
 You are an AI assistant solving command-line tasks in a Linux terminal (a tmux session, \
@@ -112,28 +110,17 @@ Answer with exactly one JSON object of this form, and nothing else:
 {"analysis": "...", "plan": "...", "commands": [{"keystrokes": "ls -la\\n", "duration": 0.1}], \
 "task_complete": false}"""
 
-#: tmux key names a keystrokes string may consist of to be sent as keys rather than text.
-_KEY = re.compile(
-    r"(C-[a-z@\[\]\\^_]|M-\S|Escape|Enter|Tab|BTab|BSpace|Space|Up|Down|Left|Right|Home|End"
-    r"|PageUp|PageDown|PPage|NPage|IC|DC|F[1-9]|F1[0-2])"
-)
-_KEYS = re.compile(rf"{_KEY.pattern}( {_KEY.pattern})*")
-
 
 @dataclass
-class TerminusScaffoldConfig:
+class TerminusScaffoldConfig(LoopConfig):
     system_template: str = SYSTEM_TEMPLATE
     instance_template: str = INSTANCE_TEMPLATE
     confirm_template: str = CONFIRM_TEMPLATE
     format_error_template: str = FORMAT_ERROR_TEMPLATE
-    step_limit: int = 50
     #: The longest wait one command may ask for (Terminus-2: 60 s).
     max_duration: float = 60.0
     #: The wait of a command that gives no duration.
     default_duration: float = 1.0
-    max_consecutive_format_errors: int = 3
-    #: Observations longer than this many characters show only head and tail halves.
-    observation_chars: int = 10_000
     width: int = 160
     height: int = 40
     #: Lines of scrollback tmux keeps (cleared at each observation): the most lines of new
@@ -141,7 +128,6 @@ class TerminusScaffoldConfig:
     history_limit: int = 10_000
     #: How long to wait for the shell's first prompt.
     startup_timeout: float = 10.0
-    sampling: SamplingParams = field(default_factory=SamplingParams)
 
 
 class TerminusFormatError(ValueError):
@@ -234,345 +220,105 @@ def parse_action(content: str | None, default_duration: float = 1.0) -> Terminus
     )
 
 
-def key_ops(keystrokes: str) -> list[tuple[str, str]]:
-    """The ``tmux send-keys`` calls that type ``keystrokes``: ("key", name) or ("text", s)."""
-    if _KEYS.fullmatch(keystrokes.strip()) and keystrokes.strip():
-        return [("key", k) for k in keystrokes.split()]
-    ops: list[tuple[str, str]] = []
-    for i, line in enumerate(keystrokes.split("\n")):
-        if i:
-            ops.append(("key", "Enter"))
-        if line:
-            ops.append(("text", line))
-    return ops
+#: Printed by the oracle's command once it has run; typed as two words, so only the output,
+#: not the echo of the command line, holds it.
+_RUN_DONE = "PALAESTRA_ORACLE_DONE"
 
 
-def _trim(lines: list[str]) -> list[str]:
-    """Lines without trailing whitespace, trailing blank lines dropped."""
-    lines = [line.rstrip() for line in lines]
-    while lines and not lines[-1]:
-        lines.pop()
-    return lines
+def _response(commands: list[dict[str, object]], task_complete: bool = False) -> LLMResponse:
+    action = {"analysis": "", "plan": "", "commands": commands, "task_complete": task_complete}
+    return text_response(json.dumps(action))
 
 
-@dataclass
-class Snapshot:
-    """The pane at one instant: the last ``len(lines) - rows`` history lines and the screen.
+class TerminusActions(ProtocolActions):
+    """Keystrokes that type the command and print a completion marker, empty keystrokes that
+    wait until the marker shows, then ``task_complete`` (twice: the scaffold asks to confirm)."""
 
-    Lines are numbered from the oldest line of the scrollback (0); the screen's first row is
-    line ``history_size``, the cursor is on line ``history_size + cursor_y``.
-    """
+    def run(self, request: LLMRequest, command: str, why: str = "") -> LLMResponse:
+        done = "printf '%s_%s\\n' PALAESTRA ORACLE_DONE"
+        return _response([{"keystrokes": f"{command}; {done}\n", "duration": 0.5}])
 
-    history_size: int
-    cursor_y: int
-    rows: int
-    lines: list[str]
-    #: A full-screen program (vim, less, top) shows its own screen.
-    alternate: bool = False
+    def submit(self, request: LLMRequest) -> LLMResponse:
+        return _response([], task_complete=True)
 
-    @property
-    def cursor_line(self) -> int:
-        return self.history_size + self.cursor_y
-
-    @property
-    def first_line(self) -> int:
-        """The number of ``lines[0]``."""
-        return self.history_size + self.rows - len(self.lines)
+    def after_run(self, request: LLMRequest) -> LLMResponse:
+        observations = [m for m in request.messages[2:] if m.get("role") == "user"]
+        if any(_RUN_DONE in (m.get("content") or "") for m in observations):
+            return self.submit(request)
+        return _response([{"keystrokes": "", "duration": 2.0}])
 
 
-def new_output(snapshot: Snapshot, mark: int, mark_text: str) -> list[str] | None:
-    """The lines from line ``mark`` (the cursor line at the previous observation) on.
+class TerminusTurns(TurnLoop["TerminusScaffold", TerminusAction]):
+    """One episode: a tmux session in the sandbox, typed into by JSON actions."""
 
-    That line is included, since the agent may have typed on it (the echo of its command).
-    None when there is nothing new, or when the history was cleared (``mark`` is past the
-    cursor: ``reset``, or a ``clear`` that does not scroll the screen into the history).
-    """
-    if mark > snapshot.cursor_line:
-        return None
-    fresh = _trim(snapshot.lines[max(mark - snapshot.first_line, 0) :])
-    if not fresh or fresh == [mark_text]:
-        return None
-    return fresh
+    session: TmuxSession
+    #: The previous response set ``task_complete``: one more in a row submits.
+    pending_completion = False
 
+    async def context(self) -> dict[str, Any]:
+        self.session = TmuxSession(self.sandbox, self.config)
+        return {"screen": await self.session.start()}
 
-_SEND_SCRIPT = """\
-s=$1; shift
-while [ $# -gt 0 ]; do
-  if [ "$1" = text ]; then tmux send-keys -t "$s" -l -- "$2" || exit
-  else tmux send-keys -t "$s" "$2" || exit; fi
-  shift 2
-done"""
-
-#: Literal text is typed in pieces of this many characters (tmux limits one command's size).
-_CHUNK = 2048
-#: At most this many characters of keystrokes go in one exec (the argv size limit).
-_BATCH = 64 * 1024
-_POSITION = "#{history_size} #{cursor_y} #{pane_height} #{alternate_on}"
-
-
-class TmuxSession:
-    """A tmux session in a sandbox, driven through ``Sandbox.exec``.
-
-    The tmux server lives inside the sandbox, so closing the sandbox (or ``kill_all``) ends it.
-    Output diffs are by line position: the cursor line at each observation is remembered and
-    the next observation shows the lines from it on.
-    """
-
-    def __init__(self, sandbox: Sandbox, config: TerminusScaffoldConfig, name: str = "main"):
-        self.sandbox = sandbox
-        self.config = config
-        self.name = name
-        self._mark = 0
-        self._mark_text = ""
-        self._alternate = False
-
-    async def start(self) -> str:
-        """Start the session and return the first screen once the shell has drawn its prompt."""
-        cfg = self.config
-        conf = "/tmp/.palaestra-tmux.conf"
-        res = await self.sandbox.exec(
-            [
-                "sh",
-                "-c",
-                'command -v tmux >/dev/null || { echo "tmux is not installed"; exit 127; }\n'
-                'printf "set -g history-limit %s\\n" "$1" > "$2" && shift 2 && exec tmux "$@"',
-                "sh",
-                str(cfg.history_limit),
-                conf,
-                "-f",
-                conf,
-                "new-session",
-                "-d",
-                "-s",
-                self.name,
-                "-x",
-                str(cfg.width),
-                "-y",
-                str(cfg.height),
-                "-c",
-                self.sandbox.spec.workdir,
-            ],
-            timeout=30,
-        )
-        if not res.ok:
-            raise SandboxError(
-                f"could not start tmux in the sandbox ({res.output.strip() or res.exit_code}). "
-                "The terminus scaffold needs tmux inside the sandbox: for the local sandbox "
-                "install it on the host (apt-get install -y tmux); for images, in the image."
-            )
-        deadline = time.monotonic() + cfg.startup_timeout
-        while True:
-            snap = await self.snapshot()
-            if any(line.strip() for line in snap.lines) or time.monotonic() > deadline:
-                break
-            await asyncio.sleep(0.05)
-        self._remember(snap)
-        return self._screen(snap)
-
-    def _remember(self, snap: Snapshot) -> None:
-        self._alternate = snap.alternate
-        self._mark = snap.cursor_line
-        index = self._mark - snap.first_line
-        self._mark_text = snap.lines[index].rstrip() if 0 <= index < len(snap.lines) else ""
-
-    @staticmethod
-    def _screen(snap: Snapshot) -> str:
-        return "\n".join(_trim(snap.lines[len(snap.lines) - snap.rows :]))
-
-    async def alive(self) -> bool:
-        res = await self.sandbox.exec(["tmux", "has-session", "-t", self.name], timeout=30)
-        return res.ok
-
-    async def send(self, keystrokes: str) -> bool:
-        """Type ``keystrokes``; False when the session is gone (its shell exited)."""
-        batches: list[list[str]] = [[]]
-        size = 0
-        for kind, value in key_ops(keystrokes):
-            pieces = [value[i : i + _CHUNK] for i in range(0, len(value), _CHUNK)]
-            for piece in pieces if kind == "text" else [value]:
-                if size + len(piece) > _BATCH:
-                    batches.append([])
-                    size = 0
-                batches[-1] += [kind, piece]
-                size += len(piece)
-        if not batches[0]:
-            return await self.alive()
-        for args in batches:
-            res = await self.sandbox.exec(
-                ["sh", "-c", _SEND_SCRIPT, "sh", self.name, *args], timeout=30
-            )
-            if not res.ok:
-                if not await self.alive():
-                    return False
-                raise SandboxError(f"tmux send-keys failed: {res.output.strip()}")
-        return True
-
-    async def snapshot(self) -> Snapshot:
-        """Position and lines of the pane, then its scrollback cleared: one tmux command, so
-        nothing printed in between is lost. The scrollback then only ever holds the lines
-        scrolled off since the previous snapshot, and a snapshot reads no more than those.
-        """
-        target = ("-t", self.name)
-        res = await self.sandbox.exec(
-            ["tmux", "display-message", "-p", *target, _POSITION, ";"]
-            + ["capture-pane", "-p", *target, "-S", "-", ";", "clear-history", *target],
-            timeout=30,
-            output_limit=64 << 20,
-        )
-        if not res.ok:
-            raise SandboxError(f"tmux capture-pane failed: {res.output.strip() or res.exit_code}")
-        head, _, body = res.stdout.partition("\n")
-        history_size, cursor_y, rows, alternate = map(int, head.split())
-        lines = body.split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()  # the newline ending the last row
-        return Snapshot(history_size, cursor_y, rows, lines, bool(alternate))
-
-    async def incremental_output(self) -> str:
-        """What is new since the last call (or since :meth:`start`); see the module docstring.
-
-        When the session has ended (the agent exited its shell), a new one is started and
-        the observation says so.
-        """
+    def parse(self, response: LLMResponse) -> TerminusAction:
         try:
-            snap = await self.snapshot()
-        except SandboxError:
-            if await self.alive():
-                raise
-            screen = await self.start()
-            return (
-                "The shell exited, which ended the terminal session; a new session was started "
-                f"(earlier output and shell state are gone).\nCurrent Terminal Screen:\n{screen}"
-            )
-        full_screen = snap.alternate or self._alternate  # a full-screen program ran or runs
-        fresh = None if full_screen else new_output(snap, self._mark, self._mark_text)
-        mark_text = self._mark_text
-        self._remember(snap)
-        if fresh is None:
-            return "Current Terminal Screen:\n" + self._screen(snap)
-        note = ""
-        if not fresh[0].startswith(mark_text):  # tmux dropped the oldest lines past its limit
-            note = "[earlier lines of new output went past the scrollback and are not shown]\n"
-        return "New Terminal Output:\n" + note + "\n".join(fresh)
+            return parse_action(response.content, self.config.default_duration)
+        except TerminusFormatError as e:
+            raise FormatError(self.scaffold.render("format_error", error=str(e)), str(e)) from None
+
+    async def execute(self, action: TerminusAction) -> Observation:
+        for command in action.commands:
+            if not await self.session.send(command.keystrokes):
+                break  # the shell exited: the rest would type into nothing
+            await asyncio.sleep(min(command.duration, self.config.max_duration))
+        note = "[... output limited: {elided} characters in the middle omitted ...]"
+        terminal = cap(await self.session.incremental_output(), self.config.observation_chars, note)
+        record = {
+            "analysis": action.analysis,
+            "plan": action.plan,
+            "commands": [
+                {"keystrokes": c.keystrokes, "duration": c.duration} for c in action.commands
+            ],
+            "task_complete": action.task_complete,
+            "warnings": action.warnings,
+            "output": terminal,
+        }
+        if action.task_complete and self.pending_completion:
+            return Observation(record, submission="")
+        self.pending_completion = action.task_complete
+        if action.task_complete:
+            observation = self.scaffold.render("confirm", terminal=terminal)
+        elif action.warnings:
+            notes = "\n".join(f"- {w}" for w in action.warnings)
+            observation = f"Previous response had warnings:\n{notes}\n\n{terminal}"
+        else:
+            observation = terminal
+        return Observation(record, [{"role": "user", "content": observation}])
 
 
-_jinja = SandboxedEnvironment(undefined=StrictUndefined, keep_trailing_newline=True)
-
-
-class TerminusScaffold:
+class TerminusScaffold(TurnScaffold[TerminusScaffoldConfig]):
     """tmux keystrokes as JSON; see the module docstring for the protocol."""
 
     name = "terminus"
+    config_class = TerminusScaffoldConfig
+    template_keys = ("system", "instance", "confirm", "format_error")
+    turns = TerminusTurns
+    actions = TerminusActions()
 
-    def __init__(self, config: TerminusScaffoldConfig | None = None, **overrides: Any) -> None:
-        self.config = replace(config or TerminusScaffoldConfig(), **overrides)
-        self._templates = {
-            key: _jinja.from_string(getattr(self.config, f"{key}_template"))
-            for key in ("system", "instance", "confirm", "format_error")
+    def template_vars(self) -> dict[str, Any]:
+        cfg = self.config
+        return {
+            "width": cfg.width,
+            "height": cfg.height,
+            "max_duration": f"{cfg.max_duration:g}",
+            **super().template_vars(),
         }
-
-    def _render(self, key: str, **context: Any) -> str:
-        cfg = self.config
-        return self._templates[key].render(
-            width=cfg.width,
-            height=cfg.height,
-            max_duration=f"{cfg.max_duration:g}",
-            step_limit=cfg.step_limit,
-            **context,
-        )
-
-    def _cap(self, text: str) -> str:
-        parts = head_tail(text, self.config.observation_chars)
-        if parts is None:
-            return text
-        head, tail, elided = parts
-        return (
-            f"{head}\n[... output limited: {elided} characters in the middle omitted ...]\n{tail}"
-        )
-
-    async def run(self, task: Task, sandbox: Sandbox, llm: LLMClient) -> Outcome:
-        cfg = self.config
-        session = TmuxSession(sandbox, cfg)
-        screen = await session.start()
-        messages: list[dict[str, Any]] = [
-            {"role": "system", "content": self._render("system")},
-            {
-                "role": "user",
-                "content": self._render(
-                    "instance", instruction=task.instruction.strip(), screen=screen
-                ),
-            },
-        ]
-        trajectory: list[dict[str, Any]] = []
-        format_errors = 0
-        pending_completion = False
-        for turn in range(cfg.step_limit):
-            response = await llm.complete(
-                LLMRequest(
-                    messages=list(messages),
-                    sampling=cfg.sampling,
-                    metadata={"task_id": task.id, "turn": turn, "scaffold": self.name},
-                )
-            )
-            messages.append(response.to_message())
-            try:
-                action = parse_action(response.content, cfg.default_duration)
-            except TerminusFormatError as e:
-                format_errors += 1
-                trajectory.append({"turn": turn, "format_error": str(e)})
-                if format_errors >= cfg.max_consecutive_format_errors:
-                    return Outcome(
-                        "format_error_limit",
-                        turn + 1,
-                        f"{format_errors} malformed responses in a row",
-                        trajectory,
-                    )
-                messages.append(
-                    {"role": "user", "content": self._render("format_error", error=str(e))}
-                )
-                continue
-            format_errors = 0
-            for command in action.commands:
-                if not await session.send(command.keystrokes):
-                    break  # the shell exited: the rest would type into nothing
-                await asyncio.sleep(min(command.duration, cfg.max_duration))
-            terminal = self._cap(await session.incremental_output())
-            trajectory.append(
-                {
-                    "turn": turn,
-                    "analysis": action.analysis,
-                    "plan": action.plan,
-                    "commands": [
-                        {"keystrokes": c.keystrokes, "duration": c.duration}
-                        for c in action.commands
-                    ],
-                    "task_complete": action.task_complete,
-                    "warnings": action.warnings,
-                    "output": terminal,
-                }
-            )
-            if action.task_complete and pending_completion:
-                return Outcome("submitted", turn + 1, "", trajectory)
-            pending_completion = action.task_complete
-            if action.task_complete:
-                observation = self._render("confirm", terminal=terminal)
-            elif action.warnings:
-                notes = "\n".join(f"- {w}" for w in action.warnings)
-                observation = f"Previous response had warnings:\n{notes}\n\n{terminal}"
-            else:
-                observation = terminal
-            messages.append({"role": "user", "content": observation})
-        return Outcome("step_limit", cfg.step_limit, f"reached {cfg.step_limit} steps", trajectory)
 
 
 __all__ = [
     "TerminusAction",
+    "TerminusActions",
     "TerminusFormatError",
     "TerminusScaffold",
     "TerminusScaffoldConfig",
-    "Snapshot",
-    "TmuxSession",
-    "key_ops",
-    "new_output",
     "parse_action",
 ]

@@ -26,20 +26,15 @@ from __future__ import annotations
 
 import json
 import posixpath
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from jinja2 import StrictUndefined
-from jinja2.sandbox import SandboxedEnvironment
-
-from palaestra.llm.types import LLMRequest, SamplingParams, ToolCall
-from palaestra.scaffolds.base import Outcome
-from palaestra.scaffolds.bash import head_tail
+from palaestra.llm.types import LLMRequest, LLMResponse, ToolCall
+from palaestra.scaffolds.actions import SCRIPTED_MODEL, ProtocolActions
+from palaestra.scaffolds.loop import LoopConfig, Observation, TurnLoop, TurnScaffold, cap
 
 if TYPE_CHECKING:
-    from palaestra.llm.client import LLMClient
-    from palaestra.sandbox.base import ExecResult, Sandbox
-    from palaestra.tasks.harbor import Task
+    from palaestra.sandbox.base import ExecResult
 
 SYSTEM_TEMPLATE = """\
 You are a skilled software engineer completing a task in a Linux sandbox. You act only by \
@@ -155,19 +150,16 @@ _JSON_TYPES: dict[str, tuple[type, ...]] = {
 
 
 @dataclass
-class ToolsScaffoldConfig:
+class ToolsScaffoldConfig(LoopConfig):
+    """``observation_chars`` caps tool results (head and tail halves)."""
+
     system_template: str = SYSTEM_TEMPLATE
     instance_template: str = INSTANCE_TEMPLATE
     no_tool_call_template: str = NO_TOOL_CALL_TEMPLATE
-    step_limit: int = 50
     #: The longest a ``bash`` call may run; a call's own ``timeout`` can only lower it.
     command_timeout: float = 180.0
-    max_consecutive_format_errors: int = 3
-    #: Tool results longer than this many characters show only head and tail halves.
-    observation_chars: int = 10_000
     #: ``view`` of a file without ``view_range`` shows at most this many lines.
     view_lines: int = 400
-    sampling: SamplingParams = field(default_factory=SamplingParams)
 
 
 class ToolCallError(ValueError):
@@ -235,8 +227,6 @@ def match_lines(text: str, needle: str) -> list[int]:
     return lines
 
 
-_jinja = SandboxedEnvironment(undefined=StrictUndefined, keep_trailing_newline=True)
-
 # Prints "D" and a listing, "F", the octal mode and the content, "O" for anything else (a
 # device, a socket), or "N" when absent.
 _VIEW_SCRIPT = """\
@@ -246,44 +236,49 @@ elif [ -e "$1" ]; then echo O
 else echo N; fi"""
 
 
-class ToolsScaffold:
-    """OpenAI function calling; see the module docstring for the protocol."""
+class ToolsActions(ProtocolActions):
+    """A ``bash`` tool call; submitting calls ``submit``."""
 
-    name = "tools"
+    def _call(self, request: LLMRequest, name: str, turn: int, **arguments: object) -> LLMResponse:
+        names = {t.get("function", {}).get("name") for t in request.tools or ()}
+        if not {"bash", "submit"} <= names:
+            raise ValueError(
+                "acting through tool calls needs `bash` and `submit` tools; "
+                f"the request offers {sorted(n for n in names if n)}"
+            )
+        call = ToolCall(id=f"call_{turn}_{name}", name=name, arguments=json.dumps(arguments))
+        return LLMResponse(tool_calls=[call], finish_reason="tool_calls", model=SCRIPTED_MODEL)
 
-    def __init__(self, config: ToolsScaffoldConfig | None = None, **overrides: Any) -> None:
-        self.config = replace(config or ToolsScaffoldConfig(), **overrides)
-        self._templates = {
-            key: _jinja.from_string(getattr(self.config, f"{key}_template"))
-            for key in ("system", "instance", "no_tool_call")
-        }
+    def run(self, request: LLMRequest, command: str, why: str = "") -> LLMResponse:
+        return self._call(request, "bash", request.metadata.get("turn", 0), command=command)
 
-    def _render(self, key: str, **context: Any) -> str:
-        return self._templates[key].render(
-            command_timeout=int(self.config.command_timeout),
-            step_limit=self.config.step_limit,
-            tool_names=", ".join(_SPECS_BY_NAME),
-            **context,
-        )
+    def submit(self, request: LLMRequest) -> LLMResponse:
+        return self._call(request, "submit", request.metadata.get("turn", 1))
+
+
+class ToolsTurns(TurnLoop["ToolsScaffold", LLMResponse]):
+    """One episode: every tool call of a response runs, in order."""
+
+    tools = TOOL_SPECS
+
+    async def context(self) -> dict[str, Any]:
+        return {"workdir": self.sandbox.spec.workdir}
 
     def _cap(self, text: str) -> str:
-        parts = head_tail(text, self.config.observation_chars)
-        if parts is None:
-            return text
-        head, tail, elided = parts
-        return (
-            f"{head}\n[... {elided} characters elided; narrow your command or view a line "
-            f"range to see them ...]\n{tail}"
+        note = (
+            "[... {elided} characters elided; narrow your command or view a line range to see "
+            "them ...]"
         )
+        return cap(text, self.config.observation_chars, note)
 
     # -- the tools ----------------------------------------------------------------------------
 
-    async def _bash(self, sandbox: Sandbox, args: dict[str, Any]) -> tuple[str, ExecResult]:
+    async def _bash(self, args: dict[str, Any]) -> tuple[str, ExecResult]:
         limit = self.config.command_timeout
         timeout = min(float(args.get("timeout", limit)), limit)
         if timeout <= 0:
             raise ToolCallError(f"Error: timeout must be positive (at most {limit:g} seconds).")
-        result = await sandbox.exec(args["command"], timeout=timeout)
+        result = await self.sandbox.exec(args["command"], timeout=timeout)
         if result.timed_out:
             tail = result.output[-4000:]
             text = f"The command did not finish within {timeout:g} seconds and was killed."
@@ -292,15 +287,14 @@ class ToolsScaffold:
             return text, result
         return f"exit code: {result.exit_code}\n{self._cap(result.output)}", result
 
-    @staticmethod
-    def _path(sandbox: Sandbox, path: str) -> str:
+    def _path(self, path: str) -> str:
         if not path.strip():
             raise ToolCallError("Error: path is empty; give a file or directory path.")
-        return posixpath.normpath(posixpath.join(sandbox.spec.workdir, path))
+        return posixpath.normpath(posixpath.join(self.sandbox.spec.workdir, path))
 
-    async def _read(self, sandbox: Sandbox, path: str) -> tuple[str, str, str]:
+    async def _read(self, path: str) -> tuple[str, str, str]:
         """(kind, mode, body): kind is D (directory), F (file), O (other) or N (absent)."""
-        res = await sandbox.exec(["sh", "-c", _VIEW_SCRIPT, "sh", path], timeout=60)
+        res = await self.sandbox.exec(["sh", "-c", _VIEW_SCRIPT, "sh", path], timeout=60)
         kind, _, rest = res.stdout.partition("\n")
         if kind not in ("D", "F", "O", "N"):
             raise ToolCallError(f"Error: cannot read {path}: {res.output.strip()}")
@@ -315,9 +309,9 @@ class ToolsScaffold:
             return kind, mode, body
         return kind, "", rest
 
-    async def _view(self, sandbox: Sandbox, args: dict[str, Any]) -> str:
-        path = self._path(sandbox, args["path"])
-        kind, _, body = await self._read(sandbox, path)
+    async def _view(self, args: dict[str, Any]) -> str:
+        path = self._path(args["path"])
+        kind, _, body = await self._read(path)
         if kind == "N":
             raise ToolCallError(f"Error: {path} does not exist.")
         if kind == "O":
@@ -355,10 +349,10 @@ class ToolsScaffold:
             )
         return self._cap(text)
 
-    async def _edit(self, sandbox: Sandbox, args: dict[str, Any]) -> str:
-        path = self._path(sandbox, args["path"])
+    async def _edit(self, args: dict[str, Any]) -> str:
+        path = self._path(args["path"])
         old, new = args["old_str"], args["new_str"]
-        kind, mode, text = await self._read(sandbox, path)
+        kind, mode, text = await self._read(path)
         if kind in ("D", "O"):
             raise ToolCallError(f"Error: {path} is not a regular file; edit works on files.")
         if old == "":
@@ -367,7 +361,7 @@ class ToolsScaffold:
                     f"Error: {path} already exists; an empty old_str only creates new files. "
                     "To change it, give the exact text to replace as old_str (view it first)."
                 )
-            await sandbox.write_file(path, new)
+            await self.sandbox.write_file(path, new)
             return f"Created {path} ({len(new.splitlines())} lines)."
         if kind == "N":
             raise ToolCallError(
@@ -390,7 +384,7 @@ class ToolsScaffold:
                 "surrounding lines in old_str to make it unique."
             )
         updated = text.replace(old, new, 1)
-        await sandbox.write_file(path, updated, mode=int(mode or "644", 8))
+        await self.sandbox.write_file(path, updated, mode=int(mode or "644", 8))
         first = where[0]
         lines = updated.splitlines()
         start = max(first - 3, 1)
@@ -398,15 +392,15 @@ class ToolsScaffold:
         snippet = numbered(lines[start - 1 : end], start)
         return self._cap(f"Edited {path}. Lines {start}-{end} now read:\n{snippet}")
 
-    # -- the loop -----------------------------------------------------------------------------
+    # -- the steps ------------------------------------------------------------------------------
 
-    async def _call(self, sandbox: Sandbox, call: ToolCall) -> tuple[str, dict[str, Any]]:
+    async def _call(self, call: ToolCall) -> tuple[str, dict[str, Any]]:
         """Run one call: its tool message text and its trajectory record."""
         record: dict[str, Any] = {"id": call.id, "tool": call.name, "arguments": call.arguments}
         try:
             args = check_arguments(call)
             if call.name == "bash":
-                text, result = await self._bash(sandbox, args)
+                text, result = await self._bash(args)
                 record.update(
                     exit_code=result.exit_code,
                     timed_out=result.timed_out,
@@ -414,9 +408,9 @@ class ToolsScaffold:
                     duration_s=result.duration_s,
                 )
             elif call.name == "view":
-                text = await self._view(sandbox, args)
+                text = await self._view(args)
             elif call.name == "edit":
-                text = await self._edit(sandbox, args)
+                text = await self._edit(args)
             else:
                 text = "Submitted."
         except ToolCallError as e:
@@ -425,60 +419,50 @@ class ToolsScaffold:
         record["output"] = text
         return text, record
 
-    async def run(self, task: Task, sandbox: Sandbox, llm: LLMClient) -> Outcome:
-        cfg = self.config
-        workdir = sandbox.spec.workdir
-        messages: list[dict[str, Any]] = [
-            {"role": "system", "content": self._render("system", workdir=workdir)},
-            {
-                "role": "user",
-                "content": self._render(
-                    "instance", instruction=task.instruction.strip(), workdir=workdir
-                ),
-            },
-        ]
-        trajectory: list[dict[str, Any]] = []
-        format_errors = 0
-        for turn in range(cfg.step_limit):
-            response = await llm.complete(
-                LLMRequest(
-                    messages=list(messages),
-                    tools=TOOL_SPECS,
-                    sampling=cfg.sampling,
-                    metadata={"task_id": task.id, "turn": turn, "scaffold": self.name},
-                )
-            )
-            messages.append(response.to_message())
-            calls: list[dict[str, Any]] = []
-            submitted = False
-            for call in response.tool_calls:
-                text, record = await self._call(sandbox, call)
-                calls.append(record)
-                submitted = submitted or (call.name == "submit" and "error" not in record)
-                messages.append({"role": "tool", "tool_call_id": call.id, "content": text})
-            trajectory.append({"turn": turn, "content": response.content, "tool_calls": calls})
-            if submitted:
-                return Outcome("submitted", turn + 1, "", trajectory)
-            if calls and not all("error" in c for c in calls):
-                format_errors = 0
-                continue
-            format_errors += 1
-            trajectory[-1]["format_error"] = True
-            if format_errors >= cfg.max_consecutive_format_errors:
-                return Outcome(
-                    "format_error_limit",
-                    turn + 1,
-                    f"{format_errors} malformed responses in a row",
-                    trajectory,
-                )
-            if not calls:
-                messages.append({"role": "user", "content": self._render("no_tool_call")})
-        return Outcome("step_limit", cfg.step_limit, f"reached {cfg.step_limit} steps", trajectory)
+    def parse(self, response: LLMResponse) -> LLMResponse:
+        return response  # each call is checked as it runs: a malformed one gets its own answer
+
+    async def execute(self, action: LLMResponse) -> Observation:
+        calls: list[dict[str, Any]] = []
+        messages: list[dict[str, Any]] = []
+        submitted = False
+        for call in action.tool_calls:
+            text, record = await self._call(call)
+            calls.append(record)
+            submitted = submitted or (call.name == "submit" and "error" not in record)
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": text})
+        record = {"content": action.content, "tool_calls": calls}
+        if submitted:
+            return Observation(record, submission="")
+        if calls and not all("error" in c for c in calls):
+            return Observation(record, messages)
+        record["format_error"] = True
+        if not calls:
+            messages.append({"role": "user", "content": self.scaffold.render("no_tool_call")})
+        return Observation(record, messages, format_error=True)
+
+
+class ToolsScaffold(TurnScaffold[ToolsScaffoldConfig]):
+    """OpenAI function calling; see the module docstring for the protocol."""
+
+    name = "tools"
+    config_class = ToolsScaffoldConfig
+    template_keys = ("system", "instance", "no_tool_call")
+    turns = ToolsTurns
+    actions = ToolsActions()
+
+    def template_vars(self) -> dict[str, Any]:
+        return {
+            "command_timeout": int(self.config.command_timeout),
+            **super().template_vars(),
+            "tool_names": ", ".join(_SPECS_BY_NAME),
+        }
 
 
 __all__ = [
     "TOOL_SPECS",
     "ToolCallError",
+    "ToolsActions",
     "ToolsScaffold",
     "ToolsScaffoldConfig",
     "check_arguments",

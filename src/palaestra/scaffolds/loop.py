@@ -1,0 +1,217 @@
+"""The turn loop that the ``bash``, ``tools`` and ``terminus`` scaffolds share.
+
+One episode reads as named steps, after mini-swe-agent's default agent::
+
+    messages = opening()                      # system prompt, then the task
+    for turn in range(step_limit):
+        response = query(turn)                # an LLMRequest to the policy, its LLMResponse back
+        action = parse(response)              # the protocol's action, or a FormatError
+        observation = execute(action)         # run it in the sandbox: record, next messages
+        if observation.submission is not None: finished: "submitted"
+        format errors in a row >= limit:      "format_error_limit"
+    "step_limit"
+
+A protocol (:class:`TurnLoop` subclass, one instance per episode) gives only ``context``,
+``parse`` and ``execute``; the loop decides the outcome. Limits compose the same way for every
+scaffold: every response counts against ``step_limit`` and ``max_consecutive_format_errors``
+unusable responses in a row end the episode, both decided here; the agent's time limit is the
+environment's (it stops the scaffold: ``agent_timeout``), and an exception raised by a step
+ends the episode as ``error`` there too. A protocol's own waits (a command's timeout, a
+keystroke's duration) are its configuration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+
+from jinja2 import StrictUndefined
+from jinja2.sandbox import SandboxedEnvironment
+
+from palaestra.llm.types import LLMRequest, LLMResponse, SamplingParams
+from palaestra.scaffolds.actions import ProtocolActions
+from palaestra.scaffolds.base import Outcome
+
+if TYPE_CHECKING:
+    from palaestra.llm.client import LLMClient
+    from palaestra.sandbox.base import Sandbox
+    from palaestra.tasks.harbor import Task
+
+Message = dict[str, Any]
+A = TypeVar("A")
+C = TypeVar("C", bound="LoopConfig")
+
+
+@dataclass
+class LoopConfig:
+    """The settings every turn-loop scaffold has; each scaffold's config adds its own."""
+
+    step_limit: int = 50
+    max_consecutive_format_errors: int = 3
+    #: Observations longer than this many characters show only head and tail halves.
+    observation_chars: int = 10_000
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+
+
+class FormatError(ValueError):
+    """A response the protocol cannot act on: ``str(e)`` is the guidance the agent gets as its
+    next user message, ``record`` what the turn's trajectory entry holds under
+    ``format_error``."""
+
+    def __init__(self, guidance: str, record: Any) -> None:
+        super().__init__(guidance)
+        self.record = record
+
+
+@dataclass
+class Observation:
+    """What executing an action produced."""
+
+    #: The turn's trajectory entry (the loop puts ``turn`` first).
+    record: dict[str, Any]
+    #: The messages the agent sees next (none once it has finished).
+    messages: list[Message] = field(default_factory=list)
+    #: The outcome's message when the action submitted the work; None while the agent works on.
+    submission: str | None = None
+    #: Nothing usable was done: counts towards ``max_consecutive_format_errors``.
+    format_error: bool = False
+
+
+def head_tail(text: str, limit: int) -> tuple[str, str, int] | None:
+    """Split text longer than ``limit`` into (head, tail, elided count); None when it fits."""
+    if len(text) <= limit:
+        return None
+    half = limit // 2
+    return text[:half], text[-half:], len(text) - 2 * half
+
+
+def cap(text: str, limit: int, note: str) -> str:
+    """``text``, or its head and tail around ``note`` (formatted with ``elided``) when longer
+    than ``limit`` characters."""
+    parts = head_tail(text, limit)
+    if parts is None:
+        return text
+    head, tail, elided = parts
+    return f"{head}\n{note.format(elided=elided)}\n{tail}"
+
+
+_jinja = SandboxedEnvironment(undefined=StrictUndefined, keep_trailing_newline=True)
+
+
+class TurnScaffold(Generic[C]):
+    """A scaffold whose agent part is the turn loop: configuration and templates.
+
+    Subclasses name the config class, the template keys (``<key>_template`` fields of the
+    config; ``system`` and ``instance`` open every episode), the per-episode protocol class
+    (``turns``) and how a policy acts in the protocol (``actions``), and add their constant
+    template variables (:meth:`template_vars`).
+    """
+
+    name: ClassVar[str]
+    config_class: ClassVar[type[Any]]
+    template_keys: ClassVar[tuple[str, ...]]
+    turns: ClassVar[type[TurnLoop[Any, Any]]]
+    actions: ClassVar[ProtocolActions]
+
+    def __init__(self, config: C | None = None, **overrides: Any) -> None:
+        self.config: C = replace(config or self.config_class(), **overrides)
+        self._templates = {
+            key: _jinja.from_string(getattr(self.config, f"{key}_template"))
+            for key in self.template_keys
+        }
+
+    def template_vars(self) -> dict[str, Any]:
+        """Variables every template of this scaffold sees."""
+        return {"step_limit": self.config.step_limit}
+
+    def render(self, key: str, **context: Any) -> str:
+        return self._templates[key].render(**self.template_vars(), **context)
+
+    async def run(self, task: Task, sandbox: Sandbox, llm: LLMClient) -> Outcome:
+        return await self.turns(self, task, sandbox).run(llm)
+
+
+S = TypeVar("S", bound=TurnScaffold[Any])
+
+
+class TurnLoop(Generic[S, A]):
+    """One episode of a turn-loop scaffold; subclasses give the protocol's steps."""
+
+    #: Tool specs every request carries (None: the protocol is plain text).
+    tools: ClassVar[list[dict[str, Any]] | None] = None
+
+    def __init__(self, scaffold: S, task: Task, sandbox: Sandbox) -> None:
+        self.scaffold = scaffold
+        self.config = scaffold.config
+        self.task = task
+        self.sandbox = sandbox
+        self.messages: list[Message] = []
+        self.trajectory: list[dict[str, Any]] = []
+        self.format_errors = 0
+
+    async def run(self, llm: LLMClient) -> Outcome:
+        self.messages = await self.opening()
+        limit = self.config.step_limit
+        for turn in range(limit):
+            observation = await self.step(await self.query(llm, turn))
+            self.trajectory.append({"turn": turn, **observation.record})
+            if observation.submission is not None:
+                return Outcome("submitted", turn + 1, observation.submission, self.trajectory)
+            self.format_errors = self.format_errors + 1 if observation.format_error else 0
+            if self.format_errors >= self.config.max_consecutive_format_errors:
+                return Outcome(
+                    "format_error_limit",
+                    turn + 1,
+                    f"{self.format_errors} malformed responses in a row",
+                    self.trajectory,
+                )
+            self.messages += observation.messages
+        return Outcome("step_limit", limit, f"reached {limit} steps", self.trajectory)
+
+    async def opening(self) -> list[Message]:
+        """The system prompt and the task, rendered with :meth:`context`."""
+        context = await self.context()
+        instruction = self.task.instruction.strip()
+        return [
+            {"role": "system", "content": self.scaffold.render("system", **context)},
+            {
+                "role": "user",
+                "content": self.scaffold.render("instance", instruction=instruction, **context),
+            },
+        ]
+
+    async def query(self, llm: LLMClient, turn: int) -> LLMResponse:
+        """Ask the policy; its response joins the conversation."""
+        response = await llm.complete(
+            LLMRequest(
+                messages=list(self.messages),
+                tools=self.tools,
+                sampling=self.config.sampling,
+                metadata={"task_id": self.task.id, "turn": turn, "scaffold": self.scaffold.name},
+            )
+        )
+        self.messages.append(response.to_message())
+        return response
+
+    async def step(self, response: LLMResponse) -> Observation:
+        """Parse the response and execute its action; a format error becomes guidance."""
+        try:
+            action = self.parse(response)
+        except FormatError as e:
+            guidance = {"role": "user", "content": str(e)}
+            return Observation({"format_error": e.record}, [guidance], format_error=True)
+        return await self.execute(action)
+
+    # -- the protocol -------------------------------------------------------------------------
+
+    async def context(self) -> dict[str, Any]:
+        """Template variables of the opening messages (set-up of the episode goes here)."""
+        return {}
+
+    def parse(self, response: LLMResponse) -> A:
+        """The response's action; raises :class:`FormatError` when there is none usable."""
+        raise NotImplementedError
+
+    async def execute(self, action: A) -> Observation:
+        """Run the action in the sandbox."""
+        raise NotImplementedError
