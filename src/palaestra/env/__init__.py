@@ -3,7 +3,7 @@
 from palaestra.env.checker import ConformanceError, check_env
 from palaestra.env.code_env import CodeEnv
 from palaestra.env.registry import EnvSpec, list_envs, load_tasks, make, register
-from palaestra.env.types import Environment, EpisodeError, StepType, TimeStep
+from palaestra.env.types import Environment, EpisodeError, EpisodeStatus, StepType, TimeStep
 
 __all__ = [
     "CodeEnv",
@@ -11,6 +11,7 @@ __all__ = [
     "EnvSpec",
     "Environment",
     "EpisodeError",
+    "EpisodeStatus",
     "StepType",
     "TimeStep",
     "check_env",
