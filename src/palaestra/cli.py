@@ -23,6 +23,7 @@ from rich.table import Table
 
 from palaestra.cli_tasks import app as tasks_app
 from palaestra.env.registry import POLICIES, list_envs, load_tasks, make_policy
+from palaestra.env.types import EpisodeStatus
 from palaestra.run.evaluate import EpisodeRecord, evaluate
 from palaestra.run.scalars import JsonlScalarWriter, ScalarStream
 from palaestra.run.store import DB_NAME, RunMismatchError, read_episodes
@@ -148,8 +149,8 @@ class _Live:
         if not record["final"]:
             return False
         self.done += 1
-        self.passed += record["status"] == "passed"
-        self.errors += record["status"] == "error"
+        self.passed += record["status"] == EpisodeStatus.PASSED
+        self.errors += record["status"] == EpisodeStatus.ERROR
         return True
 
     def __call__(self, record: EpisodeRecord) -> None:

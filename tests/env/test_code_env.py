@@ -7,9 +7,12 @@ import asyncio
 import pytest
 
 from palaestra import CodeEnv, EpisodeError
-from palaestra.llm import ScriptedPolicy
+from palaestra.env.types import EpisodeStatus
+from palaestra.llm import LLMRequest, ScriptedPolicy
 from palaestra.run import rollout
+from palaestra.sandbox.base import SandboxError
 from palaestra.scaffolds import BashScaffold, NopPolicy, OraclePolicy
+from palaestra.scaffolds.base import EndReason
 from palaestra.tasks.harbor import TaskError
 from palaestra.tasks.source import TaskSet
 from tests.conftest import SUBMIT_ACTION, bash_action
@@ -95,6 +98,8 @@ async def test_stale_and_late_reward_files_do_not_count(make_task):
     assert episode.reward == 0.0
     assert episode.info["status"] == "error"
     assert "wrote no reward" in episode.info["error"]
+    assert episode.info["error_class"] == "VerifierError"
+    assert "wrote no reward" in episode.info["error_message"]
     assert "verifier-ran" in episode.info["verifier"]["output"]
 
 
@@ -122,7 +127,7 @@ async def test_verifier_timeout_is_an_error(make_task):
     )
     async with env_for(task) as env:
         episode = await rollout(env, NopPolicy())
-    assert episode.info["status"] == "error"
+    assert episode.info["status"] == "error" and episode.info["error_class"] == "VerifierTimeout"
     assert episode.info["verifier"]["status"] == "timeout"
     assert "started" in episode.info["verifier"]["output"]
 
@@ -134,6 +139,7 @@ async def test_step_limit_truncates_and_still_verifies(make_task):
     assert episode.truncated and not episode.terminated
     assert episode.info["end_reason"] == "step_limit" and episode.info["verified"]
     assert episode.reward == 1.0 and len(episode.turns) == 3
+    assert (episode.status, episode.end_reason) == (EpisodeStatus.PASSED, EndReason.STEP_LIMIT)
 
 
 async def test_truncation_without_verification(make_task):
@@ -149,6 +155,7 @@ async def test_agent_timeout_truncates_and_kills_the_command(make_task):
     async with env_for(make_task(), agent_timeout_sec=1.0) as env:
         episode = await rollout(env, policy)
     assert episode.truncated and episode.info["end_reason"] == "agent_timeout"
+    assert episode.info["status"] == "failed" and episode.info["error_class"] is None
     assert 1.0 <= episode.info["timings"]["agent_s"] < 10
     assert not [p for p in sandbox_processes() if "agent-sleeper-marker" in p]
 
@@ -162,6 +169,26 @@ async def test_format_errors_get_guidance_then_end_the_episode(make_task):
         assert "contained 2 bash code blocks" in ts.observation.messages[-1]["content"]
         ts = await env.step("still nothing")
     assert ts.terminated and ts.info["end_reason"] == "format_error_limit" and ts.reward == 0.0
+
+
+class _DyingScaffold:
+    """Asks the policy once, then its sandbox 'dies' (the exception ends the scaffold)."""
+
+    name = "dying"
+
+    async def run(self, task, sandbox, llm):
+        await llm.complete(LLMRequest(messages=[{"role": "user", "content": task.instruction}]))
+        raise SandboxError("the sandbox died")
+
+
+async def test_a_failing_scaffold_ends_an_error_episode_with_the_error_as_data(make_task):
+    async with env_for(make_task(), scaffold=_DyingScaffold()) as env:
+        episode = await rollout(env, NopPolicy())
+    info = episode.info
+    assert episode.terminated and episode.reward == 0.0 and not info["verified"]
+    assert info["status"] is EpisodeStatus.ERROR and info["end_reason"] is EndReason.ERROR
+    assert (info["error_class"], info["error_message"]) == ("SandboxError", "the sandbox died")
+    assert info["error"] == "SandboxError: the sandbox died"
 
 
 async def test_env_protocol_misuse(make_task):

@@ -10,11 +10,12 @@ import openai
 import pytest
 
 from palaestra.env.registry import load_tasks
-from palaestra.llm import LLMResponse, ScriptedPolicy
+from palaestra.llm import LLMRequest, LLMResponse, ScriptedPolicy
 from palaestra.run import RunMismatchError, evaluate
 from palaestra.run.store import export, read_episodes, read_run, read_steps
 from palaestra.sandbox import default_backend
 from palaestra.sandbox.base import SandboxBackend, SandboxError
+from palaestra.scaffolds import BashScaffold
 from palaestra.tasks.source import TaskSet
 from tests.conftest import SUBMIT_ACTION, bash_action
 from tests.procs import own_sandbox_processes
@@ -130,6 +131,37 @@ async def test_infrastructure_errors_are_retried_with_each_try_recorded(tmp_path
     assert tries[0]["error_class"] == "SandboxError" and tries[0]["infra_error"]
 
 
+class DiesOnce:
+    """The bash scaffold, except that in its first episode the sandbox 'dies' mid-episode."""
+
+    name = "bash"
+
+    def __init__(self) -> None:
+        self.runs = 0
+
+    async def run(self, task, sandbox, llm):
+        self.runs += 1
+        if self.runs == 1:
+            await llm.complete(LLMRequest(messages=[{"role": "user", "content": "go"}]))
+            raise SandboxError("the sandbox died mid-episode")
+        return await BashScaffold().run(task, sandbox, llm)
+
+
+async def test_a_sandbox_dying_inside_the_scaffold_is_an_infrastructure_error(tmp_path):
+    """The episode reaches LAST (status error, end reason error): its error class comes from
+    CodeEnv's info as data, and makes the try an infrastructure error that is retried."""
+    scaffold = DiesOnce()
+    summary = await evaluate("starter:0:1", "nop", scaffold=scaffold, retries=1,
+                             retry_backoff_s=0.01, out_dir=tmp_path)  # fmt: skip
+    assert summary["retried"] == 1 and scaffold.runs == 2
+    tries = read_episodes(tmp_path, final_only=False)
+    assert [(t["try"], t["final"], t["status"], t["end_reason"]) for t in tries] == [
+        (0, False, "error", "error"), (1, True, "failed", "submitted")]  # fmt: skip
+    assert tries[0]["error_class"] == "SandboxError" and tries[0]["infra_error"]
+    assert tries[0]["error_message"] == "the sandbox died mid-episode"
+    assert summary["statuses"] == {"failed": 1} and summary["end_reasons"] == {"submitted": 1}
+
+
 async def test_retries_are_bounded(tmp_path):
     backend = FlakyBackend(failures=10)
     summary = await evaluate("starter:0:1", "oracle", sandbox=backend, retries=1,
@@ -152,6 +184,7 @@ async def test_transient_llm_errors_are_retried_but_policy_bugs_and_failures_are
     assert summary["retried"] == 1 and summary["episodes"] == 1
     tries = read_episodes(tmp_path / "llm", final_only=False)
     assert tries[0]["error_class"] == "APIConnectionError" and tries[1]["status"] == "failed"
+    assert tries[0]["status"] == "error" and tries[0]["end_reason"] == "exception"
 
     def buggy(request):
         raise ValueError("policy bug")

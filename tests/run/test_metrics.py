@@ -36,7 +36,7 @@ def _rec(task, status, **kw):
     base = {"task_id": task, "status": status, "reward": 1.0 if status == "passed" else 0.0,
             "steps": 2, "prompt_tokens": 10, "completion_tokens": 5, "cached_tokens": 0,
             "cost_usd": None, "category": None, "difficulty": None, "family": None,
-            "error_class": None, "wall_s": 1.0}  # fmt: skip
+            "error_class": None, "wall_s": 1.0, "end_reason": "submitted"}  # fmt: skip
     return {**base, **kw}
 
 
@@ -52,11 +52,16 @@ def test_pass_at_ks_averages_over_tasks():
 def test_summary_groups_costs_and_errors():
     records = [
         _rec("a", "passed", difficulty="hard", family="grid", category="x", cost_usd=0.5),
-        _rec("b", "failed", difficulty="easy", family="grid", category="x", cost_usd=0.25),
-        _rec("c", "error", difficulty="medium", error_class="SandboxError", category="y"),
+        _rec("b", "failed", difficulty="easy", family="grid", category="x", cost_usd=0.25,
+             end_reason="step_limit"),
+        _rec("c", "error", difficulty="medium", error_class="SandboxError", category="y",
+             end_reason="error"),
         _rec("d", "passed", difficulty="easy", category="y"),
-    ]
+    ]  # fmt: skip
     s = summarize(records)
+    # a truncated episode that did not pass is failed; the limit is its end reason
+    assert s["statuses"] == {"error": 1, "failed": 1, "passed": 2}
+    assert s["end_reasons"] == {"error": 1, "step_limit": 1, "submitted": 2}
     assert list(s["by_difficulty"]) == ["easy", "medium", "hard"]
     assert s["by_family"]["grid"]["pass_rate"] == 0.5 and s["by_family"][NO_GROUP]["episodes"] == 2
     assert s["errors_by_class"] == {"SandboxError": {"count": 1, "rate": 0.25}}

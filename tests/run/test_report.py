@@ -110,6 +110,21 @@ async def _page(tmp_path: Path):
     return proc, DevTools(ws)
 
 
+async def _open(page: DevTools, report: Path) -> None:
+    """Load ``report`` in the page and wait until it has drawn itself, with no JS error."""
+    await page.call("Runtime.enable")
+    await page.call("Log.enable")
+    await page.call("Network.enable")
+    await page.call("Page.enable")
+    await page.call("Page.navigate", url=report.as_uri())
+    for _ in range(300):
+        if await page.js("document.body && document.body.dataset.rendered === 'true'"):
+            break
+        await asyncio.sleep(0.1)
+    assert await page.js("document.body.dataset.rendered") == "true"
+    assert page.errors() == []
+
+
 def _task(make_task, root: Path, name: str, difficulty: str, category: str, family: str | None):
     path = make_task(name, difficulty=difficulty, category=category, root=root)
     if family is not None:
@@ -173,17 +188,7 @@ async def test_report_renders_holds_the_numbers_and_opens_episodes(tmp_path, two
 
     browser, page = await _page(tmp_path)
     try:
-        await page.call("Runtime.enable")
-        await page.call("Log.enable")
-        await page.call("Network.enable")
-        await page.call("Page.enable")
-        await page.call("Page.navigate", url=report.as_uri())
-        for _ in range(300):
-            if await page.js("document.body && document.body.dataset.rendered === 'true'"):
-                break
-            await asyncio.sleep(0.1)
-        assert await page.js("document.body.dataset.rendered") == "true"
-        assert page.errors() == []
+        await _open(page, report)
         requested = [e["params"]["request"]["url"] for e in page.events
                      if e.get("method") == "Network.requestWillBeSent"]  # fmt: skip
         assert all(url.startswith("file://") for url in requested), requested
@@ -284,3 +289,42 @@ async def test_large_runs_embed_the_first_trajectories_only(two_runs):
     assert all(len(e["turns"]) == e["steps"] for e in embedded)
     everything = await asyncio.to_thread(run_data, strong, 4000, -1)
     assert all(e["turns"] is not None for e in everything["episodes"])
+
+
+async def test_a_failed_episode_cut_by_a_limit_shows_the_limit_as_its_status(tmp_path):
+    """The store keeps status (failed) and end reason (step_limit) apart; the episode table
+    shows such an episode's status as the limit, as it did when the store mixed the two (the
+    run here is a store written then, migrated when the report reads it)."""
+    from palaestra.run.report import write_report
+    from tests.run.test_store import _old_store
+
+    report = await asyncio.to_thread(write_report, [_old_store(tmp_path / "old")],
+                                     tmp_path / "report.html")  # fmt: skip
+    browser, page = await _page(tmp_path)
+    try:
+        await _open(page, report)
+        shown = await page.js(
+            "Object.fromEntries([...document.querySelectorAll('#episodes tr.episode')]"
+            ".map(r => [r.cells[0].textContent, r.cells[2].textContent]))"
+        )
+        assert shown == {
+            "t-pass": "passed", "t-fail": "failed", "t-timeout": "agent_timeout",
+            "t-steps": "step_limit", "t-trunc-pass": "passed", "t-crash": "failed",
+            "t-verifier": "error", "t-policy": "error",
+        }  # fmt: skip
+        options = await page.js(
+            "[...document.querySelectorAll('#filter-status option')].map(o => o.value)"
+        )
+        assert options == ["", "agent_timeout", "error", "failed", "passed", "step_limit"]
+        status = await page.js(
+            "(() => { [...document.querySelectorAll('#episodes tr.episode')]"
+            "   .find(r => r.cells[0].textContent === 't-steps').click();"
+            " return document.getElementById('viewer-status').textContent; })()"
+        )
+        assert status == "step_limit"
+        assert page.errors() == []
+    finally:
+        page.reader.cancel()
+        await page.ws.close()
+        os.killpg(browser.pid, signal.SIGKILL)
+        await browser.wait()

@@ -12,7 +12,7 @@ from palaestra.env.registry import (
     make_policy,
     register,
 )
-from palaestra.env.types import Environment, EpisodeError, StepType, TimeStep
+from palaestra.env.types import Environment, EpisodeError, EpisodeStatus, StepType, TimeStep
 
 __all__ = [
     "CodeEnv",
@@ -20,6 +20,7 @@ __all__ = [
     "EnvSpec",
     "Environment",
     "EpisodeError",
+    "EpisodeStatus",
     "POLICIES",
     "StepType",
     "TimeStep",

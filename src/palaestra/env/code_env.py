@@ -5,14 +5,19 @@ scaffold as an asyncio task; the scaffold's first LLM request is the FIRST obser
 hands the action to the scaffold and returns its next request (MID), or, once the scaffold has
 ended, runs the verifier in the same sandbox and returns LAST with the reward.
 
-Episode ends (``info["end_reason"]``) and their time steps:
+Episode ends (``info["end_reason"]``, an :class:`EndReason`) and their time steps:
 
 * ``submitted`` / ``format_error_limit``: terminated (discount 0.0), verifier ran;
 * ``step_limit`` / ``agent_timeout``: truncated (discount 1.0), verifier ran when
   ``verify_on_truncation`` (the default, as in Harbor), ``info["verified"]`` says which;
-* ``error``: the scaffold or sandbox failed. LAST, reward 0.0, ``info["status"] == "error"``
-  and ``info["error"]`` holds the class and message. Drop such episodes from training data:
-  they say nothing about the policy.
+* ``error``: the scaffold or sandbox failed. LAST, reward 0.0, ``info["status"] == "error"``.
+  Drop such episodes from training data: they say nothing about the policy.
+
+``info["status"]`` (an :class:`EpisodeStatus`) is ``passed`` or ``failed`` by the reward and
+``pass_threshold``, or ``error`` when the scaffold, sandbox or verifier failed; then
+``info["error_class"]`` (the exception's class name, ``ScaffoldError`` when the scaffold
+reported the failure, ``VerifierError`` / ``VerifierTimeout`` when the verifier gave no reward)
+and ``info["error_message"]`` say what, and ``info["error"]`` reads ``"Class: message"``.
 
 The agent's time limit (the task's ``[agent].timeout_sec``) counts environment time only —
 commands and scaffold work — not the time the policy takes to answer, so results do not depend
@@ -34,6 +39,7 @@ from typing import Any, Literal
 from palaestra.env.types import (
     Environment,
     EpisodeError,
+    EpisodeStatus,
     TimeStep,
     restart,
     termination,
@@ -44,10 +50,10 @@ from palaestra.llm.client import MediatedClient
 from palaestra.llm.types import LLMRequest, LLMResponse, Usage
 from palaestra.sandbox.base import Mount, Sandbox, SandboxBackend, SandboxSpec
 from palaestra.scaffolds import Scaffold, make_scaffold
-from palaestra.scaffolds.base import Outcome
+from palaestra.scaffolds.base import EndReason, Outcome
 from palaestra.tasks.harbor import Task, TaskError
 from palaestra.tasks.source import TaskSet
-from palaestra.verify.harbor import HarborVerifier, VerifierResult
+from palaestra.verify.harbor import HarborVerifier, VerifierResult, VerifierStatus
 
 Sampler = Literal["random", "cycle"] | Callable[[random.Random, int], int]
 
@@ -275,10 +281,10 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         if isinstance(event, LLMRequest):
             return restart(event, self._observe(ep))
         await self._abandon()
-        detail = f": {event.message}" if event.message else ""
+        detail = _error_text(event.error_class, event.message)
         raise EpisodeError(
             f"scaffold {self.scaffold.name!r} ended ({event.status}) before asking the policy "
-            f"anything on task {task.id!r}{detail}"
+            f"anything on task {task.id!r}" + (f": {detail}" if detail else "")
         )
 
     async def step(self, action: LLMResponse | str) -> TimeStep[LLMRequest]:
@@ -360,23 +366,25 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
             try:
                 return ep.scaffold_task.result()
             except Exception as e:  # the scaffold or its sandbox failed: an error episode
-                return Outcome("error", ep.steps, f"{type(e).__name__}: {e}")
+                return Outcome(EndReason.ERROR, ep.steps, str(e), error_class=type(e).__name__)
         ep.scaffold_task.cancel()
         await asyncio.gather(ep.scaffold_task, return_exceptions=True)
-        return Outcome(
-            "agent_timeout", ep.steps, f"agent time limit of {ep.agent_budget_s:g} s reached"
-        )
+        limit = f"agent time limit of {ep.agent_budget_s:g} s reached"
+        return Outcome(EndReason.AGENT_TIMEOUT, ep.steps, limit)
 
     async def _finish(self, ep: _Episode, outcome: Outcome) -> TimeStep[LLMRequest]:
         ep.done = True
         result: VerifierResult | None = None
         try:
-            if outcome.status != "error" and (not outcome.truncated or self.verify_on_truncation):
+            if outcome.status is not EndReason.ERROR and (
+                not outcome.truncated or self.verify_on_truncation
+            ):
                 started = time.perf_counter()
                 try:
                     result = await self.verifier.verify(ep.task, ep.sandbox)
                 except Exception as e:  # an infrastructure failure while verifying
-                    result = VerifierResult("error", error=f"{type(e).__name__}: {e}")
+                    error = _error_text(type(e).__name__, str(e))
+                    result = VerifierResult(VerifierStatus.ERROR, error=error)
                 ep.timings["verifier_s"] = time.perf_counter() - started
         finally:
             await ep.sandbox.close()
@@ -390,18 +398,25 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
     def _last_info(
         self, ep: _Episode, outcome: Outcome, result: VerifierResult | None, reward: float
     ) -> dict[str, Any]:
-        if outcome.status == "error":
-            status, error = "error", outcome.message
+        error_class = error_message = None
+        if outcome.status is EndReason.ERROR:
+            error_class, error_message = outcome.error_class, outcome.message
         elif result is not None and not result.ok:
-            status, error = "error", f"verifier {result.status}: {result.error}"
+            error_class, error_message = result.error_class, result.error
+        if error_class is not None:
+            status = EpisodeStatus.ERROR
+        elif reward >= self.pass_threshold:
+            status = EpisodeStatus.PASSED
         else:
-            status, error = ("passed" if reward >= self.pass_threshold else "failed"), None
+            status = EpisodeStatus.FAILED
         ep.timings["agent_s"] = ep.agent_s
         ep.timings["policy_s"] = ep.policy_s
         return {
             "status": status,
             "end_reason": outcome.status,
-            "error": error,
+            "error_class": error_class,
+            "error_message": error_message,
+            "error": _error_text(error_class, error_message) if error_class else None,
             "verified": result is not None,
             "rewards": dict(result.rewards) if result is not None else {},
             "verifier": result.to_dict() if result is not None else None,
@@ -426,3 +441,8 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
             ep.scaffold_task.cancel()
             await asyncio.gather(ep.scaffold_task, return_exceptions=True)
         await ep.sandbox.close()
+
+
+def _error_text(error_class: str | None, message: str | None) -> str:
+    """An error for people to read: ``"SandboxError: boom"`` (the message alone without a class)."""
+    return f"{error_class}: {message or ''}" if error_class else message or ""

@@ -29,6 +29,20 @@ class StepType(enum.IntEnum):
     LAST = 2
 
 
+class EpisodeStatus(enum.StrEnum):
+    """How an episode came out, in a LAST time step's ``info["status"]`` and the results
+    store's ``status``. How the agent's part ended (a submission, a limit, an error) is the
+    separate :class:`~palaestra.scaffolds.base.EndReason`, ``info["end_reason"]``."""
+
+    PASSED = "passed"
+    """The verifier's reward reached the pass threshold (also after a truncation)."""
+    FAILED = "failed"
+    """The reward is below the threshold (or the verifier did not run on a truncation)."""
+    ERROR = "error"
+    """Infrastructure, scaffold, verifier or policy failure: the episode says nothing about the
+    policy; ``info["error_class"]`` and ``info["error_message"]`` say what failed."""
+
+
 class EpisodeError(RuntimeError):
     """The environment was driven out of order (step after LAST, step before reset, ...)."""
 

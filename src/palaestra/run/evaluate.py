@@ -25,20 +25,22 @@ from pathlib import Path
 from typing import Any
 
 from palaestra.env.registry import load_tasks, make, make_policy
+from palaestra.env.types import EpisodeStatus
 from palaestra.llm import LLMClient
 from palaestra.run import metrics
 from palaestra.run.rollout import Turn
 from palaestra.run.store import DB_NAME, EpisodeRow, ResultStore, StepRecord, read_episodes
 from palaestra.sandbox.base import SandboxBackend, SandboxError
 from palaestra.scaffolds import Scaffold
+from palaestra.scaffolds.base import EndReason
 from palaestra.tasks.harbor import Task
 from palaestra.tasks.source import TaskSet
 
 EpisodeRecord = dict[str, Any]
 
 #: Exception class names of transient infrastructure failures, matched against the exception
-#: raised out of an episode and against the class prefix of CodeEnv's ``info["error"]``
-#: (``"SandboxError: ..."``): the scaffold reports its sandbox dying that way.
+#: raised out of an episode and against CodeEnv's ``info["error_class"]`` (``SandboxError``):
+#: the scaffold reports its sandbox dying that way.
 INFRA_ERRORS = frozenset(
     {
         "SandboxError", "SandboxClosedError", "ConnectionError", "ConnectionResetError",
@@ -63,28 +65,6 @@ def is_infra_error(exc: BaseException) -> bool:
     if isinstance(exc, SandboxError | ConnectionError | TimeoutError):
         return True
     return any(cls.__name__ in INFRA_ERRORS for cls in type(exc).__mro__)
-
-
-def _split_error(error: str | None) -> tuple[str | None, str | None]:
-    """``"SandboxError: boom"`` -> ``("SandboxError", "boom")``; verifier errors by status."""
-    if not error:
-        return None, None
-    if error.startswith("verifier "):
-        head, _, rest = error.partition(":")
-        return "Verifier" + head.removeprefix("verifier ").title().replace("_", ""), rest.strip()
-    head, sep, rest = error.partition(": ")
-    if sep and head.isidentifier():
-        return head, rest
-    return "ScaffoldError", error
-
-
-def _status(info: dict[str, Any]) -> str:
-    """passed | failed | error | agent_timeout | step_limit, from CodeEnv's status and end."""
-    if info["status"] in ("passed", "error"):
-        return info["status"]
-    if info["end_reason"] in ("agent_timeout", "step_limit"):
-        return info["end_reason"]
-    return "failed"
 
 
 def _steps(turns: list[Turn], trajectory: list[dict[str, Any]]) -> list[StepRecord]:
@@ -129,21 +109,21 @@ async def _run_episode(
         usage = [t.action.usage for t in turns]
         costs = [t.action.cost_usd for t in turns if t.action.cost_usd is not None]
         values.update(
-            episode_id=env.episode_id, status="error", end_reason="exception",
-            error_class=type(e).__name__, error_message=str(e), infra_error=int(is_infra_error(e)),
-            steps=len(turns), prompt_tokens=sum(u.prompt_tokens for u in usage),
+            episode_id=env.episode_id, status=EpisodeStatus.ERROR,
+            end_reason=EndReason.EXCEPTION, error_class=type(e).__name__, error_message=str(e),
+            infra_error=int(is_infra_error(e)), steps=len(turns),
+            prompt_tokens=sum(u.prompt_tokens for u in usage),
             completion_tokens=sum(u.completion_tokens for u in usage),
             cached_tokens=sum(u.cached_tokens for u in usage),
             cost_usd=sum(costs) if costs else None, wall_s=time.perf_counter() - started,
         )  # fmt: skip
         return EpisodeRow(values, _steps(turns, []))
     info = ts.info
-    error_class, error_message = _split_error(info["error"])
     timings = info["timings"]
     values.update(
-        episode_id=info["episode_id"], status=_status(info), end_reason=info["end_reason"],
-        error_class=error_class, error_message=error_message,
-        infra_error=int(error_class in INFRA_ERRORS), reward=ts.reward or 0.0,
+        episode_id=info["episode_id"], status=info["status"], end_reason=info["end_reason"],
+        error_class=info["error_class"], error_message=info["error_message"],
+        infra_error=int(info["error_class"] in INFRA_ERRORS), reward=ts.reward or 0.0,
         rewards=json.dumps(info["rewards"]), verified=int(info["verified"]),
         verifier_output=(info["verifier"] or {}).get("output", ""), steps=info["step"],
         sandbox_start_s=timings.get("sandbox_start_s"), agent_s=timings.get("agent_s"),

@@ -1,8 +1,10 @@
 """Metrics over a run's final episodes: the numbers ``palaestra eval`` prints and reports show.
 
 An episode record here is a row of the store's ``episodes`` table (see
-:mod:`palaestra.run.store`). Pass rates count every final episode in the denominator: an errored
-episode is not passed, and the error rate is reported next to it.
+:mod:`palaestra.run.store`): its ``status`` an :class:`~palaestra.env.types.EpisodeStatus`, its
+``end_reason`` an :class:`~palaestra.scaffolds.base.EndReason`. Pass rates count every final
+episode in the denominator: an errored episode is not passed, and the error rate is reported
+next to it.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
+
+from palaestra.env.types import EpisodeStatus
 
 TIERS = ("easy", "medium", "hard")
 NO_GROUP = "—"
@@ -37,7 +41,7 @@ def pass_at_ks(records: Iterable[Record]) -> dict[int, float]:
     """pass@k for every k up to the smallest number of attempts of a task, averaged over tasks."""
     per_task: dict[str, list[bool]] = defaultdict(list)
     for r in records:
-        per_task[r["task_id"]].append(r["status"] == "passed")
+        per_task[r["task_id"]].append(r["status"] == EpisodeStatus.PASSED)
     if not per_task:
         return {}
     k_max = min(len(v) for v in per_task.values())
@@ -57,8 +61,8 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 def _rates(records: list[Record]) -> dict[str, Any]:
     n = len(records)
-    passed = sum(r["status"] == "passed" for r in records)
-    errors = sum(r["status"] == "error" for r in records)
+    passed = sum(r["status"] == EpisodeStatus.PASSED for r in records)
+    errors = sum(r["status"] == EpisodeStatus.ERROR for r in records)
     return {
         "episodes": n,
         "passed": passed,
@@ -93,11 +97,11 @@ def summarize(records: list[Record]) -> dict[str, Any]:
     """Every metric of a run, machine-readable (``palaestra eval --json`` prints this)."""
     n = len(records)
     costs = [r["cost_usd"] for r in records if r.get("cost_usd") is not None]
-    passed = [r for r in records if r["status"] == "passed"]
+    passed = [r for r in records if r["status"] == EpisodeStatus.PASSED]
     passed_costs = [r["cost_usd"] for r in passed if r.get("cost_usd") is not None]
     error_classes: dict[str, int] = defaultdict(int)
     for r in records:
-        if r["status"] == "error":
+        if r["status"] == EpisodeStatus.ERROR:
             error_classes[r.get("error_class") or "unknown"] += 1
     tokens = {
         key: sum(r[key] for r in records)
@@ -106,7 +110,8 @@ def summarize(records: list[Record]) -> dict[str, Any]:
     return {
         **_rates(records),
         "pass_at_k": pass_at_ks(records),
-        "statuses": dict(sorted(_count(r["status"] for r in records).items())),
+        "statuses": _count(r["status"] for r in records),
+        "end_reasons": _count(r.get("end_reason") for r in records),
         "by_category": group_rates(records, "category"),
         "by_difficulty": group_rates(records, "difficulty"),
         "by_family": group_rates(records, "family"),
@@ -133,8 +138,10 @@ def summarize(records: list[Record]) -> dict[str, Any]:
     }
 
 
-def _count(values: Iterable[str]) -> dict[str, int]:
+def _count(values: Iterable[str | None]) -> dict[str, int]:
+    """How often each value occurs, as plain strings in sorted order (None left out)."""
     counts: dict[str, int] = defaultdict(int)
     for v in values:
-        counts[v] += 1
-    return counts
+        if v is not None:
+            counts[str(v)] += 1
+    return dict(sorted(counts.items()))

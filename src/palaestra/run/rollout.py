@@ -6,9 +6,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from palaestra.env.types import Environment, TimeStep
+from palaestra.env.types import Environment, EpisodeStatus, TimeStep
 from palaestra.llm.client import LLMClient
 from palaestra.llm.types import LLMRequest, LLMResponse
+from palaestra.scaffolds.base import EndReason
 
 
 @dataclass
@@ -35,8 +36,14 @@ class Episode:
         return self.info.get("task_id")
 
     @property
-    def status(self) -> str | None:
+    def status(self) -> EpisodeStatus | None:
+        """``passed``, ``failed`` or ``error`` (the LAST info's ``status``)."""
         return self.info.get("status")
+
+    @property
+    def end_reason(self) -> EndReason | None:
+        """How the agent's part ended (the LAST info's ``end_reason``)."""
+        return self.info.get("end_reason")
 
     @property
     def messages(self) -> list[dict[str, Any]]:

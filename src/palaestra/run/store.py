@@ -6,9 +6,10 @@ Three tables:
   that resuming must match, start/finish times, why it stopped early, the palaestra version.
 * ``episodes``: one row per episode *try* (a retried infrastructure error leaves its own row
   with ``final = 0``; the try that counts has ``final = 1``): task, family/category/difficulty,
-  attempt, seed, status (``passed | failed | error | agent_timeout | step_limit``), error class
-  and message, every reward key, steps, per-phase timings, tokens, USD cost (NULL when unknown),
-  wall time, episode id, end reason.
+  attempt, seed, status (an :class:`~palaestra.env.types.EpisodeStatus`: ``passed | failed |
+  error``), end reason (an :class:`~palaestra.scaffolds.base.EndReason`: ``submitted``,
+  ``step_limit``, ``agent_timeout``, ...), error class and message, every reward key, steps,
+  per-phase timings, tokens, USD cost (NULL when unknown), wall time, episode id.
 * ``steps``: one row per turn: the request's new messages (the messages it adds to the previous
   request: ``messages_from`` says where they start, so request *t* is the concatenation of
   ``new_messages`` of turns 0..t), the response (content, tool calls, token ids, logprobs), and
@@ -16,6 +17,9 @@ Three tables:
 
 SQLite runs in one writer thread, never on the event loop, in WAL mode. Each episode is written
 in one transaction as soon as it ends, so a crash loses at most the episodes in flight.
+
+``PRAGMA user_version`` numbers the layout (:data:`SCHEMA_VERSION`); a store written by an
+older palaestra is migrated when it is opened, for writing or reading.
 """
 
 from __future__ import annotations
@@ -32,8 +36,21 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from palaestra.env.types import EpisodeStatus
+from palaestra.scaffolds.base import EndReason
+
 DB_NAME = "results.db"
-FINAL_STATUSES = ("passed", "failed", "error", "agent_timeout", "step_limit")
+
+SCHEMA_VERSION = 1
+"""The store's layout, in ``PRAGMA user_version``. Version 0 (no number) wrote a failed
+episode cut by a limit with that limit as its ``status`` (``agent_timeout``, ``step_limit``);
+since 1 ``status`` is always an :class:`EpisodeStatus` and the limit is in ``end_reason``."""
+
+#: The SQL that brings a store from the version before each key to that version.
+_MIGRATIONS = {
+    1: "UPDATE episodes SET end_reason = status, status = 'failed' "
+    "WHERE status IN ('agent_timeout', 'step_limit')",
+}
 
 _SCHEMA = """
 BEGIN;
@@ -141,7 +158,25 @@ def _connect(path: Path) -> sqlite3.Connection:
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA busy_timeout=10000")
     conn.executescript(_SCHEMA)
+    _migrate(conn)
     return conn
+
+
+def _version(conn: sqlite3.Connection) -> int:
+    return conn.execute("PRAGMA user_version").fetchone()[0]
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Bring a store written by an older palaestra to :data:`SCHEMA_VERSION`, in one
+    transaction (a new store only gets the number)."""
+    if _version(conn) >= SCHEMA_VERSION:
+        return
+    with _transaction(conn):
+        version = _version(conn)  # another process may have migrated it meanwhile
+        for target in range(version + 1, SCHEMA_VERSION + 1):
+            conn.execute(_MIGRATIONS[target])
+        if version < SCHEMA_VERSION:
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
 class ResultStore:
@@ -265,7 +300,11 @@ class ResultStore:
         return await self._call(self._add_episode, row)
 
     def _add_episode(self, row: EpisodeRow) -> int:
-        values = [row.values.get(c) for c in _EPISODE_COLUMNS]
+        # The vocabulary is checked here: a row never holds a status or end reason it does not
+        # define (ValueError names the bad value).
+        checked = {**row.values, "status": EpisodeStatus(row.values["status"]),
+                   "end_reason": EndReason(row.values["end_reason"])}  # fmt: skip
+        values = [checked.get(c) for c in _EPISODE_COLUMNS]
         with _transaction(self._conn):
             cur = self._conn.execute(
                 f"INSERT INTO episodes ({', '.join(_EPISODE_COLUMNS)}) "
@@ -319,9 +358,12 @@ def db_path(run_dir: Path | str) -> Path:
 
 @contextmanager
 def _readonly(run_dir: Path | str) -> Iterator[sqlite3.Connection]:
-    conn = sqlite3.connect(f"file:{db_path(run_dir)}?mode=ro", uri=True)
-    conn.row_factory = sqlite3.Row
+    path = db_path(run_dir)
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
+        if _version(conn) < SCHEMA_VERSION:  # written by an older palaestra: migrate it first
+            _connect(path).close()
+        conn.row_factory = sqlite3.Row
         yield conn
     finally:
         conn.close()
@@ -340,6 +382,9 @@ def read_run(run_dir: Path | str) -> dict[str, Any]:
 
 def _episode_dict(row: sqlite3.Row) -> dict[str, Any]:
     record = dict(row)
+    record["status"] = EpisodeStatus(record["status"])
+    if record["end_reason"] is not None:
+        record["end_reason"] = EndReason(record["end_reason"])
     record["rewards"] = json.loads(record["rewards"])
     record["verified"] = bool(record["verified"])
     record["final"] = bool(record["final"])

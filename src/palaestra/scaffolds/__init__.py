@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from palaestra.scaffolds.base import Outcome, OutcomeStatus, Scaffold
+from palaestra.scaffolds.base import EndReason, Outcome, Scaffold
 from palaestra.scaffolds.bash import BashScaffold, BashScaffoldConfig
 from palaestra.scaffolds.external import (
     ExternalScaffold,
@@ -41,13 +41,13 @@ def make_scaffold(name: str, **kwargs: Any) -> Scaffold:
 
 __all__ = [
     "BashScaffold",
+    "EndReason",
     "BashScaffoldConfig",
     "ExternalScaffold",
     "ExternalScaffoldConfig",
     "NopPolicy",
     "OraclePolicy",
     "Outcome",
-    "OutcomeStatus",
     "Scaffold",
     "SCAFFOLDS",
     "TerminusScaffold",

@@ -6,34 +6,68 @@ runs as one asyncio task per episode and ends with an :class:`Outcome`. It never
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from palaestra.llm.client import LLMClient
     from palaestra.sandbox.base import Sandbox
     from palaestra.tasks.harbor import Task
 
-OutcomeStatus = Literal["submitted", "step_limit", "agent_timeout", "format_error_limit", "error"]
-"""How the agent's part of an episode ended.
 
-``submitted``: the agent said it is done (termination). ``step_limit``: the scaffold's step
-budget ran out (truncation). ``agent_timeout``: the environment stopped the scaffold when the
-task's agent time ran out (truncation). ``format_error_limit``: too many malformed responses in a
-row (termination: the agent gave up being understood). ``error``: the scaffold itself failed.
-"""
+class EndReason(enum.StrEnum):
+    """How the agent's part of an episode ended: one vocabulary from the scaffold's
+    :class:`Outcome` to CodeEnv's ``info["end_reason"]`` and the results store's ``end_reason``.
+
+    Its values are plain strings (in JSON, SQLite, comparisons with ``"submitted"``).
+    """
+
+    SUBMITTED = "submitted"
+    """The agent said it is done (termination)."""
+    STEP_LIMIT = "step_limit"
+    """The scaffold's step budget ran out (truncation)."""
+    AGENT_TIMEOUT = "agent_timeout"
+    """The environment stopped the scaffold when the task's agent time ran out (truncation)."""
+    FORMAT_ERROR_LIMIT = "format_error_limit"
+    """Too many malformed responses in a row (termination: the agent gave up being understood)."""
+    ERROR = "error"
+    """The scaffold itself (or its sandbox) failed."""
+    EXCEPTION = "exception"
+    """The episode never reached its end: the environment or the policy raised out of it. Set
+    by the runner that drove the episode, never by a scaffold."""
+
+    @property
+    def truncated(self) -> bool:
+        """A limit cut the episode short (bootstrapping is allowed)."""
+        return self in (EndReason.STEP_LIMIT, EndReason.AGENT_TIMEOUT)
+
+
+#: The error class of an ``error`` outcome whose scaffold reported the failure itself (no
+#: exception to name).
+SCAFFOLD_ERROR = "ScaffoldError"
 
 
 @dataclass
 class Outcome:
-    status: OutcomeStatus
+    """How a scaffold's run ended. ``status`` is coerced to :class:`EndReason` (a plain string
+    such as ``"submitted"`` is accepted). For an ``error`` end, ``message`` is the error's
+    message and ``error_class`` its class name (:data:`SCAFFOLD_ERROR` when not given)."""
+
+    status: EndReason
     steps: int
     message: str = ""
     trajectory: list[dict[str, Any]] = field(default_factory=list)
+    error_class: str | None = None
+
+    def __post_init__(self) -> None:
+        self.status = EndReason(self.status)
+        if self.status is EndReason.ERROR and self.error_class is None:
+            self.error_class = SCAFFOLD_ERROR
 
     @property
     def truncated(self) -> bool:
-        return self.status in ("step_limit", "agent_timeout")
+        return self.status.truncated
 
 
 class Scaffold(Protocol):

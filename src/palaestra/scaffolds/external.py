@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from palaestra.sandbox.base import Mount
-from palaestra.scaffolds.base import Outcome, OutcomeStatus
+from palaestra.scaffolds.base import EndReason, Outcome
 from palaestra.scaffolds.proxy import DEFAULT_MODEL, ProxyEpisode, ProxyServer
 
 if TYPE_CHECKING:
@@ -294,14 +294,14 @@ class ExternalScaffold:
                 if now - ep.last_activity > cfg.idle_timeout_s:
                     return "idle"
 
-    def _stopped(self, why: Literal["idle", "timeout"]) -> tuple[OutcomeStatus, str]:
+    def _stopped(self, why: Literal["idle", "timeout"]) -> tuple[EndReason, str]:
         if why == "idle":
             return "agent_timeout", (
                 f"the harness made no call for {self.config.idle_timeout_s:g} s and was stopped"
             )
         return "agent_timeout", f"the command ran past timeout_s={self.config.timeout_s:g}"
 
-    def _exited(self, code: int | None, output: str) -> tuple[OutcomeStatus, str]:
+    def _exited(self, code: int | None, output: str) -> tuple[EndReason, str]:
         tail = output[-self.config.output_chars :]
         if code == 0:
             return "submitted", tail
@@ -309,7 +309,7 @@ class ExternalScaffold:
 
     async def _run_in_sandbox(
         self, task: Task, sandbox: Sandbox, ep: ProxyEpisode, end: dict[str, Any]
-    ) -> tuple[OutcomeStatus, str]:
+    ) -> tuple[EndReason, str]:
         socket_in_sandbox = f"{SANDBOX_PROXY_DIR}/{self._socket_path().name}"
         forwarder = f"{SANDBOX_AGENT_DIR}/forward.py"
         instruction_file = f"{SANDBOX_AGENT_DIR}/instruction.md"
@@ -370,7 +370,7 @@ class ExternalScaffold:
         proxy: ProxyServer,
         ep: ProxyEpisode,
         end: dict[str, Any],
-    ) -> tuple[OutcomeStatus, str]:
+    ) -> tuple[EndReason, str]:
         tmp = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="palaestra-external-"))
         proc: asyncio.subprocess.Process | None = None
         try:

@@ -17,13 +17,14 @@ output, never a silent 0: a broken verifier must not look like a failing agent.
 
 from __future__ import annotations
 
+import enum
 import json
 import math
 import os
 import re
 import time
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from palaestra.sandbox.base import Sandbox
@@ -35,7 +36,13 @@ REWARD_JSON = f"{VERIFIER_DIR}/reward.json"
 REWARD_TXT = f"{VERIFIER_DIR}/reward.txt"
 _OUTPUT_TAIL = 20_000
 
-VerifierStatus = Literal["ok", "error", "timeout"]
+
+class VerifierStatus(enum.StrEnum):
+    """What the verifier's run came to: a reward (``ok``), or no reward (``error``, ``timeout``)."""
+
+    OK = "ok"
+    ERROR = "error"
+    TIMEOUT = "timeout"
 
 
 class RewardFileError(ValueError):
@@ -44,7 +51,8 @@ class RewardFileError(ValueError):
 
 @dataclass
 class VerifierResult:
-    """What the verifier found. ``reward`` is set only when ``status == "ok"``."""
+    """What the verifier found. ``reward`` is set only when ``status == "ok"``; ``status`` is
+    coerced to :class:`VerifierStatus` (``"error"`` is accepted)."""
 
     status: VerifierStatus
     reward: float | None = None
@@ -54,9 +62,18 @@ class VerifierResult:
     output: str = ""
     duration_s: float = 0.0
 
+    def __post_init__(self) -> None:
+        self.status = VerifierStatus(self.status)
+
     @property
     def ok(self) -> bool:
-        return self.status == "ok"
+        return self.status is VerifierStatus.OK
+
+    @property
+    def error_class(self) -> str | None:
+        """The class an episode's error gets when the verifier gave no reward:
+        ``VerifierError`` or ``VerifierTimeout``; None when it did."""
+        return None if self.ok else f"Verifier{self.status.title()}"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -150,7 +167,7 @@ class HarborVerifier:
         )
         if not prep.ok:
             return VerifierResult(
-                "error",
+                VerifierStatus.ERROR,
                 error=f"could not prepare the verifier: {prep.output.strip()}",
                 exit_code=prep.exit_code,
                 duration_s=time.perf_counter() - started,
@@ -159,7 +176,7 @@ class HarborVerifier:
             env = resolve_env_vars(task.config.verifier.env)
         except KeyError as e:
             return VerifierResult(
-                "error", error=str(e.args[0]), duration_s=time.perf_counter() - started
+                VerifierStatus.ERROR, error=str(e.args[0]), duration_s=time.perf_counter() - started
             )
         await sandbox.upload(task.tests_dir, TESTS_DIR)
         limit = timeout if timeout is not None else task.verifier_timeout_sec
@@ -169,7 +186,7 @@ class HarborVerifier:
         output = run.output[-_OUTPUT_TAIL:]
         if run.timed_out:
             return VerifierResult(
-                "timeout",
+                VerifierStatus.TIMEOUT,
                 error=f"tests/test.sh did not finish within {limit:g} s",
                 output=output,
                 duration_s=time.perf_counter() - started,
@@ -179,14 +196,14 @@ class HarborVerifier:
             reward = scalar_reward(rewards)
         except RewardFileError as e:
             return VerifierResult(
-                "error",
+                VerifierStatus.ERROR,
                 error=str(e),
                 exit_code=run.exit_code,
                 output=output,
                 duration_s=time.perf_counter() - started,
             )
         return VerifierResult(
-            "ok",
+            VerifierStatus.OK,
             reward=reward,
             rewards=rewards,
             exit_code=run.exit_code,

@@ -197,6 +197,10 @@ inflate(document.getElementById("report-data").textContent.trim()).then((DATA) =
 
   // -- trajectory viewer ------------------------------------------------------------------
   const ALL = RUNS.flatMap((run, ri) => run.episodes.map((e) => ({ ...e, ri })));
+  // What the status column says: the status (passed, failed, error), except that a failed
+  // episode a step or time limit cut short says which limit (its end_reason).
+  const LIMITS = ["agent_timeout", "step_limit"];
+  const shownStatus = (e) => (e.status === "failed" && LIMITS.includes(e.end_reason) ? e.end_reason : e.status);
   const PAGE = 300;
 
   function message(m) {
@@ -215,7 +219,7 @@ inflate(document.getElementById("report-data").textContent.trim()).then((DATA) =
     v.className = "";
     v.replaceChildren(
       el("h3", { id: "viewer-title" }, `${e.task_id} · attempt ${e.attempt} · ${RUNS[e.ri].label}`),
-      el("p", {}, "status ", el("b", { class: "status-" + e.status, id: "viewer-status" }, e.status),
+      el("p", {}, "status ", el("b", { class: "status-" + shownStatus(e), id: "viewer-status" }, shownStatus(e)),
         ` · reward ${num(e.reward, 3)} · ${e.steps} steps · ${num(e.wall_s, 2)} s · cost ${usd(e.cost_usd)} · end ${e.end_reason}`),
       el("p", {}, "rewards ", el("code", {}, JSON.stringify(e.rewards))),
       e.error_class ? el("p", { class: "status-error" }, `${e.error_class}: ${e.error_message || ""}`) : null,
@@ -240,15 +244,15 @@ inflate(document.getElementById("report-data").textContent.trim()).then((DATA) =
     const runSel = document.getElementById("filter-run"), statusSel = document.getElementById("filter-status");
     const taskIn = document.getElementById("filter-task");
     runSel.append(el("option", { value: "" }, "all"), ...RUNS.map((r, i) => el("option", { value: i }, r.label)));
-    statusSel.append(el("option", { value: "" }, "all"), ...[...new Set(ALL.map((e) => e.status))].sort().map((s) => el("option", { value: s }, s)));
+    statusSel.append(el("option", { value: "" }, "all"), ...[...new Set(ALL.map(shownStatus))].sort().map((s) => el("option", { value: s }, s)));
     function draw() {
       const shown = ALL.filter((e) => (runSel.value === "" || e.ri === Number(runSel.value)) &&
-        (statusSel.value === "" || e.status === statusSel.value) && e.task_id.includes(taskIn.value));
+        (statusSel.value === "" || shownStatus(e) === statusSel.value) && e.task_id.includes(taskIn.value));
       document.getElementById("episode-count").textContent = `${shown.length} episodes` + (shown.length > PAGE ? ` (first ${PAGE} listed; filter to see others)` : "");
       const body = el("tbody", {});
       for (const e of shown.slice(0, PAGE)) {
         const row = el("tr", { class: "episode", "data-episode": `${e.ri}:${e.id}` },
-          el("td", {}, e.task_id), el("td", {}, e.attempt), el("td", { class: "status-" + e.status }, e.status),
+          el("td", {}, e.task_id), el("td", {}, e.attempt), el("td", { class: "status-" + shownStatus(e) }, shownStatus(e)),
           el("td", {}, num(e.reward, 2)), el("td", {}, e.steps), RUNS.length > 1 ? el("td", {}, RUNS[e.ri].label) : null);
         row.addEventListener("click", () => openEpisode(e, row));
         body.append(row);
