@@ -10,7 +10,7 @@ from palaestra import CodeEnv, EpisodeError
 from palaestra.llm import NopPolicy, OraclePolicy, ScriptedPolicy
 from palaestra.run import rollout
 from palaestra.scaffolds import BashScaffold
-from palaestra.tasks.harbor import TaskError
+from palaestra.tasks import TaskError
 from palaestra.tasks.source import TaskSet
 from tests.conftest import SUBMIT_ACTION, bash_action
 from tests.procs import own_sandbox_processes, sandbox_processes

@@ -14,7 +14,7 @@ import aiodocker
 import pytest
 
 from palaestra import CodeEnv
-from palaestra.env.code_env import prepare_sandbox_spec
+from palaestra.env.sandbox_spec import prepare_sandbox_spec
 from palaestra.llm import OraclePolicy
 from palaestra.run import rollout
 from palaestra.sandbox.base import SandboxError
@@ -26,7 +26,7 @@ from palaestra.sandbox.images import (
     export_rootfs,
     rootfs_cache_dir,
 )
-from palaestra.tasks.harbor import TaskError, load_task
+from palaestra.tasks import TaskError, load_task
 from tests.sandbox.docker_support import labelled_containers, needs_docker, unavailable_reason
 
 STARTER = Path(__file__).parents[2] / "src/palaestra/tasks/packs/starter"

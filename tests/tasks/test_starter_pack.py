@@ -22,6 +22,7 @@ import pytest
 
 from palaestra import CodeEnv
 from palaestra.env.registry import PACKS_DIR, load_tasks
+from palaestra.env.sandbox_spec import local_plan
 from palaestra.llm import NopPolicy, OraclePolicy, ScriptedPolicy
 from palaestra.run import rollout
 from tests.conftest import SUBMIT_ACTION, bash_action
@@ -732,7 +733,7 @@ def test_task_layout_and_metadata(task_id: str) -> None:
     task = TASKS.get(task_id)  # what the Harbor loader makes of it
     assert (task.category, task.difficulty) == (meta["category"], meta["difficulty"])
     assert task.network == task.verifier_network == "none", "starter tasks run offline"
-    assert task.local_plan().workdir == "/app" and task.local_plan().files
+    assert local_plan(task).workdir == "/app" and local_plan(task).files
 
 
 def test_pack_covers_every_category_and_tier_once() -> None:

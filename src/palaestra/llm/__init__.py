@@ -13,7 +13,7 @@ from palaestra.llm.types import LLMRequest, LLMResponse, Message, SamplingParams
 
 if TYPE_CHECKING:
     from palaestra.llm.openai_client import LLMAPIError, OpenAIChatPolicy
-    from palaestra.tasks.harbor import Task
+    from palaestra.tasks import Task
 
 POLICIES = ("oracle", "nop", "openai:<model>", "hf:<model-dir>")
 

@@ -19,7 +19,7 @@ from palaestra.llm.types import LLMRequest, LLMResponse, ToolCall
 from palaestra.scaffolds.bash import SUBMIT_SENTINEL
 
 if TYPE_CHECKING:
-    from palaestra.tasks.harbor import Task
+    from palaestra.tasks import Task
 
 SOLUTION_DIR = "/solution"
 

@@ -31,7 +31,7 @@ from palaestra.run.rollout import Turn
 from palaestra.run.store import DB_NAME, EpisodeRow, ResultStore, StepRecord, read_episodes
 from palaestra.sandbox.base import SandboxBackend, SandboxError
 from palaestra.scaffolds import Scaffold
-from palaestra.tasks.harbor import Task
+from palaestra.tasks import Task
 from palaestra.tasks.source import TaskSet
 
 EpisodeRecord = dict[str, Any]

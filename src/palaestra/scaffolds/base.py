@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 if TYPE_CHECKING:
     from palaestra.llm.client import LLMClient
     from palaestra.sandbox.base import Sandbox
-    from palaestra.tasks.harbor import Task
+    from palaestra.tasks import Task
 
 OutcomeStatus = Literal["submitted", "step_limit", "agent_timeout", "format_error_limit", "error"]
 """How the agent's part of an episode ended.

@@ -22,7 +22,7 @@ from palaestra.scaffolds.base import Outcome
 if TYPE_CHECKING:
     from palaestra.llm.client import LLMClient
     from palaestra.sandbox.base import ExecResult, Sandbox
-    from palaestra.tasks.harbor import Task
+    from palaestra.tasks import Task
 
 SUBMIT_SENTINEL = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 ACTION_RE = re.compile(r"```(?:bash|sh)\s*\n(.*?)\n```", re.DOTALL)

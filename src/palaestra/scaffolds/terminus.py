@@ -57,7 +57,7 @@ from palaestra.scaffolds.bash import head_tail
 if TYPE_CHECKING:
     from palaestra.llm.client import LLMClient
     from palaestra.sandbox.base import Sandbox
-    from palaestra.tasks.harbor import Task
+    from palaestra.tasks import Task
 
 SYSTEM_TEMPLATE = """\
 You are an AI assistant solving command-line tasks in a Linux terminal (a tmux session, \

@@ -39,7 +39,7 @@ from palaestra.scaffolds.bash import head_tail
 if TYPE_CHECKING:
     from palaestra.llm.client import LLMClient
     from palaestra.sandbox.base import ExecResult, Sandbox
-    from palaestra.tasks.harbor import Task
+    from palaestra.tasks import Task
 
 SYSTEM_TEMPLATE = """\
 You are a skilled software engineer completing a task in a Linux sandbox. You act only by \

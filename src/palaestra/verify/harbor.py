@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from palaestra.sandbox.base import Sandbox
-    from palaestra.tasks.harbor import Task
+    from palaestra.tasks import Task
 
 VERIFIER_DIR = "/logs/verifier"
 TESTS_DIR = "/tests"
