@@ -89,7 +89,7 @@ async def backend() -> AsyncIterator[DockerBackend]:
 
 @pytest.fixture
 async def sandbox(backend: DockerBackend) -> AsyncIterator[DockerSandbox]:
-    sandbox = await backend.create(SandboxSpec(env={"SPEC_VAR": "from-spec"}))
+    sandbox = await backend.create(SandboxSpec(workdir="/app", env={"SPEC_VAR": "from-spec"}))
     yield sandbox
     await sandbox.close()
 
@@ -167,7 +167,9 @@ async def test_spec_files_and_writable_dirs(backend: DockerBackend, tmp_path: Pa
     (tmp_path / "ctx").mkdir()
     (tmp_path / "ctx" / "main.py").write_text("print('hi')\n")
     spec = SandboxSpec(
-        files={"/app": tmp_path / "ctx", "/etc/palaestra.conf": tmp_path / "ctx" / "main.py"}
+        workdir="/app",
+        files={"/app": tmp_path / "ctx", "/etc/palaestra.conf": tmp_path / "ctx" / "main.py"},
+        writable_dirs=("/tmp", "/logs/verifier", "/tests", "/solution"),
     )
     async with await backend.create(spec) as sandbox:
         assert (await sandbox.exec("python3 main.py")).stdout == "hi\n"

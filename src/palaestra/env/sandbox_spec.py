@@ -7,6 +7,10 @@ A :class:`~palaestra.tasks.Task` is data; this module turns it into a :class:`Sa
   directories (blocking);
 * :func:`prepare_sandbox_spec`: the spec for a named backend, building the task's image with
   Docker when the Dockerfile needs it (async).
+
+Every spec made here carries Harbor's layout: the workdir from the task (``[environment]
+workdir``, else the Dockerfile's ``WORKDIR``, else ``/app``) and the empty writable directories
+Harbor's agent and verifier use (:data:`~palaestra.verify.harbor.HARBOR_DIRS`).
 """
 
 from __future__ import annotations
@@ -26,6 +30,10 @@ from palaestra.sandbox.dockerfile import (
 )
 from palaestra.sandbox.images import BuildError, build_image, export_rootfs, image_config
 from palaestra.tasks import Task, TaskError
+from palaestra.verify.harbor import HARBOR_DIRS
+
+#: The writable directories of a task's sandbox: ``/tmp`` and Harbor's.
+TASK_WRITABLE_DIRS = ("/tmp", *HARBOR_DIRS)
 
 
 def local_plan(task: Task) -> LocalEnvironmentPlan:
@@ -67,7 +75,9 @@ def _check_networks(task: Task) -> None:
 
 
 def _limits(task: Task) -> dict[str, Any]:
+    """What every spec of the task shares: Harbor's directories, network, resources, labels."""
     return {
+        "writable_dirs": TASK_WRITABLE_DIRS,
         "network": task.network,
         "cpus": task.cpus,
         "memory_mb": task.memory_mb,

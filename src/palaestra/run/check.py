@@ -18,9 +18,7 @@ from typing import Literal
 from palaestra.env.sandbox_spec import task_sandbox_spec
 from palaestra.sandbox import SandboxBackend, make_backend
 from palaestra.tasks import Task
-from palaestra.verify.harbor import HarborVerifier
-
-SOLUTION_DIR = "/solution"
+from palaestra.verify.harbor import SOLUTION_DIR, HarborVerifier
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,13 @@ if TYPE_CHECKING:
     from palaestra.sandbox.base import Sandbox
     from palaestra.tasks import Task
 
+LOGS_DIR = "/logs"
 VERIFIER_DIR = "/logs/verifier"
+AGENT_LOGS_DIR = "/logs/agent"
 TESTS_DIR = "/tests"
+SOLUTION_DIR = "/solution"
+#: Harbor's directories in a task's sandbox, each made empty and writable when it starts.
+HARBOR_DIRS = (LOGS_DIR, VERIFIER_DIR, AGENT_LOGS_DIR, TESTS_DIR, SOLUTION_DIR)
 REWARD_JSON = f"{VERIFIER_DIR}/reward.json"
 REWARD_TXT = f"{VERIFIER_DIR}/reward.txt"
 _OUTPUT_TAIL = 20_000
