@@ -237,7 +237,7 @@ async def test_cpu_quota(backend: DockerBackend) -> None:
 async def test_storage_limit(backend: DockerBackend, caplog: pytest.LogCaptureFixture) -> None:
     """Enforced where the storage driver has quotas (btrfs, as provisioned); elsewhere the
     sandbox still starts and a warning says that storage_mb is not enforced."""
-    async with await backend.create(SandboxSpec(storage_mb=64)) as sandbox:
+    async with await backend.create(SandboxSpec(workdir="/app", storage_mb=64)) as sandbox:
         res = await sandbox.exec("dd if=/dev/zero of=/app/fill bs=1M count=200", timeout=60)
         if backend._storage_opt_supported is False:
             assert res.ok and "storage_mb is not enforced" in caplog.text

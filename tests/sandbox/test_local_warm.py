@@ -145,7 +145,7 @@ async def test_a_used_sandbox_is_never_handed_out_again(
     held = []
     for _ in range(6):
         await warm.pool_ready()
-        sandbox = await warm.create(SandboxSpec())
+        sandbox = await warm.create(SandboxSpec(workdir="/app"))
         assert sandbox.id not in seen
         seen.add(sandbox.id)
         assert await listing(sandbox) == []
