@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from palaestra.cli import app
 from palaestra.tasks import generators as g
-from palaestra.tasks.harbor import load_task
+from palaestra.tasks import load_task
 
 runner = CliRunner()
 

@@ -13,9 +13,8 @@ from rich.console import Console
 from rich.table import Table
 
 from palaestra.env.registry import list_envs, load_tasks
-from palaestra.tasks import generators
-from palaestra.tasks.harbor import Task, TaskError
-from palaestra.tasks.harbor import load_tasks as load_task_dirs
+from palaestra.tasks import Task, TaskError, generators
+from palaestra.tasks import load_tasks as load_task_dirs
 from palaestra.tasks.source import TaskSet
 
 app = typer.Typer(help="Tasks: list, show, export, check, fetch; generator families.",

@@ -13,7 +13,7 @@ from palaestra.run import rollout
 from palaestra.sandbox.base import SandboxError
 from palaestra.scaffolds import BashScaffold, NopPolicy, OraclePolicy
 from palaestra.scaffolds.base import EndReason
-from palaestra.tasks.harbor import TaskError
+from palaestra.tasks import TaskError
 from palaestra.tasks.source import TaskSet
 from tests.conftest import SUBMIT_ACTION, bash_action
 from tests.procs import own_sandbox_processes, sandbox_processes

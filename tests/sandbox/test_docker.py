@@ -89,7 +89,7 @@ async def backend() -> AsyncIterator[DockerBackend]:
 
 @pytest.fixture
 async def sandbox(backend: DockerBackend) -> AsyncIterator[DockerSandbox]:
-    sandbox = await backend.create(SandboxSpec(env={"SPEC_VAR": "from-spec"}))
+    sandbox = await backend.create(SandboxSpec(workdir="/app", env={"SPEC_VAR": "from-spec"}))
     yield sandbox
     await sandbox.close()
 
@@ -167,7 +167,9 @@ async def test_spec_files_and_writable_dirs(backend: DockerBackend, tmp_path: Pa
     (tmp_path / "ctx").mkdir()
     (tmp_path / "ctx" / "main.py").write_text("print('hi')\n")
     spec = SandboxSpec(
-        files={"/app": tmp_path / "ctx", "/etc/palaestra.conf": tmp_path / "ctx" / "main.py"}
+        workdir="/app",
+        files={"/app": tmp_path / "ctx", "/etc/palaestra.conf": tmp_path / "ctx" / "main.py"},
+        writable_dirs=("/tmp", "/logs/verifier", "/tests", "/solution"),
     )
     async with await backend.create(spec) as sandbox:
         assert (await sandbox.exec("python3 main.py")).stdout == "hi\n"
@@ -235,7 +237,7 @@ async def test_cpu_quota(backend: DockerBackend) -> None:
 async def test_storage_limit(backend: DockerBackend, caplog: pytest.LogCaptureFixture) -> None:
     """Enforced where the storage driver has quotas (btrfs, as provisioned); elsewhere the
     sandbox still starts and a warning says that storage_mb is not enforced."""
-    async with await backend.create(SandboxSpec(storage_mb=64)) as sandbox:
+    async with await backend.create(SandboxSpec(workdir="/app", storage_mb=64)) as sandbox:
         res = await sandbox.exec("dd if=/dev/zero of=/app/fill bs=1M count=200", timeout=60)
         if backend._storage_opt_supported is False:
             assert res.ok and "storage_mb is not enforced" in caplog.text

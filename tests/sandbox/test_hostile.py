@@ -24,7 +24,7 @@ from palaestra.sandbox import Sandbox, SandboxBackend, SandboxSpec
 from palaestra.tasks.source import TaskSet
 from tests.conftest import SUBMIT_ACTION, MakeTask, bash_action
 
-LIMITED = SandboxSpec(memory_mb=256, pids_limit=128, storage_mb=64, cpus=1)
+LIMITED = SandboxSpec(workdir="/app", memory_mb=256, pids_limit=128, storage_mb=64, cpus=1)
 #: The host must answer a probe within this, attack or not (a generous bound: no timing test).
 PROBE_BOUND_S = 5.0
 

@@ -14,7 +14,7 @@ import aiodocker
 import pytest
 
 from palaestra import CodeEnv
-from palaestra.env.code_env import prepare_sandbox_spec
+from palaestra.env.sandbox_spec import prepare_sandbox_spec
 from palaestra.run import rollout
 from palaestra.sandbox.base import SandboxError
 from palaestra.sandbox.docker import DEFAULT_IMAGE, DockerBackend, docker_socket
@@ -26,7 +26,7 @@ from palaestra.sandbox.images import (
     rootfs_cache_dir,
 )
 from palaestra.scaffolds import OraclePolicy
-from palaestra.tasks.harbor import TaskError, load_task
+from palaestra.tasks import TaskError, load_task
 from tests.sandbox.docker_support import labelled_containers, needs_docker, unavailable_reason
 
 STARTER = Path(__file__).parents[2] / "src/palaestra/tasks/packs/starter"

@@ -117,7 +117,10 @@ async def backend(state_dir: Path) -> AsyncIterator[LocalBackend]:
 
 @pytest.fixture
 async def sandbox(backend: LocalBackend) -> AsyncIterator[LocalSandbox]:
-    sandbox = await backend.create(SandboxSpec(env={"SPEC_VAR": "from-spec"}))
+    spec = SandboxSpec(
+        workdir="/app", writable_dirs=("/tmp", "/logs/verifier"), env={"SPEC_VAR": "from-spec"}
+    )
+    sandbox = await backend.create(spec)
     yield sandbox
     await sandbox.close()
 
@@ -369,6 +372,7 @@ async def test_spec_files_and_mounts(backend: LocalBackend, tmp_path: Path) -> N
     (tmp_path / "ro" / "three.txt").write_text("three")
     (tmp_path / "rw").mkdir()
     spec = SandboxSpec(
+        workdir="/app",
         files={"/app/one.txt": tmp_path / "one.txt", "/tests/tree": tmp_path / "tree"},
         writable_dirs=("/tmp", "/tests"),
         mounts=(

@@ -89,7 +89,7 @@ async def test_cpu_limit_throttles(backend: LocalBackend) -> None:
 
 
 async def test_storage_quota_gives_enospc(backend: LocalBackend) -> None:
-    async with await backend.create(SandboxSpec(storage_mb=8)) as sandbox:
+    async with await backend.create(SandboxSpec(workdir="/app", storage_mb=8)) as sandbox:
         assert "storage 8 MiB" in sandbox.limits
         res = await sandbox.exec("dd if=/dev/zero of=/app/fill bs=1M count=64", timeout=30)
         assert res.exit_code != 0 and "No space left on device" in res.stderr, res

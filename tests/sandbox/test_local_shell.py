@@ -6,7 +6,8 @@ from palaestra.sandbox import SandboxBackend, SandboxSpec
 
 
 async def test_state_carries_over_between_runs(backend: SandboxBackend) -> None:
-    async with await backend.create(SandboxSpec()) as sandbox, sandbox.shell() as sh:
+    spec = SandboxSpec(workdir="/app")
+    async with await backend.create(spec) as sandbox, sandbox.shell() as sh:
         first = await sh.run(
             'mkdir -p /tmp/w && cd /tmp/w; export A=1; B="two words"; greet() { echo "hi $1"; }'
         )

@@ -67,6 +67,8 @@ async def test_a_hit_is_a_sandbox_like_a_cold_one(warm: LocalBackend, tmp_path: 
     tree = tmp_path / "tree"
     write(tree / "sub" / "two.txt", "two")
     spec = SandboxSpec(
+        workdir="/app",
+        writable_dirs=("/tmp", "/logs/verifier", "/tests"),
         env={"SPEC_VAR": "from-spec"},
         memory_mb=256,
         pids_limit=64,
@@ -120,9 +122,9 @@ async def test_consecutive_creates_use_pre_started_sandboxes(
 async def test_files_of_one_spec_never_appear_in_another(
     warm: LocalBackend, tmp_path: Path
 ) -> None:
-    a = SandboxSpec(files={"/app/a.txt": write(tmp_path / "a.txt", "A")})
-    b = SandboxSpec(files={"/app/b.txt": write(tmp_path / "b.txt", "B")})
-    a2 = SandboxSpec(files={"/app/a.txt": write(tmp_path / "a2.txt", "A2")})
+    a = SandboxSpec(workdir="/app", files={"/app/a.txt": write(tmp_path / "a.txt", "A")})
+    b = SandboxSpec(workdir="/app", files={"/app/b.txt": write(tmp_path / "b.txt", "B")})
+    a2 = SandboxSpec(workdir="/app", files={"/app/a.txt": write(tmp_path / "a2.txt", "A2")})
     expected = {id(a): (["/app/a.txt"], "A"), id(b): (["/app/b.txt"], "B")}
     expected[id(a2)] = (["/app/a.txt"], "A2")
     for spec in (a, b, a2, b, a, a, b):
@@ -143,7 +145,7 @@ async def test_a_used_sandbox_is_never_handed_out_again(
     held = []
     for _ in range(6):
         await warm.pool_ready()
-        sandbox = await warm.create(SandboxSpec())
+        sandbox = await warm.create(SandboxSpec(workdir="/app"))
         assert sandbox.id not in seen
         seen.add(sandbox.id)
         assert await listing(sandbox) == []

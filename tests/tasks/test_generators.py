@@ -17,7 +17,7 @@ import pytest
 
 from palaestra.run.check import check_tasks
 from palaestra.tasks import generators as g
-from palaestra.tasks.harbor import load_task
+from palaestra.tasks import load_task
 
 FAMILIES = [f.name for f in g.families()]
 SAMPLE = {"easy": range(0, 7), "medium": range(7, 14), "hard": range(14, 20)}

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from palaestra.env.sandbox_spec import prepare_sandbox_spec
 from palaestra.env.types import (
     Environment,
     EpisodeError,
@@ -48,10 +49,11 @@ from palaestra.env.types import (
 )
 from palaestra.llm.client import MediatedClient
 from palaestra.llm.types import LLMRequest, LLMResponse, Usage
+from palaestra.sandbox import default_backend
 from palaestra.sandbox.base import Mount, Sandbox, SandboxBackend, SandboxSpec
 from palaestra.scaffolds import Scaffold, make_scaffold
 from palaestra.scaffolds.base import EndReason, Outcome
-from palaestra.tasks.harbor import Task, TaskError
+from palaestra.tasks import Task
 from palaestra.tasks.source import TaskSet
 from palaestra.verify.harbor import HarborVerifier, VerifierResult, VerifierStatus
 
@@ -61,124 +63,7 @@ Sampler = Literal["random", "cycle"] | Callable[[random.Random, int], int]
 def _resolve_backend(sandbox: str | SandboxBackend) -> SandboxBackend:
     if isinstance(sandbox, SandboxBackend):
         return sandbox
-    from palaestra.sandbox import default_backend
-
     return default_backend(sandbox)
-
-
-def _check_networks(task: Task) -> None:
-    """The verifier runs in the agent's sandbox, so both phases must share one network policy."""
-    if task.verifier_network != task.network:
-        raise TaskError(
-            task.path / "task.toml",
-            f"the agent's network ({task.network}) and the verifier's ({task.verifier_network}) "
-            "differ, but the verifier runs in the agent's sandbox",
-            field="verifier.network_mode",
-            fix="give [agent] and [verifier] the same network_mode, or set it once in "
-            "[environment]",
-        )
-
-
-def _limits(task: Task) -> dict[str, Any]:
-    return {
-        "network": task.network,
-        "cpus": task.cpus,
-        "memory_mb": task.memory_mb,
-        "storage_mb": task.storage_mb,
-        "labels": {"palaestra.task_id": task.id},
-    }
-
-
-def task_sandbox_spec(task: Task) -> SandboxSpec:
-    """The local sandbox a task asks for: its Dockerfile's workdir, env and files, its limits.
-
-    Blocking (reads the task's files); for Dockerfiles with ``RUN`` steps and for the docker
-    backend, use :func:`prepare_sandbox_spec`.
-    """
-    _check_networks(task)
-    plan = task.local_plan()
-    return SandboxSpec(
-        workdir=plan.workdir, env=dict(plan.env), files=dict(plan.files), **_limits(task)
-    )
-
-
-async def prepare_sandbox_spec(task: Task, backend: str) -> SandboxSpec:
-    """The sandbox a task asks for on the backend named ``backend``; may build an image.
-
-    * ``docker``: the task's ``docker_image``, or its Dockerfile built (cached by the content of
-      ``environment/``, within ``[environment] build_timeout_sec``) into ``palaestra/task-<hash>``.
-    * any other backend: the Dockerfile replayed (:func:`task_sandbox_spec`), unless it has
-      ``RUN`` steps; then Docker builds the image and the sandbox runs on its exported root
-      filesystem (``spec.rootfs``), with the image's WORKDIR and ENV.
-
-    Slow work runs in threads or on the engine, never blocking the event loop.
-    """
-    from palaestra.sandbox.dockerfile_replay import DEFAULT_WORKDIR, needs_image_build
-
-    _check_networks(task)
-    environment = task.config.environment
-    build = await asyncio.to_thread(needs_image_build, task.environment_dir)
-    if backend == "docker":
-        from palaestra.sandbox.images import image_config
-
-        if await asyncio.to_thread((task.environment_dir / "Dockerfile").is_file):
-            image = await _build(task)
-            files: dict[str, Path] = {}
-        else:  # a prebuilt image; environment/ goes into the workdir, as Harbor does
-            plan = await asyncio.to_thread(task.local_plan)
-            image, files = plan.base_image or "", dict(plan.files)
-        config = await image_config(image)
-        workdir = environment.workdir or config.workdir or DEFAULT_WORKDIR
-        if files:
-            files = {workdir: next(iter(files.values()))}
-        return SandboxSpec(workdir=workdir, image=image, files=files, **_limits(task))
-    if not build:
-        return await asyncio.to_thread(task_sandbox_spec, task)
-    from palaestra.sandbox.docker import docker_unavailable
-
-    dockerfile = task.environment_dir / "Dockerfile"
-    reason = await docker_unavailable()
-    if reason is not None:
-        raise TaskError(
-            dockerfile,
-            "this Dockerfile has RUN steps (or several stages): the local backend runs it from "
-            f"an image Docker builds, but Docker is not available ({reason})",
-            fix='enable Docker as said, or run this task with sandbox="docker"',
-        )
-    from palaestra.sandbox.images import export_rootfs
-
-    rootfs = await export_rootfs(await _build(task))
-    if rootfs.config.entrypoint:
-        raise TaskError(
-            dockerfile,
-            "the image sets an ENTRYPOINT, which the local backend does not run",
-            fix='run this task with sandbox="docker"',
-        )
-    workdir = environment.workdir or rootfs.config.workdir or DEFAULT_WORKDIR
-    # The local backend gives each sandbox a fresh writable workdir; it starts as the image's.
-    image_workdir = rootfs.path / workdir.lstrip("/")
-    files = {workdir: image_workdir} if await asyncio.to_thread(image_workdir.is_dir) else {}
-    return SandboxSpec(
-        workdir=workdir, env=dict(rootfs.config.env), files=files, rootfs=rootfs.path,
-        **_limits(task),
-    )  # fmt: skip
-
-
-async def _build(task: Task) -> str:
-    """The image of the task's Dockerfile; a failed build is the task's error."""
-    from palaestra.sandbox.images import BuildError, build_image
-
-    try:
-        return await build_image(
-            task.environment_dir, timeout=task.config.environment.build_timeout_sec
-        )
-    except BuildError as e:
-        raise TaskError(
-            task.environment_dir / "Dockerfile",
-            str(e),
-            fix="correct the step the build log shows failing (or raise [environment] "
-            "build_timeout_sec if it timed out)",
-        ) from e
 
 
 @dataclass

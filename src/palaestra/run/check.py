@@ -15,12 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from palaestra.env.code_env import task_sandbox_spec
+from palaestra.env.sandbox_spec import task_sandbox_spec
 from palaestra.sandbox import SandboxBackend, make_backend
-from palaestra.tasks.harbor import Task
+from palaestra.tasks import Task
+from palaestra.tasks.paths import SOLUTION_DIR
 from palaestra.verify.harbor import HarborVerifier
-
-SOLUTION_DIR = "/solution"
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from palaestra.run.store import DB_NAME, EpisodeRow, ResultStore, StepRecord, re
 from palaestra.sandbox.base import SandboxBackend, SandboxError
 from palaestra.scaffolds import Scaffold
 from palaestra.scaffolds.base import EndReason
-from palaestra.tasks.harbor import Task
+from palaestra.tasks import Task
 from palaestra.tasks.source import TaskSet
 
 EpisodeRecord = dict[str, Any]

@@ -44,7 +44,8 @@ class SandboxSpec:
 
     ``workdir`` is created (writable, empty unless ``files`` fill it) and is the default cwd.
     ``files`` maps absolute in-sandbox paths to host files or directories copied in at creation.
-    ``writable_dirs`` are extra empty writable directories (``/logs``, ``/tests``...).
+    ``writable_dirs`` are extra empty writable directories; the defaults name no task format's
+    layout (the environment passes a task's workdir and the directories its verifier uses).
     ``rootfs`` is a host directory holding a root filesystem (e.g. one exported from a Docker
     image) to run on instead of the host's system directories: the local backend shares it
     read-only between sandboxes and gives each a writable overlay discarded on close. It must
@@ -52,17 +53,10 @@ class SandboxSpec:
     image for backends that run one (docker).
     """
 
-    workdir: str = "/app"
+    workdir: str = "/workspace"
     env: dict[str, str] = field(default_factory=dict)
     files: dict[str, Path] = field(default_factory=dict)
-    writable_dirs: tuple[str, ...] = (
-        "/tmp",
-        "/logs",
-        "/logs/verifier",
-        "/logs/agent",
-        "/tests",
-        "/solution",
-    )
+    writable_dirs: tuple[str, ...] = ("/tmp",)
     mounts: tuple[Mount, ...] = ()
     network: NetworkMode = "none"
     cpus: float | None = None

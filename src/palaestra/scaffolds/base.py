@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from palaestra.llm.client import LLMClient
     from palaestra.sandbox.base import Sandbox
-    from palaestra.tasks.harbor import Task
+    from palaestra.tasks import Task
 
 
 class EndReason(enum.StrEnum):

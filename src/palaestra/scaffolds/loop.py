@@ -35,7 +35,7 @@ from palaestra.scaffolds.base import Outcome
 if TYPE_CHECKING:
     from palaestra.llm.client import LLMClient
     from palaestra.sandbox.base import Sandbox
-    from palaestra.tasks.harbor import Task
+    from palaestra.tasks import Task
 
 Message = dict[str, Any]
 A = TypeVar("A")

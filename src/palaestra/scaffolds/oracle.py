@@ -22,8 +22,7 @@ from palaestra.scaffolds.actions import ProtocolActions
 from palaestra.scaffolds.bash import BashScaffold
 from palaestra.scaffolds.terminus import TerminusScaffold
 from palaestra.scaffolds.tools import ToolsScaffold
-
-SOLUTION_DIR = "/solution"
+from palaestra.tasks.paths import SOLUTION_DIR
 
 
 class HarnessActions(ProtocolActions):

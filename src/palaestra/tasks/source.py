@@ -16,7 +16,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import overload
 
-from palaestra.tasks.harbor import Task, load_tasks
+from palaestra.tasks.loader import load_tasks
+from palaestra.tasks.task import Task
 
 _INDEX = re.compile(r"^:(-?\d+)$")
 _SLICE = re.compile(r"^:(-?\d*):(-?\d*)$")

@@ -26,14 +26,17 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from palaestra.tasks.paths import (
+    REWARD_JSON,
+    REWARD_TXT,
+    TESTS_DIR,
+    VERIFIER_DIR,
+)
+
 if TYPE_CHECKING:
     from palaestra.sandbox.base import Sandbox
-    from palaestra.tasks.harbor import Task
+    from palaestra.tasks import Task
 
-VERIFIER_DIR = "/logs/verifier"
-TESTS_DIR = "/tests"
-REWARD_JSON = f"{VERIFIER_DIR}/reward.json"
-REWARD_TXT = f"{VERIFIER_DIR}/reward.txt"
 _OUTPUT_TAIL = 20_000
 
 

@@ -32,8 +32,9 @@ from palaestra.tasks.generators.base import (
     python_test_sh,
     write_atomically,
 )
-from palaestra.tasks.harbor import Task, load_task
+from palaestra.tasks.loader import load_task
 from palaestra.tasks.source import TaskSet
+from palaestra.tasks.task import Task
 
 _ID = re.compile(r"^humaneval-(\d+)$")
 

@@ -32,7 +32,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from palaestra.tasks.generators import cache_dir
 from palaestra.tasks.generators.base import write_atomically
-from palaestra.tasks.harbor import load_task
+from palaestra.tasks.loader import load_task
 from palaestra.tasks.source import TaskSet
 
 DEFAULT_REGISTRY = "https://raw.githubusercontent.com/laude-institute/harbor/main/registry.json"

@@ -39,8 +39,9 @@ from palaestra.tasks.generators.base import (
     write_atomically,
     write_task,
 )
-from palaestra.tasks.harbor import Task, load_task
+from palaestra.tasks.loader import load_task
 from palaestra.tasks.source import TaskSet
+from palaestra.tasks.task import Task
 
 __all__ = [
     "CATEGORIES",

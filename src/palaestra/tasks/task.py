@@ -1,0 +1,104 @@
+"""The loaded task: its identity, configuration and instruction, and what they say.
+
+A :class:`Task` is data: where its files are and what its ``task.toml`` asks for. How its
+environment becomes a sandbox is the environment layer's business
+(:mod:`palaestra.env.sandbox_spec`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Literal
+
+from palaestra.tasks.config import TaskConfig
+
+_SANDBOX_NETWORK: dict[str, Literal["none", "public"]] = {"public": "public", "no-network": "none"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """A loaded Harbor task. Make one with :func:`load_task`, which checks everything below."""
+
+    id: str
+    path: Path
+    """The task directory, absolute."""
+    config: TaskConfig = dataclasses.field(repr=False, compare=False)
+    instruction: str = dataclasses.field(repr=False, compare=False)
+    """instruction.md without its leading canary lines: what the agent is given."""
+
+    @property
+    def environment_dir(self) -> Path:
+        return self.path / "environment"
+
+    @property
+    def tests_dir(self) -> Path:
+        return self.path / "tests"
+
+    @property
+    def solution_dir(self) -> Path:
+        return self.path / "solution"
+
+    @property
+    def test_script(self) -> Path:
+        return self.tests_dir / "test.sh"
+
+    @property
+    def solve_script(self) -> Path | None:
+        """solution/solve.sh, or None when the task ships no reference solution."""
+        script = self.solution_dir / "solve.sh"
+        return script if script.is_file() else None
+
+    @property
+    def category(self) -> str | None:
+        return self.config.metadata.get("category")
+
+    @property
+    def difficulty(self) -> str | None:
+        """Lower-cased, as given (Harbor's values are easy, medium, hard and unknown)."""
+        difficulty = self.config.metadata.get("difficulty")
+        return difficulty.strip().lower() if difficulty is not None else None
+
+    @property
+    def tags(self) -> list[str]:
+        return list(self.config.metadata.get("tags", []))
+
+    @property
+    def agent_timeout_sec(self) -> float:
+        """``[agent] timeout_sec``; ``math.inf`` when unset (Harbor then sets no limit)."""
+        timeout = self.config.agent.timeout_sec
+        return math.inf if timeout is None else timeout
+
+    @property
+    def verifier_timeout_sec(self) -> float:
+        return self.config.verifier.timeout_sec
+
+    @property
+    def network(self) -> Literal["none", "public"]:
+        """The agent's network: ``[agent] network_mode``, else ``[environment]``'s."""
+        config = self.config
+        return _SANDBOX_NETWORK[config.agent.network_mode or config.environment.network_mode]
+
+    @property
+    def verifier_network(self) -> Literal["none", "public"]:
+        """The verifier's network: ``[verifier] network_mode``, else ``[environment]``'s."""
+        config = self.config
+        return _SANDBOX_NETWORK[config.verifier.network_mode or config.environment.network_mode]
+
+    @property
+    def cpus(self) -> float | None:
+        cpus = self.config.environment.cpus
+        return None if cpus is None else float(cpus)
+
+    @property
+    def memory_mb(self) -> int | None:
+        return self.config.environment.memory_mb
+
+    @property
+    def storage_mb(self) -> int | None:
+        return self.config.environment.storage_mb
+
+    @property
+    def docker_image(self) -> str | None:
+        return self.config.environment.docker_image

@@ -1,0 +1,71 @@
+"""Static checks of the starter pack: every task.toml, the layout, the coverage, the size."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from palaestra.env.sandbox_spec import local_plan
+from tests.tasks.starter.pack import (
+    ALLOWED_DOCKERFILE_INSTRUCTIONS,
+    CATEGORIES,
+    DIFFICULTIES,
+    PACK_DIR,
+    PARTIAL_CREDIT,
+    TASK_DIRS,
+    TASK_IDS,
+    TASKS,
+    WRONG_SOLUTIONS,
+)
+
+
+def load_toml(task_dir: Path) -> dict:
+    with open(task_dir / "task.toml", "rb") as f:
+        return tomllib.load(f)
+
+
+@pytest.mark.parametrize("task_id", TASK_IDS)
+def test_task_layout_and_metadata(task_id: str) -> None:
+    task_dir = PACK_DIR / task_id
+    cfg = load_toml(task_dir)
+    meta = cfg["metadata"]
+    assert cfg["version"] == "1.0"
+    assert meta["category"] in CATEGORIES
+    assert meta["difficulty"] in DIFFICULTIES
+    assert meta["author_name"] == "palaestra"
+    assert isinstance(meta["tags"], list) and meta["tags"]
+    assert all(isinstance(t, str) and t for t in meta["tags"])
+    assert task_id.startswith(f"{meta['category']}-{meta['difficulty']}-"), task_id
+    assert 0 < cfg["verifier"]["timeout_sec"] <= 120
+    assert cfg["agent"]["timeout_sec"] > 0
+    env = cfg["environment"]
+    assert env["cpus"] >= 1 and env["memory_mb"] >= 512 and env["storage_mb"] > 0
+    for rel in ("instruction.md", "environment/Dockerfile", "tests/test.sh", "solution/solve.sh"):
+        assert (task_dir / rel).is_file(), f"{task_id}: {rel} is missing"
+    assert len((task_dir / "instruction.md").read_text().strip()) > 200
+    for line in (task_dir / "environment" / "Dockerfile").read_text().splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            assert line.split()[0].upper() in ALLOWED_DOCKERFILE_INSTRUCTIONS, line
+    task = TASKS.get(task_id)  # what the Harbor loader makes of it
+    assert (task.category, task.difficulty) == (meta["category"], meta["difficulty"])
+    assert task.network == task.verifier_network == "none", "starter tasks run offline"
+    assert local_plan(task).workdir == "/app" and local_plan(task).files
+
+
+def test_pack_covers_every_category_and_tier_once() -> None:
+    pairs = [
+        (load_toml(d)["metadata"]["category"], load_toml(d)["metadata"]["difficulty"])
+        for d in TASK_DIRS
+    ]
+    assert sorted(pairs) == sorted((c, t) for c in CATEGORIES for t in DIFFICULTIES)
+    for task_id in WRONG_SOLUTIONS:
+        assert task_id in TASK_IDS, f"wrong solutions for an unknown task {task_id}"
+    assert set(TASK_IDS) <= set(WRONG_SOLUTIONS), "every task needs at least one wrong solution"
+    assert PARTIAL_CREDIT <= set(TASK_IDS)
+
+
+def test_pack_is_small() -> None:
+    total = sum(p.stat().st_size for p in PACK_DIR.rglob("*") if p.is_file())
+    assert total < 1_000_000, f"the starter pack is {total} bytes"
