@@ -1,0 +1,1 @@
+"""The trainer-facing half of palaestra: trajectories, streams, curricula, advantages."""
