@@ -642,7 +642,7 @@ async def test_creates_wait_for_the_start_up_janitor(
 ) -> None:
     """Seen in CI: a create racing its backend's first janitor pass lost its run directory
     between making it and making its sandbox's. Now no sandbox is made before the pass ends."""
-    import palaestra.sandbox.local as local
+    import palaestra.sandbox.local.backend as local_backend
 
     seen: list[list[str]] = []
 
@@ -651,7 +651,7 @@ async def test_creates_wait_for_the_start_up_janitor(
         seen.append(sorted(p.name for p in path.glob("*/sb-*")))
         return reclaim_leftovers(path)
 
-    monkeypatch.setattr(local, "reclaim_leftovers", slow_janitor)
+    monkeypatch.setattr(local_backend, "reclaim_leftovers", slow_janitor)
     backend = LocalBackend(new_run_id(), state_dir)
     try:
         sandboxes = await asyncio.gather(*(backend.create(SandboxSpec()) for _ in range(4)))

@@ -279,7 +279,7 @@ async def test_a_warm_sandbox_that_died_is_not_handed_out(
     for pid in victims:
         os.kill(pid, signal.SIGKILL)
     await eventually(lambda: not set(bwrap_pids(str(state_dir))) & victims)
-    ready = [s for pool in warm._pools.values() for s in pool.ready]
+    ready = [s for pool in warm._pools.by_kind.values() for s in pool.ready]
     assert await eventually(lambda: not any(s._is_running() for s in ready))
     async with await warm.create(SandboxSpec()) as sandbox:
         assert (await sandbox.exec("echo alive")).stdout == "alive\n"

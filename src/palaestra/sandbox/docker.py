@@ -4,7 +4,8 @@ The container's main process (pid 1) is the same stdlib-only helper the local ba
 (:mod:`palaestra.sandbox._helper`, bind-mounted read-only at ``/.palaestra/helper.py`` and run
 by the image's ``python3``). The host attaches to the container's stdin/stdout once, before
 starting it, and drives the helper over that stream with :class:`~palaestra.sandbox._channel.
-HelperChannel`: an exec is one round trip on an open connection, not a ``docker exec``.
+HelperChannel` (exec and file transfers are :class:`~palaestra.sandbox.channel_sandbox.
+ChannelSandbox`'s): an exec is one round trip on an open connection, not a ``docker exec``.
 
 Engine calls (create, start, remove, list, images) go through aiodocker. The attach stream is
 opened on a raw connection to the engine's unix socket (:func:`_attach`): the protocol needs a
@@ -48,15 +49,15 @@ from aiodocker.exceptions import DockerError
 
 from palaestra.sandbox._channel import HelperChannel, sandbox_path
 from palaestra.sandbox.base import (
-    DEFAULT_OUTPUT_LIMIT,
+    Command,
     ExecResult,
-    Sandbox,
     SandboxBackend,
     SandboxClosedError,
     SandboxError,
     SandboxSpec,
     await_to_the_end,
 )
+from palaestra.sandbox.channel_sandbox import ChannelSandbox
 from palaestra.sandbox.janitor import RUN_ID_LABEL, proc_stat, process_start_time
 from palaestra.sandbox.limits import DEFAULT_PIDS_LIMIT
 
@@ -329,7 +330,7 @@ class DockerBackend(SandboxBackend):
         return True
 
 
-class DockerSandbox(Sandbox):
+class DockerSandbox(ChannelSandbox):
     """A running container driven through its helper; made by :meth:`DockerBackend.create`."""
 
     def __init__(
@@ -420,28 +421,8 @@ class DockerSandbox(Sandbox):
             await self._docker.close()
             self._on_close(self)
 
-    def _usable(self) -> HelperChannel:
-        if self._closing is not None:
-            raise SandboxClosedError(f"sandbox {self.id} is closed")
-        if self._channel is None:
-            raise SandboxError(f"sandbox {self.id} was not started")
-        return self._channel
-
-    async def exec(
-        self,
-        cmd: str | list[str],
-        *,
-        timeout: float | None = None,
-        cwd: str | None = None,
-        env: dict[str, str] | None = None,
-        user: str | int | None = None,
-        stdin: str | bytes | None = None,
-        output_limit: int = DEFAULT_OUTPUT_LIMIT,
-    ) -> ExecResult:
-        result = await self._usable().exec(
-            cmd, timeout=timeout, cwd=cwd, env=env, user=user, stdin=stdin,
-            output_limit=output_limit,
-        )  # fmt: skip
+    async def _run(self, command: Command) -> ExecResult:
+        result = await super()._run(command)
         if result.exit_code in (137, -9) and not result.oom_killed and self.spec.memory_mb:
             result = await self._with_oom_flag(result)
         return result
@@ -450,9 +431,11 @@ class DockerSandbox(Sandbox):
         """Mark a SIGKILLed command as OOM-killed when the container's memory cgroup counted a
         new OOM kill since the last one seen (cgroup v1 ``memory.oom_control``, v2
         ``memory.events``)."""
-        probe = await self._usable().exec(
-            ["cat", "/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events"],
-            timeout=10,
+        probe = await super()._run(
+            Command(
+                ["cat", "/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events"],
+                timeout=10,
+            )
         )
         counts = [int(n) for n in re.findall(r"^oom_kill (\d+)$", probe.stdout, re.MULTILINE)]
         kills = max(counts, default=0)
@@ -460,15 +443,6 @@ class DockerSandbox(Sandbox):
             self._oom_kills_seen = kills
             return replace(result, oom_killed=True)
         return result
-
-    async def upload(self, src: Path | str, dst: str) -> None:
-        await self._usable().upload(src, dst)
-
-    async def download(self, src: str, dst: Path | str) -> None:
-        await self._usable().download(src, dst)
-
-    async def kill_all(self) -> None:
-        await self._usable().kill_all()
 
 
 async def _remove(docker: aiodocker.Docker, container_id: str) -> None:
