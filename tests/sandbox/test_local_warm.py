@@ -21,18 +21,19 @@ from palaestra.sandbox import make_backend
 from palaestra.sandbox.base import Mount, SandboxSpec
 from palaestra.sandbox.janitor import META_FILE, RUN_ID_LABEL
 from palaestra.sandbox.local import WARM_ENV, LocalBackend, LocalSandbox
-from tests.procs import sandbox_cgroups, tmpfs_mounts_under
+from tests.procs import (
+    bwrap_pids,
+    eventually,
+    host_pids,
+    new_marker,
+    sandbox_cgroups,
+    tmpfs_mounts_under,
+)
 from tests.sandbox.conftest import new_run_id
-from tests.sandbox.test_local import bwrap_pids, eventually, host_pids, new_marker
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or os.geteuid() != 0, reason="needs bubblewrap, as root"
 )
-
-
-@pytest.fixture
-def state_dir(tmp_path: Path) -> Path:
-    return tmp_path / "state"
 
 
 @pytest.fixture
