@@ -23,7 +23,14 @@ from palaestra import CodeEnv
 from palaestra.env.registry import load_tasks
 from palaestra.llm import LLMResponse
 from palaestra.run import evaluate
-from palaestra.sandbox import ExecResult, Sandbox, SandboxBackend, SandboxSpec, default_backend
+from palaestra.sandbox import (
+    Command,
+    ExecResult,
+    Sandbox,
+    SandboxBackend,
+    SandboxSpec,
+    default_backend,
+)
 from palaestra.scaffolds import BashScaffold
 
 TRUE = LLMResponse(content="```bash\ntrue\n```")
@@ -35,7 +42,7 @@ class NullSandbox(Sandbox):
     def __init__(self, spec: SandboxSpec) -> None:
         self.id, self.spec, self._closed = "null", spec, False
 
-    async def exec(self, cmd, **kwargs) -> ExecResult:  # type: ignore[override]
+    async def _run(self, command: Command) -> ExecResult:
         return ExecResult("", "", 0)
 
     async def upload(self, src, dst) -> None: ...

@@ -1,15 +1,66 @@
-"""Host-side process inspection for leak checks (reads /proc; no test doubles)."""
+"""Host-side process inspection for leak checks (reads /proc; no test doubles).
+
+A test marks its processes with a random number in their command lines (``sleep <marker>``,
+:func:`new_marker`); the host's /proc is scanned for it to prove that something is, or is no
+longer, running."""
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json
 import os
+import random
 import socket
+import time
 import urllib.parse
+from collections.abc import Callable
 
 #: Run ids of backends made by sandbox tests start with this (unique per test process).
 RUN_PREFIX = f"t{os.getpid()}"
+
+
+def new_marker() -> str:
+    return str(random.randrange(10**8, 10**9))
+
+
+def host_pids(needle: str) -> list[int]:
+    """Host pids (this process's excepted) whose command line contains ``needle``."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except OSError:
+            continue
+        if needle.encode() in cmdline:
+            pids.append(int(entry))
+    return pids
+
+
+def bwrap_pids(needle: str) -> list[int]:
+    """Host pids of bwrap processes whose command line contains ``needle``."""
+    found = []
+    for pid in host_pids(needle):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv0 = f.read().split(b"\0")[0]
+        except OSError:
+            continue
+        if os.path.basename(argv0) == b"bwrap":
+            found.append(pid)
+    return found
+
+
+async def eventually(condition: Callable[[], bool], within: float = 10.0) -> bool:
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.02)
+    return True
 
 
 def _processes() -> dict[int, tuple[int, str]]:

@@ -49,6 +49,11 @@ async def backend(request: pytest.FixtureRequest) -> AsyncIterator[SandboxBacken
         await asyncio.wait_for(made.aclose(), 60)
 
 
+@pytest.fixture
+def state_dir(tmp_path: Path) -> Path:
+    return tmp_path / "state"
+
+
 #: Commands the test root filesystem provides (with their libraries and Python's stdlib).
 ROOTFS_COMMANDS = (
     "python3", "sh", "bash", "cat", "ls", "mkdir", "tar", "env", "sleep", "true", "echo",

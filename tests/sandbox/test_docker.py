@@ -10,11 +10,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
-import random
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiodocker
@@ -35,37 +34,10 @@ from palaestra.sandbox.docker import (
 from palaestra.sandbox.images import build_image
 from palaestra.sandbox.janitor import RUN_ID_LABEL
 from palaestra.sandbox.limits import DEFAULT_PIDS_LIMIT
+from tests.procs import eventually, host_pids, new_marker
 from tests.sandbox.docker_support import labelled_containers, requires_docker
 
 pytestmark = requires_docker
-
-
-def new_marker() -> str:
-    return str(random.randrange(10**8, 10**9))
-
-
-def host_pids(needle: str) -> list[int]:
-    """Host pids (this process's excepted) whose command line contains ``needle``."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                if needle.encode() in f.read():
-                    pids.append(int(entry))
-        except OSError:
-            continue
-    return pids
-
-
-async def eventually(condition: Callable[[], bool], within: float = 10.0) -> bool:
-    deadline = time.monotonic() + within
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        await asyncio.sleep(0.05)
-    return True
 
 
 async def inspect(container_id: str) -> dict:

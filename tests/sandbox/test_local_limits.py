@@ -13,8 +13,8 @@ import pytest
 from palaestra.sandbox import SandboxError, SandboxSpec
 from palaestra.sandbox import limits as limits_mod
 from palaestra.sandbox.local import LocalBackend
+from tests.procs import eventually, host_pids, new_marker
 from tests.sandbox.conftest import RUN_PREFIX, new_run_id
-from tests.sandbox.test_local import eventually, host_pids, new_marker
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or os.geteuid() != 0, reason="needs bubblewrap, as root"

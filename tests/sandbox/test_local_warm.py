@@ -21,18 +21,19 @@ from palaestra.sandbox import make_backend
 from palaestra.sandbox.base import Mount, SandboxSpec
 from palaestra.sandbox.janitor import META_FILE, RUN_ID_LABEL
 from palaestra.sandbox.local import WARM_ENV, LocalBackend, LocalSandbox
-from tests.procs import sandbox_cgroups, tmpfs_mounts_under
+from tests.procs import (
+    bwrap_pids,
+    eventually,
+    host_pids,
+    new_marker,
+    sandbox_cgroups,
+    tmpfs_mounts_under,
+)
 from tests.sandbox.conftest import new_run_id
-from tests.sandbox.test_local import bwrap_pids, eventually, host_pids, new_marker
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or os.geteuid() != 0, reason="needs bubblewrap, as root"
 )
-
-
-@pytest.fixture
-def state_dir(tmp_path: Path) -> Path:
-    return tmp_path / "state"
 
 
 @pytest.fixture
@@ -281,7 +282,7 @@ async def test_a_warm_sandbox_that_died_is_not_handed_out(
     for pid in victims:
         os.kill(pid, signal.SIGKILL)
     await eventually(lambda: not set(bwrap_pids(str(state_dir))) & victims)
-    ready = [s for pool in warm._pools.values() for s in pool.ready]
+    ready = [s for pool in warm._pools.by_kind.values() for s in pool.ready]
     assert await eventually(lambda: not any(s._is_running() for s in ready))
     async with await warm.create(SandboxSpec()) as sandbox:
         assert (await sandbox.exec("echo alive")).stdout == "alive\n"

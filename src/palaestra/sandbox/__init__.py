@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from palaestra.sandbox.base import (
+    Command,
     ExecResult,
     Mount,
     Sandbox,
@@ -42,6 +43,7 @@ def default_backend(name: str) -> SandboxBackend:
 
 __all__ = [
     "BACKENDS",
+    "Command",
     "ExecResult",
     "Mount",
     "Sandbox",

@@ -101,13 +101,27 @@ class ExecResult:
         return self.stdout or self.stderr
 
 
+@dataclass(frozen=True)
+class Command:
+    """One command of :meth:`Sandbox.exec` as a backend runs it: ``argv`` (a string command
+    became ``bash -c`` it), ``stdin`` as bytes (None: no input), ``env`` added to the
+    sandbox's; the rest as :meth:`Sandbox.exec` takes them."""
+
+    argv: list[str]
+    timeout: float | None = None
+    cwd: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    user: str | int | None = None
+    stdin: bytes | None = None
+    output_limit: int = DEFAULT_OUTPUT_LIMIT
+
+
 class Sandbox(abc.ABC):
     """A running sandbox. Use ``async with`` or call :meth:`close`."""
 
     id: str
     spec: SandboxSpec
 
-    @abc.abstractmethod
     async def exec(
         self,
         cmd: str | list[str],
@@ -124,6 +138,16 @@ class Sandbox(abc.ABC):
         The command runs in its own process group. On timeout the whole group, and anything it
         spawned, is killed and the partial output returned with ``timed_out=True``.
         """
+        argv = ["bash", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+        if not argv:
+            raise ValueError("empty command")
+        data = stdin.encode() if isinstance(stdin, str) else stdin
+        command = Command(argv, timeout, cwd, env or {}, user, data, output_limit)
+        return await self._run(command)
+
+    @abc.abstractmethod
+    async def _run(self, command: Command) -> ExecResult:
+        """Run one command of :meth:`exec` and wait for it: what a backend implements."""
 
     @abc.abstractmethod
     async def upload(self, src: Path | str, dst: str) -> None:

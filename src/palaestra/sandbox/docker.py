@@ -4,12 +4,13 @@ The container's main process (pid 1) is the same stdlib-only helper the local ba
 (:mod:`palaestra.sandbox._helper`, bind-mounted read-only at ``/.palaestra/_helper`` and run
 by the image's ``python3``). The host attaches to the container's stdin/stdout once, before
 starting it, and drives the helper over that stream with :class:`~palaestra.sandbox._channel.
-HelperChannel`: an exec is one round trip on an open connection, not a ``docker exec``.
+HelperChannel` (exec and file transfers are :class:`~palaestra.sandbox.channel_sandbox.
+ChannelSandbox`'s): an exec is one round trip on an open connection, not a ``docker exec``.
 
 Engine calls (create, start, remove, list, images) go through aiodocker. The attach stream is
-opened on a raw connection to the engine's unix socket (:func:`_attach`): the protocol needs a
-writer that sends at once (a cancel frame is written without waiting), which aiodocker's
-attach stream does not offer, and the engine's stdout framing is decoded there.
+opened on a raw connection to the engine's unix socket (:mod:`palaestra.sandbox.docker_attach`):
+the protocol needs a writer that sends at once (a cancel frame is written without waiting),
+which aiodocker's attach stream does not offer, and the engine's stdout framing is decoded there.
 
 Limits: ``cpus`` (CPU quota), ``memory_mb`` (no swap on top), ``pids_limit`` (by default the
 local backend's :data:`~palaestra.sandbox.limits.DEFAULT_PIDS_LIMIT`) and ``network``
@@ -34,29 +35,28 @@ import logging
 import os
 import re
 import secrets
-import struct
 import tarfile
 import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode
 
 import aiodocker
 from aiodocker.exceptions import DockerError
 
 from palaestra.sandbox._channel import HelperChannel, sandbox_path
 from palaestra.sandbox.base import (
-    DEFAULT_OUTPUT_LIMIT,
+    Command,
     ExecResult,
-    Sandbox,
     SandboxBackend,
     SandboxClosedError,
     SandboxError,
     SandboxSpec,
     await_to_the_end,
 )
+from palaestra.sandbox.channel_sandbox import ChannelSandbox
+from palaestra.sandbox.docker_attach import AttachedStream, attach
 from palaestra.sandbox.janitor import RUN_ID_LABEL, proc_stat, process_start_time
 from palaestra.sandbox.limits import DEFAULT_PIDS_LIMIT
 
@@ -82,10 +82,7 @@ _STICKY_DIRS = frozenset({"/tmp", "/var/tmp"})
 _START_TIMEOUT_S = 60.0
 _CLOSE_TIMEOUT_S = 30.0
 _PULL_TIMEOUT_S = 120.0
-_STDERR_TAIL = 4096
-_STREAM_LIMIT = 1 << 20
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
-_FRAME = struct.Struct(">BxxxL")
 
 
 def docker_socket() -> str:
@@ -332,7 +329,7 @@ class DockerBackend(SandboxBackend):
         return True
 
 
-class DockerSandbox(Sandbox):
+class DockerSandbox(ChannelSandbox):
     """A running container driven through its helper; made by :meth:`DockerBackend.create`."""
 
     def __init__(
@@ -348,7 +345,7 @@ class DockerSandbox(Sandbox):
         self._docker = docker
         self._on_close = on_close
         self._channel: HelperChannel | None = None
-        self._attach: _AttachedStream | None = None
+        self._attach: AttachedStream | None = None
         self._closing: asyncio.Future[None] | None = None
         self._oom_kills_seen = 0
 
@@ -371,7 +368,7 @@ class DockerSandbox(Sandbox):
         self.container_id = container.id
         if archive is not None:
             await container.put_archive("/", archive)
-        self._attach = await _attach(docker_socket(), container.id)
+        self._attach = await attach(docker_socket(), container.id, _START_TIMEOUT_S)
         self._channel = HelperChannel(
             self._attach.reader,
             self._attach.writer,  # type: ignore[arg-type]
@@ -423,28 +420,8 @@ class DockerSandbox(Sandbox):
             await self._docker.close()
             self._on_close(self)
 
-    def _usable(self) -> HelperChannel:
-        if self._closing is not None:
-            raise SandboxClosedError(f"sandbox {self.id} is closed")
-        if self._channel is None:
-            raise SandboxError(f"sandbox {self.id} was not started")
-        return self._channel
-
-    async def exec(
-        self,
-        cmd: str | list[str],
-        *,
-        timeout: float | None = None,
-        cwd: str | None = None,
-        env: dict[str, str] | None = None,
-        user: str | int | None = None,
-        stdin: str | bytes | None = None,
-        output_limit: int = DEFAULT_OUTPUT_LIMIT,
-    ) -> ExecResult:
-        result = await self._usable().exec(
-            cmd, timeout=timeout, cwd=cwd, env=env, user=user, stdin=stdin,
-            output_limit=output_limit,
-        )  # fmt: skip
+    async def _run(self, command: Command) -> ExecResult:
+        result = await super()._run(command)
         if result.exit_code in (137, -9) and not result.oom_killed and self.spec.memory_mb:
             result = await self._with_oom_flag(result)
         return result
@@ -453,9 +430,11 @@ class DockerSandbox(Sandbox):
         """Mark a SIGKILLed command as OOM-killed when the container's memory cgroup counted a
         new OOM kill since the last one seen (cgroup v1 ``memory.oom_control``, v2
         ``memory.events``)."""
-        probe = await self._usable().exec(
-            ["cat", "/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events"],
-            timeout=10,
+        probe = await super()._run(
+            Command(
+                ["cat", "/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events"],
+                timeout=10,
+            )
         )
         counts = [int(n) for n in re.findall(r"^oom_kill (\d+)$", probe.stdout, re.MULTILINE)]
         kills = max(counts, default=0)
@@ -463,15 +442,6 @@ class DockerSandbox(Sandbox):
             self._oom_kills_seen = kills
             return replace(result, oom_killed=True)
         return result
-
-    async def upload(self, src: Path | str, dst: str) -> None:
-        await self._usable().upload(src, dst)
-
-    async def download(self, src: str, dst: Path | str) -> None:
-        await self._usable().download(src, dst)
-
-    async def kill_all(self) -> None:
-        await self._usable().kill_all()
 
 
 async def _remove(docker: aiodocker.Docker, container_id: str) -> None:
@@ -525,78 +495,3 @@ def _initial_files(spec: SandboxSpec) -> bytes | None:
                 raise FileNotFoundError(f"spec.files source {source} does not exist")
             tar.add(source, arcname=sandbox_path(target).lstrip("/"))
     return buf.getvalue() if spec.writable_dirs or spec.files else None
-
-
-class _Writer:
-    """The write half of an attach connection, shaped like :class:`asyncio.StreamWriter`."""
-
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
-        self._writer = writer
-
-    def write(self, data: bytes) -> None:
-        self._writer.write(data)
-
-    async def drain(self) -> None:
-        await self._writer.drain()
-
-    def write_eof(self) -> None:
-        self._writer.write_eof()
-
-    def close(self) -> None:
-        self._writer.close()
-
-    def is_closing(self) -> bool:
-        return self._writer.is_closing()
-
-
-class _AttachedStream:
-    """A container's stdin (``writer``) and demultiplexed stdout (``reader``); the engine's
-    frames for stderr are kept as a short tail for error messages."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader = asyncio.StreamReader(limit=_STREAM_LIMIT)
-        self.writer = _Writer(writer)
-        self._raw_writer = writer
-        self._stderr = bytearray()
-        self._pump = asyncio.create_task(self._demux(reader))
-
-    async def _demux(self, raw: asyncio.StreamReader) -> None:
-        try:
-            while True:
-                stream, size = _FRAME.unpack(await raw.readexactly(_FRAME.size))
-                data = await raw.readexactly(size)
-                if stream == 1:
-                    self.reader.feed_data(data)
-                else:
-                    self._stderr += data
-                    del self._stderr[:-_STDERR_TAIL]
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            self.reader.feed_eof()
-
-    def stderr_tail(self) -> str:
-        return self._stderr.decode(errors="replace").strip()
-
-    def close(self) -> None:
-        self._raw_writer.close()
-
-
-async def _attach(socket_path: str, container_id: str) -> _AttachedStream:
-    """Attach to a created container's stdio with the engine's upgrade protocol."""
-    query = urlencode({"stream": 1, "stdin": 1, "stdout": 1, "stderr": 1})
-    reader, writer = await asyncio.open_unix_connection(socket_path, limit=_STREAM_LIMIT)
-    writer.write(
-        f"POST /containers/{quote(container_id)}/attach?{query} HTTP/1.1\r\n"
-        "Host: docker\r\nConnection: Upgrade\r\nUpgrade: tcp\r\nContent-Length: 0\r\n\r\n".encode()
-    )
-    try:
-        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _START_TIMEOUT_S)
-    except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as exc:
-        writer.close()
-        raise SandboxError(f"cannot attach to container {container_id}: {exc!r}") from exc
-    status = head.split(b"\r\n", 1)[0].decode(errors="replace")
-    if " 101 " not in status and " 200 " not in status:
-        writer.close()
-        raise SandboxError(f"cannot attach to container {container_id}: {status}")
-    return _AttachedStream(reader, writer)

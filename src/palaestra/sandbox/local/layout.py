@@ -1,0 +1,362 @@
+"""The on-disk side of a local sandbox: its directory, its writable directories, and the
+bubblewrap command line that builds its file system.
+
+A sandbox lives in ``<state_dir>/<run_id>/<sandbox_id>/``: ``meta.json`` (its record for the
+janitor), ``fs/`` (the host directories behind its writable directories, and a root
+filesystem's writable layer) and ``root/`` (the overlay a root filesystem runs on). The helper's
+source and bytecode live once per state directory, beside it. The functions that touch the disk
+are blocking: callers run them in a thread.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import functools
+import hashlib
+import importlib.util
+import json
+import os
+import posixpath
+import py_compile
+import shutil
+import stat
+import threading
+from pathlib import Path
+
+from palaestra.sandbox._channel import sandbox_path
+from palaestra.sandbox.base import SandboxError, SandboxSpec
+from palaestra.sandbox.janitor import RUN_ID_LABEL, SandboxMeta
+from palaestra.sandbox.limits import SandboxLimits, apply_limits, mounts_under, unmount
+from palaestra.sandbox.limits import mount as mount_fs
+from palaestra.sandbox.limits import release as release_limits
+
+#: Host directories bound read-only at the same place (symlinks are recreated as symlinks);
+#: /etc is filtered.
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32", "/etc", "/opt")
+#: Never shown from the host's /etc, whatever their permissions.
+ETC_SECRETS = frozenset({
+    "shadow", "shadow-", "gshadow", "gshadow-", "sudoers", "sudoers.d", "master.passwd",
+    "opasswd", "private", "krb5.keytab", "credstore", "credstore.encrypted", "wireguard",
+    "system-connections",
+})  # fmt: skip
+#: Always writable besides the spec's directories; HOME is /root.
+EXTRA_WRITABLE_DIRS = ("/root", "/var/tmp")
+STICKY_DIRS = frozenset({"/tmp", "/var/tmp"})
+BASE_ENV = {
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "HOME": "/root",
+    "LANG": "C.UTF-8",
+    "TERM": "dumb",
+}
+#: Docker's default capability set minus CAP_MKNOD (a block device node would reach the host's
+#: disks: there is no device cgroup here), CAP_NET_RAW and CAP_SETPCAP (bwrap, run as root,
+#: leaves the bounding set full; with no_new_privs, which bwrap sets, and without SETPCAP,
+#: nothing can regain a capability). Root inside keeps root's file access and can switch
+#: users, but cannot mount, ptrace, load modules or change the clock.
+CAPABILITIES = (
+    "CAP_AUDIT_WRITE", "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL",
+    "CAP_NET_BIND_SERVICE", "CAP_SETFCAP", "CAP_SETGID", "CAP_SETUID", "CAP_SYS_CHROOT",
+)  # fmt: skip
+
+_HELPER = Path(__file__).parent.parent / "_helper"
+_HELPER_DIR_IN_SANDBOX = "/.palaestra"
+# Imported rather than run as a script, so that its bytecode is loaded, not compiled anew at
+# every start; `main` as its first argument marks the helper in `ps`.
+_HELPER_BOOT = (
+    "import sys; sys.path.insert(0, '/.palaestra'); from _helper.server import main; main()"
+)
+_PYTHON = "/usr/bin/python3"
+
+
+def _is_within(path: str, parent: str) -> bool:
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
+
+
+def writable_dirs(spec: SandboxSpec) -> list[str]:
+    """Every writable directory, sorted (so a directory comes before the ones inside it)."""
+    dirs = {sandbox_path(d) for d in (spec.workdir, *spec.writable_dirs, *EXTRA_WRITABLE_DIRS)}
+    if "/" in dirs:
+        raise SandboxError("the local backend cannot make / writable; list subdirectories")
+    return sorted(dirs)
+
+
+def _outermost(dirs: list[str]) -> list[str]:
+    """The sorted ``dirs`` that are not inside another one: only these need a bind mount."""
+    roots: list[str] = []
+    for d in dirs:
+        if not roots or not _is_within(d, roots[-1]):
+            roots.append(d)
+    return roots
+
+
+def files_to_copy(spec: SandboxSpec, writable: list[str]) -> dict[str, Path]:
+    files = {}
+    for target, source in spec.files.items():
+        path = sandbox_path(target)
+        if not any(_is_within(path, d) for d in writable):
+            raise SandboxError(
+                f"spec.files target {target} is not inside a writable directory "
+                f"({', '.join(writable)}); add its directory to writable_dirs"
+            )
+        files[path] = Path(source)
+    return files
+
+
+def _backing(sandbox_dir: Path, path: str) -> Path:
+    """The host directory behind the in-sandbox ``path`` (inside a writable directory)."""
+    return sandbox_dir / "fs" / path.lstrip("/")
+
+
+def populate(
+    spec: SandboxSpec,
+    sandbox_dir: Path,
+    meta: SandboxMeta,
+    writable: list[str],
+    files: dict[str, Path],
+) -> SandboxLimits:
+    """Create the sandbox's directory, its meta.json, its limits (cgroups, disk quota) and
+    backing directories; copy files in.
+
+    Runs before the sandbox starts, when nothing inside can have planted links yet.
+    """
+    state_dir = sandbox_dir.parent.parent
+    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for attempt in range(3):
+        try:
+            sandbox_dir.mkdir(parents=True)
+            break
+        except FileNotFoundError:
+            # The run directory was empty for a moment and went (a janitor, or the run's
+            # last sandbox closing): make it again.
+            if attempt == 2:
+                raise
+    meta.write(sandbox_dir)
+    _helper_dir(state_dir)  # made once per process, here rather than on the event loop
+    if spec.rootfs is None:
+        _system_dir_args()
+    else:
+        _check_rootfs(Path(spec.rootfs))
+    run_id = meta.labels[RUN_ID_LABEL]
+    limits = apply_limits(spec, f"{run_id}.{meta.sandbox_id}", sandbox_dir / "fs")
+    try:
+        if spec.rootfs is not None:
+            # The writable layer lives in fs/ (under the disk quota when there is one); it
+            # disappears with the sandbox, the shared read-only rootfs stays as it was.
+            layer = sandbox_dir / "fs" / ".overlay"
+            (layer / "upper").mkdir(parents=True)
+            (layer / "work").mkdir()
+            (sandbox_dir / "root").mkdir()
+            mount_fs(
+                "overlay", sandbox_dir / "root", "overlay",
+                f"lowerdir={Path(spec.rootfs).resolve()},upperdir={layer / 'upper'},"
+                f"workdir={layer / 'work'}",
+            )  # fmt: skip
+            limits.mounts.append(str(sandbox_dir / "root"))
+        dataclasses.replace(meta, cgroups=limits.cgroups, mounts=limits.mounts).write(sandbox_dir)
+        _make_backing(sandbox_dir, writable, files)
+    except BaseException:
+        release_limits(limits)
+        raise
+    return limits
+
+
+def _check_rootfs(rootfs: Path) -> None:
+    if not rootfs.is_dir():
+        raise SandboxError(f"SandboxSpec.rootfs {rootfs} is not a directory")
+    if any(c in str(rootfs.resolve()) for c in ",:\\"):
+        raise SandboxError(
+            f"SandboxSpec.rootfs {rootfs}: overlayfs cannot take a path with ',', ':' or '\\'; "
+            "move or link it elsewhere"
+        )
+    python = rootfs / _PYTHON.lstrip("/")
+    if not (python.exists() or python.is_symlink()):
+        raise SandboxError(
+            f"SandboxSpec.rootfs {rootfs} has no {_PYTHON}: the local backend runs its helper "
+            "with the image's Python 3.9+. Install it in the image (Debian: "
+            "`apt-get install -y python3-minimal`) or use the docker backend"
+        )
+
+
+def _make_backing(sandbox_dir: Path, writable: list[str], files: dict[str, Path]) -> None:
+    for path in writable:
+        _backing(sandbox_dir, path).mkdir(parents=True, exist_ok=True)
+        if path in STICKY_DIRS:
+            _backing(sandbox_dir, path).chmod(0o1777)
+    copy_files(sandbox_dir, files)
+
+
+def copy_files(sandbox_dir: Path, files: dict[str, Path]) -> None:
+    """Copy a spec's files into the backing directories (which exist)."""
+    for target, source in files.items():
+        dest = _backing(sandbox_dir, target)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, dest, symlinks=True, dirs_exist_ok=True)
+        elif source.exists():
+            shutil.copy2(source, dest)
+        else:
+            raise FileNotFoundError(errno.ENOENT, "spec.files source does not exist", str(source))
+
+
+def bwrap_args(
+    spec: SandboxSpec, sandbox_dir: Path, writable: list[str], limits: SandboxLimits
+) -> list[str]:
+    argv = [
+        "--die-with-parent", "--new-session", "--as-pid-1",
+        "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+        "--hostname", spec.hostname, "--cap-drop", "ALL",
+    ]  # fmt: skip
+    if spec.network == "none":
+        argv.append("--unshare-net")
+    for cap in CAPABILITIES:
+        argv += ["--cap-add", cap]
+    if spec.rootfs is not None:  # the overlay made by populate, writable, as the root
+        argv += ["--bind", str(sandbox_dir / "root"), "/"]
+    else:
+        argv += _system_dir_args()
+    argv += ["--proc", "/proc", "--dev", "/dev"]
+    binds = [("--bind", str(_backing(sandbox_dir, path)), path) for path in _outermost(writable)]
+    for mount in sorted(spec.mounts, key=lambda m: sandbox_path(m.target).count("/")):
+        binds.append(
+            ("--ro-bind" if mount.read_only else "--bind", str(mount.source), mount.target)
+        )
+    binds.append(("--ro-bind", str(_helper_dir(sandbox_dir.parent.parent)), _HELPER_DIR_IN_SANDBOX))
+    made: set[str] = set()
+    for kind, source, target in binds:
+        argv += [*_make_parents(sandbox_path(target), made), kind, source, target]
+    if spec.rootfs is None:
+        argv += ["--remount-ro", "/"]
+    argv += ["--chdir", "/", "--clearenv"]
+    for key, value in {**BASE_ENV, **spec.env}.items():
+        argv += ["--setenv", key, value]
+    config = json.dumps(limits.helper, separators=(",", ":"))
+    return [*argv, "--", _PYTHON, "-I", "-S", "-B", "-c", _HELPER_BOOT, config]
+
+
+_helper_dir_lock = threading.Lock()
+
+
+def _helper_dir(state_dir: Path) -> Path:
+    with _helper_dir_lock:  # creation threads run concurrently
+        made = _make_helper_dir(state_dir)
+        if not (made / "_helper").is_dir():  # removed by hand meanwhile
+            _make_helper_dir.cache_clear()
+            made = _make_helper_dir(state_dir)
+        return made
+
+
+@functools.cache
+def _make_helper_dir(state_dir: Path) -> Path:
+    """``<state_dir>-helper/<hash>/_helper/``: the helper package's sources and their bytecode
+    for this Python version, made once (beside the state directory, which janitors sweep). An
+    interpreter of another version inside a root filesystem finds no bytecode of its own there
+    and compiles the sources (a few milliseconds more per start)."""
+    sources = {path.name: path.read_bytes() for path in sorted(_HELPER.glob("*.py"))}
+    digest = hashlib.sha256(
+        b"".join(name.encode() + b"\0" + data for name, data in sources.items())
+    )
+    target = Path(f"{state_dir}-helper") / digest.hexdigest()[:16]
+    if not (target / "_helper").is_dir():
+        tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        (tmp / "_helper").mkdir(parents=True)
+        for name in sources:
+            copy = tmp / "_helper" / name
+            shutil.copy2(_HELPER / name, copy)
+            py_compile.compile(
+                str(copy),
+                cfile=importlib.util.cache_from_source(str(copy)),
+                dfile=f"{_HELPER_DIR_IN_SANDBOX}/_helper/{name}",
+                doraise=True,
+            )
+        try:
+            tmp.rename(target)
+        except OSError:  # made meanwhile by another process
+            shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+@functools.cache
+def _system_dir_args() -> tuple[str, ...]:
+    """Binds for the host's system directories that exist; symlinks stay symlinks; /etc
+    filtered (see :func:`_filtered_etc`)."""
+    args: list[str] = []
+    for path in SYSTEM_DIRS:
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif path == "/etc" and os.path.isdir(path):
+            args += _filtered_etc(path)
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    return tuple(args)
+
+
+def _filtered_etc(path: str) -> list[str]:
+    """Binds showing the host's ``path`` (/etc) without its secrets.
+
+    /etc is bound read-only whole (a bind per file would cost bubblewrap milliseconds), then
+    every secret in it is masked: entries not world-readable (shadow, gshadow, sudoers, ssh
+    host keys, ssl/private...) and the known secrets of :data:`ETC_SECRETS` whatever their
+    mode. A masked file reads as empty (``/dev/null``); a masked directory is an empty,
+    read-only tmpfs. passwd, group, hosts, resolv.conf, certificates, alternatives, ld.so.* stay.
+    """
+    args = ["--ro-bind", path, path]
+    for root, dirs, files in os.walk(path):
+        for name in sorted([*dirs, *files]):
+            full = os.path.join(root, name)
+            try:
+                st = os.lstat(full)
+            except OSError:
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                continue  # resolved inside the sandbox, where its target is masked or absent
+            secret = name in ETC_SECRETS or name.endswith((".key", "_key"))
+            if not secret and st.st_mode & 0o004:
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                args += ["--tmpfs", full, "--remount-ro", full]
+                dirs.remove(name)
+            else:
+                args += ["--ro-bind", "/dev/null", full]
+    return args
+
+
+def _make_parents(path: str, made: set[str]) -> list[str]:
+    """``--dir`` for the ancestors of ``path`` outside the system directories.
+
+    bwrap would create missing ones with mode 0700 itself, shutting non-root users out.
+    """
+    parents = []
+    parent = posixpath.dirname(path)
+    while parent != "/":
+        parents.append(parent)
+        parent = posixpath.dirname(parent)
+    args = []
+    for parent in reversed(parents):
+        if parent not in made and not any(_is_within(parent, d) for d in SYSTEM_DIRS):
+            made.add(parent)
+            args += ["--dir", parent]
+    return args
+
+
+def hand_out(sandbox_dir: Path, files: dict[str, Path], meta: SandboxMeta) -> None:
+    """Copy a spec's files into a warm sandbox and record its labels. Blocking; only before
+    anything but the helper has run in the sandbox (no planted links)."""
+    copy_files(sandbox_dir, files)
+    meta.write(sandbox_dir)
+
+
+def release_and_remove(limits: SandboxLimits | None, sandbox_dir: Path) -> None:
+    """Release a closed sandbox's limits and remove its directory. Blocking.
+
+    Without a record of its limits (a start whose populating thread outlived its caller) the
+    mounts under the directory are found and unmounted all the same: removing the directory
+    around a live mount would lose the only trace of it.
+    """
+    if limits is not None:
+        release_limits(limits)
+    else:
+        for path in mounts_under(sandbox_dir):
+            unmount(path)
+    shutil.rmtree(sandbox_dir, ignore_errors=True)
