@@ -24,12 +24,15 @@ from rich.table import Table
 from palaestra.cli_tasks import app as tasks_app
 from palaestra.env.registry import POLICIES, list_envs, load_tasks, make_policy
 from palaestra.env.types import EpisodeStatus
+from palaestra.llm.anthropic import AnthropicPolicy
 from palaestra.run.evaluate import EpisodeRecord, evaluate
+from palaestra.run.report import write_report
 from palaestra.run.scalars import JsonlScalarWriter, ScalarStream
 from palaestra.run.store import DB_NAME, RunMismatchError, read_episodes
 from palaestra.run.store import export as store_export
 from palaestra.run.tensorboard import ScalarWriter
 from palaestra.scaffolds import SCAFFOLDS
+from palaestra.scaffolds.proxy import ProxyServer
 
 app = typer.Typer(
     help="palaestra: RL environments for LLM coding agents.",
@@ -358,8 +361,6 @@ def report_cmd(
     ] = 2000,
 ) -> None:
     """Write one self-contained HTML report of one run, or a comparison of several."""
-    from palaestra.run.report import write_report
-
     try:
         write_report(run_dirs, output, max_trajectories=max_trajectories)
     except (FileNotFoundError, ValueError) as e:
@@ -402,11 +403,7 @@ def proxy_cmd(
     --policy and is printed. Point the harness at the printed base URL (or use the token as its
     API key on /v1). Inside an environment, the external scaffold runs its own proxy instead.
     """
-    from palaestra.scaffolds.proxy import ProxyServer
-
     if policy.startswith("anthropic:"):
-        from palaestra.llm.anthropic import AnthropicPolicy
-
         client: Any = AnthropicPolicy(policy.removeprefix("anthropic:"))
     else:
         client = make_policy(policy)

@@ -13,8 +13,10 @@ from rich.console import Console
 from rich.table import Table
 
 from palaestra.env.registry import list_envs, load_tasks
+from palaestra.run.check import check_tasks
 from palaestra.tasks import Task, TaskError, generators
 from palaestra.tasks import load_tasks as load_task_dirs
+from palaestra.tasks.datasets import registry as reg
 from palaestra.tasks.source import TaskSet
 
 app = typer.Typer(help="Tasks: list, show, export, check, fetch; generator families.",
@@ -140,8 +142,6 @@ def check_cmd(
     limit: Annotated[int | None, typer.Option("--limit", "-n", help="At most N tasks.")] = None,
 ) -> None:
     """Check verifiers: the oracle must score 1, doing nothing 0, each wrong solution 0."""
-    from palaestra.run.check import check_tasks
-
     path = Path(target)
     try:
         tasks = load_task_dirs(path) if path.is_dir() else list(load_tasks(target))
@@ -175,8 +175,6 @@ def fetch_cmd(
     registry: Annotated[str, typer.Option(help="registry.json: a path or an http(s) URL.")] = "",
 ) -> None:
     """Download a Harbor registry dataset (sparse git checkout) into the cache."""
-    from palaestra.tasks.datasets import registry as reg
-
     source = registry or reg.DEFAULT_REGISTRY
     try:
         datasets, base = reg.read_registry(source)

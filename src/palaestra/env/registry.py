@@ -18,6 +18,9 @@ from typing import Any
 from palaestra.env.code_env import CodeEnv
 from palaestra.llm import HFLocalPolicy, LLMClient
 from palaestra.scaffolds.oracle import NopPolicy, OraclePolicy
+from palaestra.tasks import generators
+from palaestra.tasks.datasets import humaneval
+from palaestra.tasks.datasets import registry as harbor_registry
 from palaestra.tasks.source import TaskSet
 
 PACKS_DIR = Path(__file__).resolve().parent.parent / "tasks" / "packs"
@@ -70,8 +73,6 @@ def spec(env_id: str) -> EnvSpec:
     if generated := _generated_spec(name):
         return generated
     if name.startswith("harbor/"):  # a dataset fetched from a Harbor registry
-        from palaestra.tasks.datasets import registry as harbor_registry
-
         ref = name.removeprefix("harbor/")
         return EnvSpec(id=name, tasks=lambda: harbor_registry.tasks(ref))
     if Path(name).is_dir():
@@ -133,8 +134,6 @@ GEN_SEEDS = 120
 
 def _generated_spec(name: str) -> EnvSpec | None:
     """``gen/<category>``, ``gen/<family>`` or one generated task id, resolved on demand."""
-    from palaestra.tasks import generators
-
     if name.startswith("gen/"):
         what = name.removeprefix("gen/")
         if what in generators.CATEGORIES:
@@ -174,8 +173,6 @@ register(
 
 
 def _generated_all() -> TaskSet:
-    from palaestra.tasks import generators
-
     return generators.pack(seeds=range(GEN_SEEDS), name="gen")
 
 
@@ -188,8 +185,6 @@ register(
 
 
 def _humaneval() -> TaskSet:
-    from palaestra.tasks.datasets import humaneval
-
     return humaneval.tasks()
 
 

@@ -15,6 +15,7 @@ from palaestra.sandbox.base import (
     SandboxSpec,
     ShellSession,
 )
+from palaestra.sandbox.local import LocalBackend
 
 BACKENDS = ("local", "docker")
 _defaults: dict[str, SandboxBackend] = {}
@@ -24,8 +25,6 @@ def make_backend(name: str, **options: Any) -> SandboxBackend:
     """A new backend by name; ``options`` go to its constructor (``make_backend("local",
     warm=4)`` keeps 4 local sandboxes started ahead of time)."""
     if name == "local":
-        from palaestra.sandbox.local import LocalBackend
-
         return LocalBackend(**options)
     if name == "docker":
         from palaestra.sandbox.docker import DockerBackend

@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from palaestra.sandbox.base import Mount
 from palaestra.scaffolds.base import EndReason, Outcome
+from palaestra.scaffolds.mini_swe_agent import CONFIG, MINI_SWE_AGENT_ENV, mini_swe_agent_command
 from palaestra.scaffolds.proxy import DEFAULT_MODEL, ProxyEpisode, ProxyServer
 
 if TYPE_CHECKING:
@@ -461,12 +462,6 @@ def mini_swe_agent_scaffold(
     SandboxEnvironment`. ``where="sandbox"``: mini-swe-agent itself in the sandbox (this Python
     mounted read-only, :func:`host_python_mounts`), commands run by its ``LocalEnvironment``.
     ``extra_config``: more mini-swe-agent ``-c`` specs, e.g. ``["agent.step_limit=20"]``."""
-    from palaestra.scaffolds.mini_swe_agent import (
-        CONFIG,
-        MINI_SWE_AGENT_ENV,
-        mini_swe_agent_command,
-    )
-
     env = {**MINI_SWE_AGENT_ENV, **overrides.pop("env", {})}
     if where == "host":
         env.setdefault("MSWEA_GLOBAL_CONFIG_DIR", ".")  # the episode's temp directory
