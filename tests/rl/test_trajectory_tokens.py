@@ -20,7 +20,7 @@ import json
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from palaestra.llm.openai_client import OpenAIChatPolicy
 from palaestra.rl.trajectory import Trajectory, TrajectoryError, to_trajectories, to_trajectory
 from palaestra.run.rollout import Episode, rollout
 from palaestra.scaffolds import make_scaffold
+from tests.local_http import serving
 
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -190,14 +191,8 @@ def vllm_double(smollm2) -> Iterator[VLLMDouble]:
         def log_message(self, *args: object) -> None:
             pass
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    state.url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    yield state
-    httpd.shutdown()
-    httpd.server_close()
-    thread.join()
+    with serving(Handler) as state.url:
+        yield state
 
 
 async def run_episode(scaffold: str, policy: Any, **config: Any) -> Episode:
