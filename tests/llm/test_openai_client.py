@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
@@ -20,6 +20,7 @@ from palaestra import make_policy
 from palaestra.llm import LLMRequest, LLMResponse, SamplingParams
 from palaestra.llm.openai_client import LLMAPIError, OpenAIChatPolicy, _retry_after
 from palaestra.llm.pricing import lookup_pricing
+from tests.local_http import serving
 
 COMPLETION = {
     "id": "cmpl-1",
@@ -124,13 +125,8 @@ def server() -> Iterator[Server]:
         def log_message(self, *args: object) -> None:
             pass
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    state.url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    yield state
-    httpd.shutdown()
-    httpd.server_close()
+    with serving(Handler) as state.url:
+        yield state
 
 
 def policy_for(server: Server, model: str = "tiny-model", **kwargs: object) -> OpenAIChatPolicy:
