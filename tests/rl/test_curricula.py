@@ -90,7 +90,7 @@ def test_adarft_target_settles_where_mean_reward_is_beta(start: float):
     draws = run(sampler, logistic_model(mid=0.45), 400)
     late = [d.difficulty for d in draws[-200:]]
     assert all(x is not None for x in late)
-    mean_late = sum(late) / len(late)  # type: ignore[arg-type]
+    mean_late = sum(late) / len(late)
     assert abs(mean_late - 0.45) < 0.03, mean_late
     assert abs(sampler.target - 0.45) < 0.06 and sampler.updates == 400
 
@@ -107,7 +107,7 @@ def test_adarft_draws_fresh_generated_tasks_at_the_target():
     assert {generators.parse_task_id(d.task_id)[0] for d in draws} == {FAMILY, "edit-distance"}
     spread = AdaRFT([FAMILY], target=0.5, spread=0.1)
     jittered = {spread.draw(rng).difficulty for _ in range(200)}
-    assert min(jittered) >= 0.4 and max(jittered) <= 0.6 and len(jittered) > 10  # type: ignore
+    assert min(jittered) >= 0.4 and max(jittered) <= 0.6 and len(jittered) > 10
 
 
 def test_adarft_update_rule_window_and_error_groups():
@@ -153,8 +153,8 @@ def test_pools_file_tasks_by_solve_rate_and_move_them_as_the_policy_changes():
     run(sampler, threshold_model(edge=0.45, noise=0.0), 600)
     easy, hard = sampler.pool("easy"), sampler.pool("hard")
     assert easy and hard
-    assert all(difficulty_of(t) < 0.45 for t in easy)  # type: ignore[operator]
-    assert all(difficulty_of(t) >= 0.45 for t in hard)  # type: ignore[operator]
+    assert all(difficulty_of(t) < 0.45 for t in easy)
+    assert all(difficulty_of(t) >= 0.45 for t in hard)
     moves = sampler.moves
     run(sampler, threshold_model(edge=1.1, noise=0.0), 1500, seed=7)  # the policy got better
     assert sampler.moves > moves and not sampler.pool("hard")
@@ -176,13 +176,13 @@ def test_pools_with_the_online_filter_keep_only_groups_that_teach():
 def test_adacurl_merges_buckets_in_order_once_mastered():
     ids = ids_at([i / 30 for i in range(31)])
     sampler = AdaCuRL.by_difficulty(ids, threshold=0.8, window=8, revisit=0.2)
-    tiers = [[t for t in ids if generators.tier_of(difficulty_of(t)) == tier]  # type: ignore
+    tiers = [[t for t in ids if generators.tier_of(difficulty_of(t)) == tier]
              for tier in generators.TIERS]  # fmt: skip
     assert sampler.buckets == tiers and all(tiers)
     rng, policy_rng = random.Random(0), random.Random(1)
     p = threshold_model(edge=0.7, noise=0.02)  # masters easy and medium, not hard
     first_draws = [sampler.draw(rng) for _ in range(5)]
-    assert all(d.difficulty < 1 / 3 for d in first_draws), "easiest bucket first"  # type: ignore
+    assert all(d.difficulty < 1 / 3 for d in first_draws), "easiest bucket first"
     for draw in first_draws:
         sampler.update(attempt(draw, p, policy_rng))
     run_state = [sampler.state()["frontier"]]
@@ -225,9 +225,9 @@ def test_band_evicts_tasks_always_or_never_solved():
 
     run(sampler, p, 400)
     left = {t for t in ids if t in sampler.active}
-    assert left == {t for t in ids if 0.3 <= difficulty_of(t) <= 0.6}  # type: ignore[operator]
+    assert left == {t for t in ids if 0.3 <= difficulty_of(t) <= 0.6}
     assert sampler.state()["evicted_solved"] == 6 and sampler.state()["evicted_unsolved"] == 7
-    assert all(0 < sampler.tallies[t].rate < 1 for t in left)  # type: ignore[operator]
+    assert all(0 < sampler.tallies[t].rate < 1 for t in left)
     done = LearnabilityBand(ids[:2], min_attempts=4)
     run(done, lambda d: 1.0, 2)
     with pytest.raises(CurriculumExhausted, match="evicted all 2 tasks"):
