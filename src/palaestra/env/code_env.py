@@ -217,10 +217,8 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
 
     def _pick(self, options: dict[str, Any]) -> str:
         """The id of the next episode's task."""
-        if "task_id" in options:
-            if options["task_id"] not in self.tasks:
-                self.tasks.get(options["task_id"])  # raises, naming close ids
-            return options["task_id"]
+        if "task_id" in options:  # a listed id, or any id an open set resolves
+            return self.tasks.check(options["task_id"])  # raises, naming close ids
         at, n = self.tasks.id_at, len(self.tasks)
         if "task_index" in options:
             return at(int(options["task_index"]) % n)

@@ -133,19 +133,28 @@ GEN_SEEDS = 120
 
 
 def _generated_spec(name: str) -> EnvSpec | None:
-    """``gen/<category>``, ``gen/<family>`` or one generated task id, resolved on demand."""
+    """``gen/<category>``, ``gen/<family>`` or one generated task id, resolved on demand.
+
+    The ``gen`` presets list 3 tiers x :data:`GEN_SEEDS` seeds a family, and are open: their
+    envs also reset to any other valid id of their families (``options={"task_id":
+    "<family>-dNNN-sSEED"}``), generated and cached on first use, so a curriculum can draw a
+    task at any difficulty and seed."""
     if name.startswith("gen/"):
         what = name.removeprefix("gen/")
         if what in generators.CATEGORIES:
             return EnvSpec(
                 id=name,
-                tasks=lambda: generators.pack(category=what, seeds=range(GEN_SEEDS), name=name),
+                tasks=lambda: generators.pack(
+                    category=what, seeds=range(GEN_SEEDS), name=name, open_ids=True
+                ),
                 description=f"generated {what} tasks, 3 tiers x {GEN_SEEDS} seeds a family",
             )
         generators.get_family(what)  # a clear error naming close family names
         return EnvSpec(
             id=name,
-            tasks=lambda: generators.pack(families_=[what], seeds=range(GEN_SEEDS), name=name),
+            tasks=lambda: generators.pack(
+                families_=[what], seeds=range(GEN_SEEDS), name=name, open_ids=True
+            ),
             description=f"generated {what} tasks, 3 tiers x {GEN_SEEDS} seeds",
         )
     try:
@@ -173,14 +182,15 @@ register(
 
 
 def _generated_all() -> TaskSet:
-    return generators.pack(seeds=range(GEN_SEEDS), name="gen")
+    return generators.pack(seeds=range(GEN_SEEDS), name="gen", open_ids=True)
 
 
 register(
     "gen",
     _generated_all,
     description=f"procedurally generated tasks: every family x 3 tiers x {GEN_SEEDS} seeds, "
-    "generated on first use (also gen/<category>, gen/<family>)",
+    "generated on first use (also gen/<category>, gen/<family>); any other generated id "
+    "of its families resets too",
 )
 
 

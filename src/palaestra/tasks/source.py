@@ -5,13 +5,19 @@ Selectors (the part of an env id after the preset name) pick a subset::
     :i       the task at index i          starter:3
     :a:b     the slice a..b (python)      starter:0:6
     @k/n     shard k of n (every n-th)    starter@1/4
+
+A lazy set may also be *open*: besides its listed ids it resolves any id its ``accepts``
+predicate admits (a generated pack takes every valid ``<family>-dNNN-sSEED`` id of its
+families), so a curriculum can draw tasks at any difficulty and seed. Selectors, ``len`` and
+iteration see only the listed ids; :meth:`TaskSet.get` and :meth:`TaskSet.check` see both.
 """
 
 from __future__ import annotations
 
 import difflib
 import re
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import overload
@@ -24,8 +30,37 @@ _SLICE = re.compile(r"^:(-?\d*):(-?\d*)$")
 _SHARD = re.compile(r"^@(\d+)/(\d+)$")
 
 
+#: How many tasks outside the listed ids an open set keeps loaded (least recently used go first):
+#: a curriculum drawing a fresh task per group must not grow memory without bound.
+EXTRA_CACHE_SIZE = 256
+
+
 class SelectorError(ValueError):
     pass
+
+
+class _ExtraCache:
+    """A small thread-safe LRU of tasks loaded for ids outside the list (``get`` runs in worker
+    threads when the set is lazy)."""
+
+    def __init__(self, size: int = EXTRA_CACHE_SIZE) -> None:
+        self._size = size
+        self._tasks: OrderedDict[str, Task] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, task_id: str) -> Task | None:
+        with self._lock:
+            task = self._tasks.get(task_id)
+            if task is not None:
+                self._tasks.move_to_end(task_id)
+            return task
+
+    def put(self, task: Task) -> None:
+        with self._lock:
+            self._tasks[task.id] = task
+            self._tasks.move_to_end(task.id)
+            while len(self._tasks) > self._size:
+                self._tasks.popitem(last=False)
 
 
 class TaskSet(Sequence[Task]):
@@ -38,7 +73,7 @@ class TaskSet(Sequence[Task]):
 
     def __init__(self, tasks: Iterable[Task], name: str = "tasks") -> None:
         tasks = tuple(tasks)
-        self._init([t.id for t in tasks], {t.id: t for t in tasks}, None, name)
+        self._init([t.id for t in tasks], {t.id: t for t in tasks}, None, name, None)
 
     def _init(
         self,
@@ -46,10 +81,12 @@ class TaskSet(Sequence[Task]):
         cache: dict[str, Task],
         loader: Callable[[str], Task] | None,
         name: str,
+        open_: tuple[Callable[[str], bool], _ExtraCache] | None,
     ) -> None:
         self._ids = tuple(ids)
         self._cache = cache
         self._loader = loader
+        self._open = open_
         self.name = name
         self._index = {task_id: i for i, task_id in enumerate(self._ids)}
         if len(self._index) != len(self._ids):
@@ -58,9 +95,22 @@ class TaskSet(Sequence[Task]):
             raise ValueError(f"task set {name!r} has duplicate task ids: {', '.join(dupes)}")
 
     @classmethod
-    def lazy(cls, ids: Iterable[str], loader: Callable[[str], Task], name: str) -> TaskSet:
-        """A set whose task ``i`` is ``loader(ids[i])``, called once, on first use."""
-        return cls._derived(tuple(ids), {}, loader, name)
+    def lazy(
+        cls,
+        ids: Iterable[str],
+        loader: Callable[[str], Task],
+        name: str,
+        *,
+        accepts: Callable[[str], bool] | None = None,
+    ) -> TaskSet:
+        """A set whose task ``i`` is ``loader(ids[i])``, called once, on first use.
+
+        ``accepts`` makes the set open: :meth:`get` also loads any id outside ``ids`` for which
+        ``accepts(id)`` is true (it must be cheap and must not load anything). Such tasks are
+        kept in a bounded cache of :data:`EXTRA_CACHE_SIZE`, shared with the set's subsets.
+        """
+        open_ = (accepts, _ExtraCache()) if accepts is not None else None
+        return cls._derived(tuple(ids), {}, loader, name, open_)
 
     @classmethod
     def _derived(
@@ -69,13 +119,14 @@ class TaskSet(Sequence[Task]):
         cache: dict[str, Task],
         loader: Callable[[str], Task] | None,
         name: str,
+        open_: tuple[Callable[[str], bool], _ExtraCache] | None,
     ) -> TaskSet:
         new = cls.__new__(cls)
-        new._init(ids, cache, loader, name)
+        new._init(ids, cache, loader, name, open_)
         return new
 
     def _subset(self, ids: Sequence[str], name: str) -> TaskSet:
-        return TaskSet._derived(ids, self._cache, self._loader, name)
+        return TaskSet._derived(ids, self._cache, self._loader, name, self._open)
 
     @classmethod
     def from_dir(cls, path: Path | str, name: str | None = None) -> TaskSet:
@@ -83,15 +134,26 @@ class TaskSet(Sequence[Task]):
         path = Path(path)
         return cls(load_tasks(path), name=name or path.name)
 
+    def _load(self, task_id: str) -> Task:
+        assert self._loader is not None, "an eager task set holds every task"
+        task = self._loader(task_id)
+        if task.id != task_id:
+            raise ValueError(f"the loader of {self.name!r} gave task {task.id!r} for {task_id!r}")
+        return task
+
     def _task(self, task_id: str) -> Task:
         task = self._cache.get(task_id)
         if task is None:
-            assert self._loader is not None, "an eager task set holds every task"
-            task = self._cache[task_id] = self._loader(task_id)
-            if task.id != task_id:
-                raise ValueError(
-                    f"the loader of {self.name!r} gave task {task.id!r} for {task_id!r}"
-                )
+            task = self._cache[task_id] = self._load(task_id)
+        return task
+
+    def _extra_task(self, task_id: str) -> Task:
+        assert self._open is not None
+        extra = self._open[1]
+        task = extra.get(task_id)
+        if task is None:
+            task = self._load(task_id)
+            extra.put(task)
         return task
 
     def __len__(self) -> int:
@@ -124,12 +186,32 @@ class TaskSet(Sequence[Task]):
     def is_lazy(self) -> bool:
         return self._loader is not None
 
-    def get(self, task_id: str) -> Task:
-        if task_id not in self._index:
+    @property
+    def is_open(self) -> bool:
+        """Whether :meth:`get` also resolves ids outside the list (see :meth:`lazy`)."""
+        return self._open is not None
+
+    def accepts(self, task_id: str) -> bool:
+        """Whether :meth:`get` can give ``task_id`` (without loading anything)."""
+        return task_id in self._index or (self._open is not None and self._open[0](task_id))
+
+    def check(self, task_id: str) -> str:
+        """``task_id`` if :meth:`get` can give it, else a KeyError naming close ids. Loads
+        nothing, so it is safe on the event loop."""
+        if not self.accepts(task_id):
             close = difflib.get_close_matches(task_id, self._ids, n=3)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
+            if self._open is not None:
+                hint += " (it also takes any valid id its source can generate)"
             raise KeyError(f"no task {task_id!r} in {self.name!r}{hint}") from None
-        return self._task(task_id)
+        return task_id
+
+    def get(self, task_id: str) -> Task:
+        """The task ``task_id``: a listed one, or one an open set accepts (loaded on demand:
+        call it off the event loop when the set is lazy)."""
+        if task_id in self._index:
+            return self._task(task_id)
+        return self._extra_task(self.check(task_id))
 
     def shard(self, k: int, n: int) -> TaskSet:
         if n < 1 or not 0 <= k < n:

@@ -20,7 +20,7 @@ import importlib
 import os
 import pkgutil
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 
 from palaestra.tasks.generators.base import (
@@ -49,6 +49,7 @@ __all__ = [
     "Family",
     "GenSpec",
     "GeneratedTask",
+    "accepts_id",
     "cache_dir",
     "families",
     "family",
@@ -155,6 +156,19 @@ def parse_task_id(tid: str) -> tuple[str, int, float]:
     return m.group("family"), int(m.group("seed")), int(m.group("d")) / 100
 
 
+def accepts_id(tid: str, family_names: Collection[str] | None = None) -> bool:
+    """Whether ``tid`` is a canonical generated task id (difficulty 000..100, a seed without
+    leading zeros) of a registered family, or of one of ``family_names``. Loads nothing."""
+    try:
+        name, seed, difficulty = parse_task_id(tid)
+    except ValueError:
+        return False
+    _discover()
+    if name not in _FAMILIES or (family_names is not None and name not in family_names):
+        return False
+    return difficulty <= 1.0 and task_id(name, seed, difficulty) == tid
+
+
 def load_generated(name: str, seed: int, difficulty: float) -> Task:
     """The generated task as a loaded Harbor :class:`Task` (from the cache)."""
     path = materialise(name, seed, difficulty)
@@ -184,9 +198,14 @@ def pack(
     tiers: Iterable[Tier] = TIERS,
     seeds: Iterable[int] = range(100),
     name: str = "gen",
+    open_ids: bool = True,
 ) -> TaskSet:
     """A lazy task set: every chosen family x tier x seed, ordered seed-major (so any prefix or
-    slice mixes families and tiers). Tasks are generated when first drawn."""
+    slice mixes families and tiers). Tasks are generated when first drawn.
+
+    With ``open_ids`` (the default) the set also resolves any other valid id of the chosen
+    families, at any difficulty and seed (``reset(options={"task_id": ...})``: what an AdaRFT
+    curriculum draws); its listed ids, ``len`` and selectors are unchanged."""
     chosen = [get_family(n) for n in families_] if families_ is not None else families(category)
     if not chosen:
         raise ValueError(f"no generator families match (category={category!r})")
@@ -200,4 +219,6 @@ def pack(
         for tier in tiers
         for fam in chosen
     ]
-    return TaskSet.lazy(ids, _load_by_id, name=name)
+    names = frozenset(fam.name for fam in chosen)
+    accepts = functools.partial(accepts_id, family_names=names) if open_ids else None
+    return TaskSet.lazy(ids, _load_by_id, name=name, accepts=accepts)
