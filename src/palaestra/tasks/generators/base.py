@@ -131,6 +131,9 @@ class GeneratedTask:
     cpus: int = 1
     memory_mb: int = 2048
     storage_mb: int = 10240
+    reward_outcomes: tuple[str, ...] = ()
+    """The per-test outcome keys its tests report (:mod:`palaestra.tasks.outcomes`), written
+    to ``task.toml``; only keys its checks really classify."""
 
 
 @dataclass(frozen=True)
@@ -206,6 +209,7 @@ COPY workspace/ /app/
 
 def render_task_toml(fam: Family, spec: GenSpec, task: GeneratedTask) -> str:
     tags = ", ".join(f'"{t}"' for t in ("generated", fam.name, *task.tags))
+    outcomes = ", ".join(f'"{k}"' for k in task.reward_outcomes)
     return textwrap.dedent(
         f"""\
         version = "1.0"
@@ -219,6 +223,7 @@ def render_task_toml(fam: Family, spec: GenSpec, task: GeneratedTask) -> str:
         seed = {spec.seed}
         difficulty_value = {spec.difficulty:.2f}
         generator_version = "{fam.version}"
+        reward_outcomes = [{outcomes}]
 
         [verifier]
         timeout_sec = {task.verifier_timeout_sec:.1f}
