@@ -126,8 +126,16 @@ async def test_humaneval_graded():
 
 
 def test_strategies_are_pure_functions_of_the_counts():
-    counts = {"reward": 0.0, "tests_total": 4.0, "tests_passed": 3.0, "tests_failed": 1.0,
-              "tests_errored": 0.0, "compile_error": 0.0, "io_total": 4.0, "io_passed": 3.0}
+    counts = {
+        "reward": 0.0,
+        "tests_total": 4.0,
+        "tests_passed": 3.0,
+        "tests_failed": 1.0,
+        "tests_errored": 0.0,
+        "compile_error": 0.0,
+        "io_total": 4.0,
+        "io_passed": 3.0,
+    }
     assert get_strategy("partial").score(counts).reward == 0.75
     assert get_strategy("coderl").score(counts).reward == -0.3
     assert get_strategy("exec_only").score(counts).reward == 1.0

@@ -181,8 +181,10 @@ class Cure(RewardStrategy):
     def score(self, rewards: Mapping[str, float]) -> Scored:
         return Scored(
             rewards["cure_code_reward"],
-            {"code_reward": rewards["cure_code_reward"],
-             "test_reward": rewards["cure_test_reward"]},  # fmt: skip
+            {
+                "code_reward": rewards["cure_code_reward"],
+                "test_reward": rewards["cure_test_reward"],
+            },  # fmt: skip
         )
 
     def instruction_note(self) -> str:

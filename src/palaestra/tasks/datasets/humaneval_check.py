@@ -15,6 +15,7 @@ ground-truth tests reject, and the policy's own code; the pass matrix gives the 
 """
 
 import ast
+import inspect
 import json
 import os
 import random
@@ -37,22 +38,25 @@ from palaestra_check import (
 CALL_TIMEOUT = 10.0
 _MAX_LINE = 8 * 1024 * 1024
 
-_SERVER = r"""
-import ast, os, sys
-proto = os.fdopen(os.dup(1), "w")
-os.dup2(2, 1)
-sys.stdout = sys.stderr
-path, entry = sys.argv[1], sys.argv[2]
 
-def parse(text):
+def parse_literal(text):
+    """A Python literal (inf and nan included) from ``text``, evaluating nothing."""
     tree = ast.parse(text, mode="eval")
     for node in ast.walk(tree):
         for field, value in ast.iter_fields(node):
             if isinstance(value, ast.Name) and value.id in ("inf", "nan"):
                 setattr(node, field, ast.Constant(float(value.id)))
-    if isinstance(tree.body, ast.Name) and tree.body.id in ("inf", "nan"):
-        return float(tree.body.id)
     return ast.literal_eval(tree.body)
+
+
+_SERVER = (
+    inspect.getsource(parse_literal)
+    + r"""
+import ast, os, sys
+proto = os.fdopen(os.dup(1), "w")
+os.dup2(2, 1)
+sys.stdout = sys.stderr
+path, entry = sys.argv[1], sys.argv[2]
 
 def reply(*message):
     proto.write(repr(message) + "\n")
@@ -78,7 +82,7 @@ except BaseException as e:
     sys.exit(0)
 reply("ready")
 for line in sys.stdin:
-    args, kwargs = parse(line)
+    args, kwargs = parse_literal(line)
     try:
         value = fn(*args, **kwargs)
     except BaseException as e:
@@ -86,23 +90,14 @@ for line in sys.stdin:
         continue
     text = repr(value)
     try:
-        parse(text)
+        parse_literal(text)
     except Exception:
         reply("unreadable", type(value).__name__)
         continue
     proto.write("('value', " + text + ")\n")
     proto.flush()
 """
-
-
-def parse_literal(text):
-    """A Python literal (inf and nan included) from ``text``, evaluating nothing."""
-    tree = ast.parse(text, mode="eval")
-    for node in ast.walk(tree):
-        for field, value in ast.iter_fields(node):
-            if isinstance(value, ast.Name) and value.id in ("inf", "nan"):
-                setattr(node, field, ast.Constant(float(value.id)))
-    return ast.literal_eval(tree.body)
+)
 
 
 class CandidateError(Exception):

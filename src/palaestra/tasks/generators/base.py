@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from palaestra.tasks import outcomes
+
 Tier = Literal["easy", "medium", "hard"]
 TIERS: tuple[Tier, ...] = ("easy", "medium", "hard")
 CATEGORIES = (
@@ -183,6 +185,11 @@ def _validate(fam: Family, spec: GenSpec, task: GeneratedTask) -> None:
             raise ValueError(f"{where}: wrong solution {name!r} has no solve.sh")
     if not task.instruction.strip():
         raise ValueError(f"{where}: empty instruction")
+    unknown = sorted(set(task.reward_outcomes) - set(outcomes.ALL))
+    if unknown:
+        raise ValueError(
+            f"{where}: unknown reward outcomes {unknown}; see palaestra.tasks.outcomes"
+        )
 
 
 def module_version(fn: Callable[..., object]) -> str:
