@@ -56,6 +56,7 @@ from palaestra.scaffolds.base import EndReason, Outcome
 from palaestra.tasks import Task
 from palaestra.tasks.source import TaskSet
 from palaestra.verify.harbor import HarborVerifier, VerifierResult, VerifierStatus
+from palaestra.verify.strategies import Harbor, RewardStrategy, StrategyVerifier, get_strategy
 
 Sampler = Literal["random", "cycle"] | Callable[[random.Random, int], int]
 
@@ -93,6 +94,11 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
     ``sampler``: ``"random"`` (seeded by ``reset(seed=)``), ``"cycle"`` (in order), or a
     function ``(rng, n_tasks) -> index``. ``reset(options={"task_id": ...})`` overrides it.
     ``pass_threshold``: the reward at or above which an episode counts as passed.
+    ``reward``: how the verifier's report becomes the reward, a strategy name (``"harbor"``,
+    the default: ``test.sh``'s reward; ``"exec_only"``, ``"io"``, ``"assertions"``,
+    ``"coderl"``, ``"partial"``, ``"cure"``) or a :class:`RewardStrategy`; a task that does not
+    report what it needs ends as an error episode (``RewardStrategyError``). See
+    docs/rewards.md.
     """
 
     def __init__(
@@ -107,6 +113,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         agent_timeout_sec: float | None = None,
         pass_threshold: float = 1.0,
         env_id: str | None = None,
+        reward: str | RewardStrategy = "harbor",
     ) -> None:
         if isinstance(tasks, str | Path):
             tasks = TaskSet.from_dir(tasks)
@@ -115,7 +122,11 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
             raise ValueError("CodeEnv needs at least one task; the task set is empty")
         self.backend = _resolve_backend(sandbox)
         self.scaffold = make_scaffold(scaffold) if isinstance(scaffold, str) else scaffold
-        self.verifier = verifier or HarborVerifier()
+        self.reward = get_strategy(reward)
+        verifier = verifier or HarborVerifier()
+        self.verifier = (
+            verifier if isinstance(self.reward, Harbor) else StrategyVerifier(verifier, self.reward)
+        )
         self.sampler = sampler
         self.verify_on_truncation = verify_on_truncation
         self.agent_timeout_sec = agent_timeout_sec
@@ -142,6 +153,8 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
             task = await asyncio.to_thread(self.tasks.get, task_id)
         else:
             task = self.tasks.get(task_id)
+        if note := self.reward.instruction_note():  # what the strategy asks for besides code
+            task = replace(task, instruction=task.instruction.rstrip("\n") + note)
         episode_id = uuid.uuid4().hex[:16]
         spec = await self._spec(task)
         spec = replace(

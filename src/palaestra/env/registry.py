@@ -97,6 +97,8 @@ def make(env_id: str, *, tasks: TaskSet | None = None, **overrides: Any) -> Code
     """Build the environment ``env_id`` names; keyword arguments override preset defaults.
 
     ``tasks`` passes the already loaded selection of ``env_id`` (to build many copies cheaply).
+    ``reward="coderl"`` (or any name or object :func:`palaestra.verify.strategies.get_strategy`
+    takes) picks the reward strategy; the default is the task's own ``test.sh`` reward.
     """
     s = spec(env_id)
     selected = tasks if tasks is not None else load_tasks(env_id)

@@ -65,6 +65,15 @@ class Task:
         return list(self.config.metadata.get("tags", []))
 
     @property
+    def reward_outcomes(self) -> frozenset[str]:
+        """The outcome keys its ``test.sh`` reports (``[metadata] reward_outcomes``; see
+        :mod:`palaestra.tasks.outcomes`); empty when it declares none."""
+        declared = self.config.metadata.get("reward_outcomes", [])
+        if isinstance(declared, str):
+            declared = [declared]
+        return frozenset(str(key) for key in declared)
+
+    @property
     def agent_timeout_sec(self) -> float:
         """``[agent] timeout_sec``; ``math.inf`` when unset (Harbor then sets no limit)."""
         timeout = self.config.agent.timeout_sec

@@ -64,6 +64,10 @@ class VerifierResult:
     exit_code: int | None = None
     output: str = ""
     duration_s: float = 0.0
+    strategy: str = "harbor"
+    """The reward strategy that turned ``rewards`` into ``reward`` (:mod:`.strategies`)."""
+    error_kind: str | None = None
+    """The error class when it is not the verifier's own (``RewardStrategyError``)."""
 
     def __post_init__(self) -> None:
         self.status = VerifierStatus(self.status)
@@ -76,7 +80,9 @@ class VerifierResult:
     def error_class(self) -> str | None:
         """The class an episode's error gets when the verifier gave no reward:
         ``VerifierError`` or ``VerifierTimeout``; None when it did."""
-        return None if self.ok else f"Verifier{self.status.title()}"
+        if self.ok:
+            return None
+        return self.error_kind or f"Verifier{self.status.title()}"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

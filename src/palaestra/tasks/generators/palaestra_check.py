@@ -7,6 +7,14 @@ verifier, and nothing it prints or plants can fake a pass. ``Checker.finish`` wr
 ``/logs/verifier/reward.json``: ``reward`` is 1.0 only when every check passed (and there was at
 least one), ``partial`` is the fraction passed.
 
+It also writes per-test outcomes for the graded reward strategies (``palaestra.verify``):
+``tests_total/passed/failed/errored`` (a check fails when the agent's code ran and answered
+wrong, errors when it crashed, timed out or ran out of CPU), ``compile_error`` (1 when
+:meth:`Checker.compile_python` found a file that does not compile), and per kind of check
+``io_total/io_passed`` (a program's output for an input) and ``assert_total/assert_passed``
+(a function's value for an argument). Agent code can only make these worse for itself: a crash
+it fakes is an error, a pass needs the right value, which the verifier compares.
+
     from palaestra_check import Checker, run_python
     ck = Checker()
     res = run_python("from solver import f\\nemit(f(INPUT))", [1, 2, 3])
@@ -181,47 +189,125 @@ def kill_nobody_processes():
             pass
 
 
-class Checker:
-    """Records named checks and writes the reward."""
+_COMPILE = r"""
+import sys
+bad = []
+for path in sys.argv[1:]:
+    try:
+        with open(path, "rb") as f:
+            compile(f.read(), path, "exec", dont_inherit=True)
+    except SyntaxError as e:
+        bad.append("%s:%s: %s" % (path, e.lineno, e.msg))
+    except (OSError, ValueError) as e:
+        bad.append("%s: %s" % (path, e))
+print("\n".join(bad))
+sys.exit(1 if bad else 0)
+"""
 
-    def __init__(self, reward_path=REWARD):
+
+def python_files(root):
+    """Every ``.py`` file under ``root`` (or ``root`` itself), sorted: what to compile."""
+    if os.path.isfile(root):
+        return [root]
+    found = []
+    for here, _, files in os.walk(root):
+        found += [os.path.join(here, name) for name in files if name.endswith(".py")]
+    return sorted(found)
+
+
+class Checker:
+    """Records named checks and writes the reward.
+
+    ``kind`` (``"assert"``, ``"io"`` or None) is the default kind of each check, counted in
+    ``assert_*`` / ``io_*``; a check may give its own."""
+
+    def __init__(self, reward_path=REWARD, kind=None):
         self.reward_path = reward_path
-        self.results = []
+        self.kind = kind
+        self.results = []  # (name, ok, detail, errored, kind)
+        self.compile_errors = []
         self.started = time.monotonic()
 
-    def check(self, name, ok, detail=""):
+    def check(self, name, ok, detail="", errored=False, kind=None):
+        """Record a check; ``errored``: it failed because the agent's code did not run."""
         ok = bool(ok)
-        self.results.append((name, ok, detail))
+        errored = bool(errored) and not ok
+        self.results.append((name, ok, detail, errored, kind or self.kind))
         print(
             "{} {}{}".format(
-                "PASS" if ok else "FAIL",
+                "PASS" if ok else ("ERROR" if errored else "FAIL"),
                 name,
                 (": " + str(detail)[:300]) if not ok and detail else "",
             )
         )
         return ok
 
-    def equal(self, name, got, want):
-        return self.check(name, got == want, f"expected {_short(want)}, got {_short(got)}")
+    def error(self, name, detail="", kind=None):
+        """Record a check the agent's code could not answer (a crash, a timeout)."""
+        return self.check(name, False, detail, errored=True, kind=kind)
 
-    def close_to(self, name, got, want, rel=1e-6, abs_=1e-9):
+    def equal(self, name, got, want, kind=None):
+        return self.check(name, got == want, f"expected {_short(want)}, got {_short(got)}",
+                          kind=kind)  # fmt: skip
+
+    def expect(self, name, res, want, kind=None):
+        """A child's value against ``want``: an error when the child failed, else equal."""
+        if not res.ok:
+            return self.error(name, res.error, kind=kind)
+        return self.equal(name, res.value, want, kind=kind)
+
+    def close_to(self, name, got, want, rel=1e-6, abs_=1e-9, kind=None):
         try:
             ok = abs(float(got) - float(want)) <= max(abs_, rel * abs(float(want)))
         except (TypeError, ValueError):
             ok = False
-        return self.check(name, ok, f"expected {_short(want)}, got {_short(got)}")
+        return self.check(name, ok, f"expected {_short(want)}, got {_short(got)}", kind=kind)
+
+    def compile_python(self, *paths):
+        """Compile the agent's Python files (as nobody: the verifier never reads agent code
+        into itself); a file that does not compile sets ``compile_error``. Returns True when
+        all compile."""
+        files = [f for p in paths for f in python_files(p)]
+        if not files:
+            return True
+        res = run_command([sys.executable, "-I", "-B", "-c", _COMPILE] + files, cwd="/",
+                          timeout=60)  # fmt: skip
+        if res.returncode == 0:
+            return True
+        self.compile_errors.append(res.stdout.strip()[-500:] or res.error)
+        print("COMPILE ERROR " + self.compile_errors[-1])
+        return False
 
     @property
     def passed(self):
-        return sum(1 for _, ok, _ in self.results if ok)
+        return sum(1 for r in self.results if r[1])
 
-    def finish(self):
+    def outcomes(self):
+        """The per-test outcome counts ``finish`` writes beside the reward."""
+        rows = self.results
+        counts = {
+            "tests_total": len(rows),
+            "tests_passed": self.passed,
+            "tests_errored": sum(1 for r in rows if r[3]),
+            "compile_error": 1 if self.compile_errors else 0,
+        }
+        counts["tests_failed"] = counts["tests_total"] - counts["tests_passed"] - counts[
+            "tests_errored"]  # fmt: skip
+        for kind, prefix in (("io", "io"), ("assert", "assert")):
+            mine = [r for r in rows if r[4] == kind]
+            counts[prefix + "_total"] = len(mine)
+            counts[prefix + "_passed"] = sum(1 for r in mine if r[1])
+        return {k: float(v) for k, v in counts.items()}
+
+    def finish(self, extra=None):
+        """Write the reward (and ``extra`` numeric keys) and exit."""
         kill_nobody_processes()
         total = len(self.results)
         passed = self.passed
         reward = 1.0 if total and passed == total else 0.0
         result = {"reward": reward, "partial": round(passed / total, 4) if total else 0.0,
-                  "checks_passed": float(passed), "checks_total": float(total)}  # fmt: skip
+                  "checks_passed": float(passed), "checks_total": float(total),
+                  **self.outcomes(), **(extra or {})}  # fmt: skip
         os.makedirs(os.path.dirname(self.reward_path), exist_ok=True)
         with open(self.reward_path, "w") as f:
             json.dump(result, f)

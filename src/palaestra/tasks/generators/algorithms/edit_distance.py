@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 
+from palaestra.tasks import outcomes
 from palaestra.tasks.generators import family, python_test_sh, solve_sh_writing
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 
@@ -239,6 +240,7 @@ Only the standard library is available; keep the module path and function names.
         },
         tags=("python", "dynamic-programming", "strings"),
         verifier_timeout_sec=240.0,
+        reward_outcomes=outcomes.GRADED + outcomes.ASSERTIONS,
     )
 
 
@@ -292,10 +294,11 @@ CHILD = """
 from {module[:-3]} import {cost_fn}
 emit([{cost_fn}(a, b) for a, b in INPUT])
 """
-ck = Checker()
+ck = Checker(kind="assert")
+ck.compile_python("/app/{module}")
 res = run_python(CHILD, pairs, timeout=60)
 if not res.ok:
-    ck.check("{cost_fn} runs on the test pairs", False, res.error)
+    ck.error("{cost_fn} runs on the test pairs", res.error)
 else:
     for i, (a, b) in enumerate(pairs):
         ck.equal(f"{cost_fn}({{a!r}}, {{b!r}})", res.value[i] if i < len(res.value) else None,
@@ -305,8 +308,8 @@ big_a = rand_code(BIG_LEN)
 big_b = mutate(big_a, BIG_LEN // 4)
 res = run_python("from {module[:-3]} import {cost_fn}\\nemit({cost_fn}(*INPUT))", [big_a, big_b],
                  timeout=60, cpu_seconds=3)
-ck.equal(f"{{len(big_a)}}- and {{len(big_b)}}-character codes within the time bar",
-         res.value if res.ok else res.error, reference(big_a, big_b))
+ck.expect(f"{{len(big_a)}}- and {{len(big_b)}}-character codes within the time bar",
+          res, reference(big_a, big_b))
 
 INS, DEL, SUB, CASE, SWAP = {costs!r}
 
@@ -351,7 +354,7 @@ emit([{script_fn}(a, b) for a, b in INPUT])
 """
     res = run_python(SCHILD, script_pairs, timeout=60, cpu_seconds=4)
     if not res.ok:
-        ck.check("{script_fn} runs on the test pairs", False, res.error)
+        ck.error("{script_fn} runs on the test pairs", res.error)
     else:
         for i, (a, b) in enumerate(script_pairs):
             name = f"{script_fn}({{a[:20]!r}}, {{b[:20]!r}})"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 
+from palaestra.tasks import outcomes
 from palaestra.tasks.generators import family, python_test_sh, solve_sh_writing
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 
@@ -286,6 +287,7 @@ Only the standard library is available.
             for name, src in wrong.items()
         },
         tags=("python", "logs", "json", "aggregation"),
+        reward_outcomes=outcomes.GRADED + outcomes.IO,
     )
 
 
@@ -332,10 +334,11 @@ def close(got, want):
     return type(got) is type(want) and got == want
 
 
-ck = Checker()
+ck = Checker(kind="io")
 if not os.path.isfile("/app/report.py"):
-    ck.check("/app/report.py exists", False)
+    ck.error("/app/report.py exists")
     ck.finish()
+ck.compile_python("/app/report.py")
 app = copy_tree_for_child("/app", prefix="app-")
 for i, seed in enumerate(SECRETS):
     src = os.path.join(private_dir("logs-"), "logs")
@@ -348,7 +351,7 @@ for i, seed in enumerate(SECRETS):
     res = run_command(["python3", os.path.join(app, "report.py"), logs], cwd=app, timeout=60,
                       cpu_seconds=10)
     if not res.ok:
-        ck.check(f"report.py runs on log set {{i + 1}}", False, res.error)
+        ck.error(f"report.py runs on log set {{i + 1}}", res.error)
         continue
     try:
         got = json.loads(res.stdout)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import textwrap
 
+from palaestra.tasks import outcomes
 from palaestra.tasks.generators import family, python_test_sh, solve_sh_writing
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 from palaestra.tasks.generators.debugging._kit import (
@@ -352,6 +353,7 @@ def generate(spec: GenSpec) -> GeneratedTask:
             for name, files in wrongs.items()
         },
         tags=("python", "debugging", "cli"),
+        reward_outcomes=outcomes.GRADED + outcomes.IO,
     )
 
 
@@ -489,14 +491,15 @@ for _ in range(8):
     argvs.append(files[:3] + ["--since", a, "--until", b, "--count"])
     argvs.append(rng.sample(files[:3], rng.randrange(1, 4)) + ["--since", a, "--until", b])
 
-ck = Checker()
+ck = Checker(kind="io")
+ck.compile_python(os.path.join("/app", TOOL))
 ref = reference_dir()
 want = run_python(DRIVER, argvs, cwd=ref, timeout=60)
 got = run_python(DRIVER, argvs, cwd="/app", timeout=60)
 if not want.ok:
     raise SystemExit("reference failed: " + want.error)
 if not got.ok:
-    ck.check("main(argv) runs", False, got.error)
+    ck.error("main(argv) runs", got.error)
 else:
     for k, argv in enumerate(argvs):
         w = want.value[k]
@@ -506,8 +509,11 @@ else:
 for argv in (files[:3] + ["--level", "error"], files[:3] + ["--grep", "no-such-text"]):
     w = run_command(["python3", "-B", "-m", TOOL] + argv, cwd=ref)
     g = run_command(["python3", "-B", "-m", TOOL] + argv, cwd="/app")
-    ck.check("python3 -m {{}} {{}}".format(TOOL, " ".join(argv[3:])),
-             (g.returncode, g.stdout) == (w.returncode, w.stdout),
+    label = "python3 -m {{}} {{}}".format(TOOL, " ".join(argv[3:]))
+    if g.timed_out or "Traceback (most recent call last)" in g.stderr:  # it crashed
+        ck.error(label, g.error or g.stderr[-300:])
+        continue
+    ck.check(label, (g.returncode, g.stdout) == (w.returncode, w.stdout),
              "expected exit {{}}, got exit {{}}".format(w.returncode, g.returncode))
 ck.finish()
 """

@@ -18,6 +18,7 @@ import json
 import os
 import textwrap
 
+from palaestra.tasks import outcomes
 from palaestra.tasks.generators import family, python_test_sh, solve_sh_writing
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 
@@ -252,6 +253,7 @@ def generate(spec: GenSpec) -> GeneratedTask:
             for n, src in wrong.items()
         },
         tags=("python", "filesystem", "json"),
+        reward_outcomes=outcomes.GRADED + outcomes.IO,
         verifier_timeout_sec=240.0,
     )
 
@@ -309,7 +311,8 @@ def _hidden(tier: str, top: int, n_files: int, depth: int, secret: int) -> str:
                     os.makedirs(os.path.join(root, d), exist_ok=True)
 
 
-            ck = Checker()
+            ck = Checker(kind="io")
+            ck.compile_python("/app/du.py")
             rng = random.Random(SECRET)
             for trial, (n, depth) in enumerate([({n_files}, {depth}), (max(8, {n_files} // 3), 2)]):
                 tree = _tree(rng, n, depth, TIER == "hard")
@@ -319,7 +322,10 @@ def _hidden(tier: str, top: int, n_files: int, depth: int, secret: int) -> str:
                 want = summarise(root, TOP, TIER)
                 res = run_command(["python3", "/app/du.py", root], cwd="/tmp", timeout=60,
                                   cpu_seconds=10)
-                ck.check(f"trial {{trial}}: du.py exits 0", res.ok, res.error)
+                if res.ok:
+                    ck.check(f"trial {{trial}}: du.py exits 0", True)
+                else:
+                    ck.error(f"trial {{trial}}: du.py exits 0", res.error)
                 try:
                     got = json.loads(res.stdout)
                 except ValueError as e:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import textwrap
 
+from palaestra.tasks import outcomes
 from palaestra.tasks.generators import family, python_test_sh, solve_sh_writing
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 from palaestra.tasks.generators.optimization._bench import apply_edits, hidden_test, reference_json
@@ -276,5 +277,6 @@ def generate(spec: GenSpec) -> GeneratedTask:
             for name, src in wrongs.items()
         },
         tags=("python", "optimization", "io", "logs"),
+        reward_outcomes=outcomes.GRADED + outcomes.IO,
         verifier_timeout_sec=240.0,
     )

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import textwrap
 
+from palaestra.tasks import outcomes
 from palaestra.tasks.generators import family, python_test_sh, solve_sh_writing
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 
@@ -553,6 +554,7 @@ def generate(spec: GenSpec) -> GeneratedTask:
             for n, t in wrong.items()
         },
         tags=("python", "feature", "validation"),
+        reward_outcomes=outcomes.GRADED + outcomes.ASSERTIONS,
         verifier_timeout_sec=240.0,
     )
 
@@ -603,13 +605,15 @@ def _hidden(pkg: str, tier: str, schema: dict, secret: int, count: int) -> str:
                 with open(os.path.join(REF, PKG, name), "w") as f:
                     f.write(text)
 
-            ck = Checker()
+            ck = Checker(kind="assert")
+            ck.compile_python(os.path.join("/app", PKG))
             docs = _inputs(random.Random(SECRET), SCHEMA, COUNT)
             want = run_python(RUNNER, docs, cwd=REF, timeout=60)
             got = run_python(RUNNER, docs, cwd="/app", timeout=60, cpu_seconds=10)
-            ck.check("the reference ran", want.ok, want.error)
+            if not want.ok:
+                raise SystemExit("the reference failed: " + want.error)
             if not got.ok:
-                ck.check("from_dict runs", False, got.error)
+                ck.error("from_dict runs", got.error)
             else:
                 for i, (g, w) in enumerate(zip(got.value, want.value)):
                     ck.equal(f"input {i}: {str(docs[i])[:150]}", g, w)
