@@ -18,6 +18,8 @@ from typing import Protocol
 class TaskDraw:
     """What the next episode or group runs: ``env.reset(seed=seed, options={"task_id": ...})``.
 
+    ``seed`` is the environment's reset seed (with ``task_id`` given it no longer picks the
+    task; it seeds what else the environment randomises); None lets the stream choose.
     ``difficulty`` is the task's numeric difficulty in [0, 1] when the sampler knows it (the
     generators' difficulty float), else None; it is carried into the outcome unchanged.
     """
@@ -46,7 +48,12 @@ class GroupOutcome:
 
 class TaskSampler(Protocol):
     """Chooses tasks and learns from their outcomes. Called from one event loop, never
-    concurrently; ``draw`` must not block (no I/O)."""
+    concurrently; ``draw`` must not block (no I/O).
+
+    An exception from ``draw`` (for instance a curriculum with no task left) ends the stream
+    with that exception; it is never swallowed. Samplers may also offer ``state() -> dict``,
+    a JSON-able snapshot that streams and trainers log.
+    """
 
     def draw(self, rng: random.Random) -> TaskDraw: ...
 
