@@ -153,7 +153,7 @@ async def test_openai_sdk_harness_in_the_sandbox(make_task):
     )
     async with CodeEnv(TaskSet.from_dir(make_task().parent), scaffold=scaffold) as env:
         episode = await rollout(env, OraclePolicy.from_tasks(env.tasks))
-    assert episode.reward == 1.0, episode.info["error"]
+    assert episode.reward == 1.0, episode.end.error
     assert [c["kind"] for c in episode.info["trajectory"]] == ["llm", "llm", "command"]
     assert our_processes() == []
 
@@ -183,8 +183,8 @@ async def test_command_failure_is_an_error_episode(make_task):
     policy = ScriptedPolicy([bash_action("echo thinking")] * 10)
     async with CodeEnv(tasks, scaffold=scaffold) as env:
         episode = await rollout(env, policy)
-    assert episode.info["status"] == "error" and episode.info["end_reason"] == "error"
-    assert "exited with status 1" in episode.info["error"] and not episode.info["verified"]
+    assert episode.status == "error" and episode.end_reason == "error"
+    assert "exited with status 1" in episode.end.error and not episode.end.verified
 
 
 async def watch_for(marker: str, seen: list[str]) -> None:
@@ -222,7 +222,7 @@ async def test_idle_harness_is_stopped(make_task):
     scaffold = ExternalScaffold(command=command, idle_timeout_s=1.0)
     async with CodeEnv(tasks, scaffold=scaffold) as env:
         episode = await rollout(env, ScriptedPolicy(["no bash block at all"]))
-    assert episode.info["end_reason"] == "agent_timeout" and episode.truncated
+    assert episode.end_reason == "agent_timeout" and episode.truncated
     assert "made no call for 1 s" in episode.info["trajectory"][-1]["message"]
     assert our_processes() == []
 

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 
 class EndReason(enum.StrEnum):
     """How the agent's part of an episode ended: one vocabulary from the scaffold's
-    :class:`Outcome` to CodeEnv's ``info["end_reason"]`` and the results store's ``end_reason``.
+    :class:`Outcome` to ``EpisodeEnd.reason`` (CodeEnv's LAST ``info["end"]``) and the results
+    store's ``end_reason``.
 
     Its values are plain strings (in JSON, SQLite, comparisons with ``"submitted"``).
     """
