@@ -18,7 +18,7 @@ async def main() -> None:
                 action = await policy.complete(ts.observation)  # an LLMResponse
                 ts = await env.step(action)  # MID: reward 0.0; LAST: the verifier's reward
             kind = "terminated" if ts.terminated else "truncated"
-            print(f"{ts.info['task_id']}: reward {ts.reward} ({kind}, {ts.info['status']})")
+            print(f"{ts.info['task_id']}: reward {ts.reward} ({kind}, {ts.end.status})")
 
 
 if __name__ == "__main__":

@@ -28,9 +28,10 @@ async def test_oracle_passes_through_the_llm_boundary(make_task):
     async with env_for(task_dir) as env:
         episode = await rollout(env, OraclePolicy.from_tasks(env.tasks))
     assert episode.terminated and episode.reward == 1.0
-    info = episode.info
-    assert info["status"] == "passed" and info["verified"] and info["end_reason"] == "submitted"
-    assert info["rewards"] == {"reward": 1.0} and info["step"] == 2
+    info, end = episode.info, episode.end
+    assert end.status == "passed" and end.verified and end.reason == "submitted"
+    assert end.rewards == {"reward": 1.0} and info["step"] == 2
+    assert "status" not in info and "rewards" not in info  # the end is one value, not loose keys
     assert "solve.sh" in episode.turns[0].action.content
     assert set(info["timings"]) >= {"sandbox_start_s", "agent_s", "verifier_s", "policy_s"}
 
@@ -38,7 +39,7 @@ async def test_oracle_passes_through_the_llm_boundary(make_task):
 async def test_nop_fails(make_task):
     async with env_for(make_task()) as env:
         episode = await rollout(env, NopPolicy())
-    assert episode.terminated and episode.reward == 0.0 and episode.info["status"] == "failed"
+    assert episode.terminated and episode.reward == 0.0 and episode.status == "failed"
 
 
 async def test_scripted_episode_time_steps(make_task):
@@ -47,7 +48,7 @@ async def test_scripted_episode_time_steps(make_task):
         assert ts.first() and ts.reward is None and ts.discount is None
         messages = ts.observation.messages
         assert messages[0]["role"] == "system" and "42" in messages[1]["content"]
-        assert ts.observation.metadata["episode_id"] == ts.info["episode_id"]
+        assert "episode_id" not in ts.observation.metadata and len(ts.info["episode_id"]) == 16
         ts = await env.step(bash_action("echo 42 > answer.txt && pwd && ls"))
         assert ts.mid() and ts.reward == 0.0 and ts.discount == 1.0
         last = ts.observation.messages[-1]["content"]
@@ -81,8 +82,8 @@ async def test_reward_json_read_before_txt(make_task):
     async with env_for(task) as env:
         episode = await rollout(env, NopPolicy())
     assert episode.reward == 0.5
-    assert episode.info["rewards"] == {"reward": 0.5, "tests_passed": 1.0}
-    assert episode.info["status"] == "failed"
+    assert episode.end.rewards == {"reward": 0.5, "tests_passed": 1.0}
+    assert episode.status == "failed"
 
 
 async def test_stale_and_late_reward_files_do_not_count(make_task):
@@ -96,11 +97,11 @@ async def test_stale_and_late_reward_files_do_not_count(make_task):
     async with env_for(task) as env:
         episode = await rollout(env, policy)
     assert episode.reward == 0.0
-    assert episode.info["status"] == "error"
-    assert "wrote no reward" in episode.info["error"]
-    assert episode.info["error_class"] == "VerifierError"
-    assert "wrote no reward" in episode.info["error_message"]
-    assert "verifier-ran" in episode.info["verifier"]["output"]
+    assert episode.status == "error"
+    assert "wrote no reward" in episode.end.error
+    assert episode.end.error_class == "VerifierError"
+    assert "wrote no reward" in episode.end.error_message
+    assert "verifier-ran" in episode.end.verifier.output
 
 
 @pytest.mark.parametrize(
@@ -116,9 +117,9 @@ async def test_malformed_reward_is_an_error_with_output_kept(make_task, content,
     )
     async with env_for(task) as env:
         episode = await rollout(env, NopPolicy())
-    assert episode.info["status"] == "error" and episode.reward == 0.0
-    assert match in episode.info["error"]
-    assert "TEST-OUTPUT-MARKER" in episode.info["verifier"]["output"]
+    assert episode.status == "error" and episode.reward == 0.0
+    assert match in episode.end.error
+    assert "TEST-OUTPUT-MARKER" in episode.end.verifier.output
 
 
 async def test_verifier_timeout_is_an_error(make_task):
@@ -127,9 +128,9 @@ async def test_verifier_timeout_is_an_error(make_task):
     )
     async with env_for(task) as env:
         episode = await rollout(env, NopPolicy())
-    assert episode.info["status"] == "error" and episode.info["error_class"] == "VerifierTimeout"
-    assert episode.info["verifier"]["status"] == "timeout"
-    assert "started" in episode.info["verifier"]["output"]
+    assert episode.status == "error" and episode.end.error_class == "VerifierTimeout"
+    assert episode.end.verifier.status == "timeout"
+    assert "started" in episode.end.verifier.output
 
 
 async def test_step_limit_truncates_and_still_verifies(make_task):
@@ -137,7 +138,7 @@ async def test_step_limit_truncates_and_still_verifies(make_task):
     async with env_for(make_task(), scaffold=BashScaffold(step_limit=3)) as env:
         episode = await rollout(env, policy)
     assert episode.truncated and not episode.terminated
-    assert episode.info["end_reason"] == "step_limit" and episode.info["verified"]
+    assert episode.end_reason == "step_limit" and episode.end.verified
     assert episode.reward == 1.0 and len(episode.turns) == 3
     assert (episode.status, episode.end_reason) == (EpisodeStatus.PASSED, EndReason.STEP_LIMIT)
 
@@ -147,15 +148,15 @@ async def test_truncation_without_verification(make_task):
     env = env_for(make_task(), scaffold=BashScaffold(step_limit=1), verify_on_truncation=False)
     async with env:
         episode = await rollout(env, policy)
-    assert episode.truncated and not episode.info["verified"] and episode.reward == 0.0
+    assert episode.truncated and not episode.end.verified and episode.reward == 0.0
 
 
 async def test_agent_timeout_truncates_and_kills_the_command(make_task):
     policy = ScriptedPolicy([bash_action("echo agent-sleeper-marker; sleep 30")])
     async with env_for(make_task(), agent_timeout_sec=1.0) as env:
         episode = await rollout(env, policy)
-    assert episode.truncated and episode.info["end_reason"] == "agent_timeout"
-    assert episode.info["status"] == "failed" and episode.info["error_class"] is None
+    assert episode.truncated and episode.end_reason == "agent_timeout"
+    assert episode.status == "failed" and episode.end.error_class is None
     assert 1.0 <= episode.info["timings"]["agent_s"] < 10
     assert not [p for p in sandbox_processes() if "agent-sleeper-marker" in p]
 
@@ -168,7 +169,7 @@ async def test_format_errors_get_guidance_then_end_the_episode(make_task):
         ts = await env.step("```bash\na\n```\n```bash\nb\n```")
         assert "contained 2 bash code blocks" in ts.observation.messages[-1]["content"]
         ts = await env.step("still nothing")
-    assert ts.terminated and ts.info["end_reason"] == "format_error_limit" and ts.reward == 0.0
+    assert ts.terminated and ts.end.reason == "format_error_limit" and ts.reward == 0.0
 
 
 class _DyingScaffold:
@@ -184,11 +185,11 @@ class _DyingScaffold:
 async def test_a_failing_scaffold_ends_an_error_episode_with_the_error_as_data(make_task):
     async with env_for(make_task(), scaffold=_DyingScaffold()) as env:
         episode = await rollout(env, NopPolicy())
-    info = episode.info
-    assert episode.terminated and episode.reward == 0.0 and not info["verified"]
-    assert info["status"] is EpisodeStatus.ERROR and info["end_reason"] is EndReason.ERROR
-    assert (info["error_class"], info["error_message"]) == ("SandboxError", "the sandbox died")
-    assert info["error"] == "SandboxError: the sandbox died"
+    end = episode.end
+    assert episode.terminated and episode.reward == 0.0 and not end.verified
+    assert end.status is EpisodeStatus.ERROR and end.reason is EndReason.ERROR
+    assert (end.error_class, end.error_message) == ("SandboxError", "the sandbox died")
+    assert end.error == "SandboxError: the sandbox died" and end.infra_error
 
 
 async def test_env_protocol_misuse(make_task):

@@ -13,8 +13,10 @@ def test_mid_reward_zero_discount_one():
 
 
 def test_termination_vs_truncation():
-    term, trunc = termination(1.0, {}), truncation(0.5, {})
+    term, trunc = termination(1.0, "final", {}), truncation(0.5, "next", {})
     assert term.step_type is StepType.LAST and term.discount == 0.0
+    assert (term.observation, trunc.observation) == ("final", "next")
+    assert term.end is None  # the end is info["end"]: CodeEnv sets it (tests/env/test_episode_end)
     assert term.terminated and not term.truncated
     assert trunc.last() and trunc.discount == 1.0 and trunc.reward == 0.5
     assert trunc.truncated and not trunc.terminated

@@ -309,8 +309,8 @@ async def test_full_episode_on_a_starter_task(model_dir):
 
         watched = Watched()
         episode = await rollout(env, watched, seed=0)
-    assert episode.info["status"] == "failed" and episode.reward == 0.0
-    assert episode.info["end_reason"] == "format_error_limit" and len(episode.turns) == 3
+    assert episode.status == "failed" and episode.reward == 0.0
+    assert episode.end_reason == "format_error_limit" and len(episode.turns) == 3
     for i, turn in enumerate(episode.turns):
         action = turn.action
         assert action.completion_token_ids

@@ -9,9 +9,9 @@ import httpx2
 import openai
 import pytest
 
-from palaestra.env.registry import load_tasks
+from palaestra.env.registry import load_tasks, make
 from palaestra.llm import LLMRequest, LLMResponse, ScriptedPolicy
-from palaestra.run import RunMismatchError, evaluate
+from palaestra.run import RunMismatchError, episode_row, evaluate, rollout
 from palaestra.run.store import export, read_episodes, read_run, read_steps
 from palaestra.sandbox import default_backend
 from palaestra.sandbox.base import SandboxBackend, SandboxError
@@ -284,3 +284,30 @@ async def test_a_row_committed_while_the_run_is_cancelled_still_reaches_on_episo
     stored = read_episodes(tmp_path, final_only=False)
     assert len(stored) == 1 and [r["task_id"] for r in seen] == [stored[0]["task_id"]]
     assert read_run(tmp_path)["stop_reason"] == "interrupted"
+
+
+async def test_evaluate_rows_are_the_row_mapper_of_a_rollout(tmp_path):
+    """evaluate = rollout + episode_row: a row it stores is the mapper's output for the same
+    episode played again (same task and seed), the columns that name or time the try aside."""
+    script = [bash_action("echo 41 > answer.txt"), "no code", SUBMIT_ACTION]
+    await evaluate("starter:0:1", ScriptedPolicy(list(script)), out_dir=tmp_path, seed=5)
+    (stored,) = read_episodes(tmp_path)
+    tasks = load_tasks("starter:0:1")
+    task = tasks.get(stored["task_id"])
+    async with make("starter:0:1", tasks=tasks) as env:
+        episode = await rollout(env, ScriptedPolicy(list(script)), seed=5,
+                                options={"task_id": task.id})  # fmt: skip
+    row = episode_row(episode, task, attempt=0, seed=5)
+    varying = {"episode_id", "wall_s", "sandbox_start_s", "agent_s", "policy_s", "verifier_s"}
+    expected = {k: v for k, v in row.values.items() if k not in varying}
+    expected["rewards"] = json.loads(expected["rewards"])
+    assert {k: stored[k] for k in expected} == expected
+    assert stored["status"] == "failed" and stored["steps"] == 3
+    (steps,) = read_steps(tmp_path).values()
+
+    def untimed(execution):  # a command's duration differs between two runs
+        return {k: v for k, v in (execution or {}).items() if not k.endswith("_s")}
+
+    assert [(s["turn"], s["messages_from"], s["new_messages"], untimed(s["execution"]))
+            for s in steps] == [(s.turn, s.messages_from, s.new_messages, untimed(s.execution))
+                                for s in row.steps]  # fmt: skip

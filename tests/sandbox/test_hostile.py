@@ -165,9 +165,9 @@ async def test_reward_rewriter_after_the_agent_ends(
     policy = ScriptedPolicy([bash_action(rewriter), SUBMIT_ACTION])
     async with CodeEnv(TaskSet.from_dir(task), sandbox=backend) as env:
         episode = await rollout(env, policy)
-    assert episode.info["status"] != "error", episode.info
+    assert episode.status != "error", episode.end
     assert episode.reward == 0.0
-    assert "verifier-done" in episode.info["verifier"]["output"]
+    assert "verifier-done" in episode.end.verifier.output
 
 
 # -- network -------------------------------------------------------------------------------------

@@ -106,11 +106,11 @@ async def test_mini_swe_agent_oracle_passes_and_nop_fails():
         # mini-swe-agent itself in the network-less sandbox, its own LocalEnvironment
         episode(OraclePolicy.from_tasks, mini_swe_agent_scaffold(where="sandbox")),
     )
-    assert inside.reward == 1.0 and inside.info["end_reason"] == "submitted", inside.info["error"]
+    assert inside.reward == 1.0 and inside.end_reason == "submitted", inside.end.error
     assert [c["kind"] for c in inside.info["trajectory"]] == ["llm", "llm", "command"]
-    assert oracle.reward == 1.0 and oracle.info["status"] == "passed", oracle.info["error"]
-    assert oracle.info["end_reason"] == "submitted" and oracle.terminated
-    assert nop.reward == 0.0 and nop.info["status"] == "failed"
+    assert oracle.reward == 1.0 and oracle.status == "passed", oracle.end.error
+    assert oracle.end_reason == "submitted" and oracle.terminated
+    assert nop.reward == 0.0 and nop.status == "failed"
     # the observations are mini-swe-agent's own messages, rendered from palaestra's config
     first = oracle.turns[0].observation
     assert (
@@ -135,14 +135,14 @@ async def test_sandbox_agent_reaches_the_proxy_without_a_network(make_task):
     assert isinstance(scaffold, ExternalScaffold)
     async with CodeEnv(TaskSet.from_dir(task_dir.parent), scaffold=scaffold) as env:
         episode = await rollout(env, OraclePolicy.from_tasks(env.tasks))
-        assert episode.reward == 1.0 and episode.info["end_reason"] == "submitted"
+        assert episode.reward == 1.0 and episode.end_reason == "submitted"
         end = episode.info["trajectory"][-1]
         assert end["kind"] == "command" and end["exit_code"] == 0
         assert "agent submitted" in end["output"]
         assert episode.turns[0].observation.metadata["requested_model"] == "my-model"
         assert episode.turns[0].observation.messages[1]["content"].startswith("Write the number 42")
         nop = await rollout(env, NopPolicy())
-        assert nop.reward == 0.0 and nop.info["status"] == "failed"
+        assert nop.reward == 0.0 and nop.status == "failed"
     assert our_processes() == []
 
 
@@ -153,7 +153,7 @@ async def test_openai_sdk_harness_in_the_sandbox(make_task):
     )
     async with CodeEnv(TaskSet.from_dir(make_task().parent), scaffold=scaffold) as env:
         episode = await rollout(env, OraclePolicy.from_tasks(env.tasks))
-    assert episode.reward == 1.0, episode.info["error"]
+    assert episode.reward == 1.0, episode.end.error
     assert [c["kind"] for c in episode.info["trajectory"]] == ["llm", "llm", "command"]
     assert our_processes() == []
 
@@ -183,8 +183,8 @@ async def test_command_failure_is_an_error_episode(make_task):
     policy = ScriptedPolicy([bash_action("echo thinking")] * 10)
     async with CodeEnv(tasks, scaffold=scaffold) as env:
         episode = await rollout(env, policy)
-    assert episode.info["status"] == "error" and episode.info["end_reason"] == "error"
-    assert "exited with status 1" in episode.info["error"] and not episode.info["verified"]
+    assert episode.status == "error" and episode.end_reason == "error"
+    assert "exited with status 1" in episode.end.error and not episode.end.verified
 
 
 async def watch_for(marker: str, seen: list[str]) -> None:
@@ -222,7 +222,7 @@ async def test_idle_harness_is_stopped(make_task):
     scaffold = ExternalScaffold(command=command, idle_timeout_s=1.0)
     async with CodeEnv(tasks, scaffold=scaffold) as env:
         episode = await rollout(env, ScriptedPolicy(["no bash block at all"]))
-    assert episode.info["end_reason"] == "agent_timeout" and episode.truncated
+    assert episode.end_reason == "agent_timeout" and episode.truncated
     assert "made no call for 1 s" in episode.info["trajectory"][-1]["message"]
     assert our_processes() == []
 

@@ -78,7 +78,7 @@ async def test_full_episode_with_reward_and_no_tmux_left(make_task):
     async with env_for(make_task()) as env:
         episode = await rollout(env, ScriptedPolicy(spy))
     assert episode.terminated and episode.reward == 1.0
-    assert episode.info["end_reason"] == "submitted" and episode.info["step"] == 3
+    assert episode.end_reason == "submitted" and episode.info["step"] == 3
     first = episode.turns[0].observation
     assert [m["role"] for m in first.messages] == ["system", "user"]
     assert "/app/answer.txt" in first.messages[1]["content"]
@@ -128,7 +128,7 @@ async def test_ctrl_c_interrupts_and_interactive_programs_get_keystrokes(make_ta
         await step_until(env, keys(("world\n", 0.2)), "hello-world")
         await env.step(DONE)
         ts = await env.step(DONE)
-    assert ts.last() and ts.info["end_reason"] == "submitted"
+    assert ts.last() and ts.end.reason == "submitted"
 
 
 async def test_malformed_json_gets_guidance_and_is_capped(make_task):
@@ -147,7 +147,7 @@ async def test_malformed_json_gets_guidance_and_is_capped(make_task):
             ts = await env.step('{"commands": [}')
             assert ts.mid() and "does not parse" in last(ts)
         ts = await env.step("{}")
-    assert ts.last() and ts.terminated and ts.info["end_reason"] == "format_error_limit"
+    assert ts.last() and ts.terminated and ts.end.reason == "format_error_limit"
 
 
 async def test_confirmation_is_asked_once_and_can_be_declined(make_task):
@@ -167,7 +167,7 @@ async def test_step_limit_truncates(make_task):
     async with env_for(make_task(), step_limit=1) as env:
         await env.reset()
         ts = await env.step(keys(("echo 42 > answer.txt\n", 0.2)))
-    assert ts.truncated and ts.info["end_reason"] == "step_limit" and ts.reward == 1.0
+    assert ts.truncated and ts.end.reason == "step_limit" and ts.reward == 1.0
 
 
 def test_key_mapping():

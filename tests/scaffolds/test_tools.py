@@ -60,7 +60,7 @@ async def test_solves_a_task_with_bash_edit_and_submit(answer_task):
     async with env_for(answer_task) as env:
         episode = await rollout(env, policy)
     assert episode.terminated and episode.reward == 1.0
-    assert episode.info["end_reason"] == "submitted" and episode.info["step"] == 3
+    assert episode.end_reason == "submitted" and episode.info["step"] == 3
     first, second, third = policy.requests
     assert [t["function"]["name"] for t in first.tools] == ["bash", "view", "edit", "submit"]
     assert first.messages[0]["role"] == "system" and "42" in first.messages[1]["content"]
@@ -210,7 +210,7 @@ async def test_format_errors_reminded_and_capped(answer_task):
         ts = await env.step(act(call("bash", raw="[1]")))
         assert ts.mid()
         ts = await env.step(act(content="and again"))
-    assert ts.last() and ts.terminated and ts.info["end_reason"] == "format_error_limit"
+    assert ts.last() and ts.terminated and ts.end.reason == "format_error_limit"
     assert ts.info["trajectory"][-1]["format_error"] is True
 
 
@@ -228,7 +228,7 @@ async def test_step_limit_timeout_and_output_cap(answer_task):
         assert long.startswith("exit code: 0\n1\n2\n") and long.endswith("4999\n5000\n")
         assert "characters elided" in long and len(long) < 400
         ts = await env.step(act(call("bash", command="true")))
-    assert ts.last() and ts.truncated and ts.info["end_reason"] == "step_limit"
+    assert ts.last() and ts.truncated and ts.end.reason == "step_limit"
 
 
 def test_check_arguments_names_the_problem():

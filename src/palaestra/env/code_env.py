@@ -5,19 +5,35 @@ scaffold as an asyncio task; the scaffold's first LLM request is the FIRST obser
 hands the action to the scaffold and returns its next request (MID), or, once the scaffold has
 ended, runs the verifier in the same sandbox and returns LAST with the reward.
 
-Episode ends (``info["end_reason"]``, an :class:`EndReason`) and their time steps:
+How the episode ended is one typed value on LAST, ``info["end"]`` (``ts.end``), an
+:class:`~palaestra.env.end.EpisodeEnd`. Its ``reason`` (an :class:`EndReason`) and the time step:
 
 * ``submitted`` / ``format_error_limit``: terminated (discount 0.0), verifier ran;
 * ``step_limit`` / ``agent_timeout``: truncated (discount 1.0), verifier ran when
-  ``verify_on_truncation`` (the default, as in Harbor), ``info["verified"]`` says which;
-* ``error``: the scaffold or sandbox failed. LAST, reward 0.0, ``info["status"] == "error"``.
+  ``verify_on_truncation`` (the default, as in Harbor), ``end.verified`` says which;
+* ``error``: the scaffold or sandbox failed. LAST, reward 0.0, ``end.status == "error"``.
   Drop such episodes from training data: they say nothing about the policy.
 
-``info["status"]`` (an :class:`EpisodeStatus`) is ``passed`` or ``failed`` by the reward and
+``end.status`` (an :class:`EpisodeStatus`) is ``passed`` or ``failed`` by the reward and
 ``pass_threshold``, or ``error`` when the scaffold, sandbox or verifier failed; then
-``info["error_class"]`` (the exception's class name, ``ScaffoldError`` when the scaffold
-reported the failure, ``VerifierError`` / ``VerifierTimeout`` when the verifier gave no reward)
-and ``info["error_message"]`` say what, and ``info["error"]`` reads ``"Class: message"``.
+``end.error_class`` (the exception's class name, ``ScaffoldError`` when the scaffold reported
+the failure, ``VerifierError`` / ``VerifierTimeout`` when the verifier gave no reward) and
+``end.error_message`` say what. ``end.rewards`` is the verifier's breakdown, ``end.verifier``
+its whole result.
+
+LAST's observation is the episode's final request, never None: at the step limit the request
+the turn-loop scaffold would have sent next (the conversation with the last action's output:
+what a truncated episode bootstraps from); otherwise (a submission, a format-error limit, the
+agent's time running out mid-command, an error, a scaffold without a next request) the last
+request the policy answered.
+
+Every time step's ``info`` has ``episode_id``, ``task_id`` and ``step`` (actions so far); MID
+and LAST also ``shaping_reward`` (the shaping hook's value for the action just taken, None
+without a hook: :mod:`palaestra.env.shaping`); LAST also ``end``, ``category``,
+``difficulty``, ``timings``, ``usage``, ``cost_usd`` and the scaffold's ``trajectory``. The
+observation itself is a function of the seed and the task only (its metadata names the task,
+the turn, the scaffold and the env, not the episode), so resetting with the same seed gives the
+same observation.
 
 The agent's time limit (the task's ``[agent].timeout_sec``) counts environment time only —
 commands and scaffold work — not the time the policy takes to answer, so results do not depend
@@ -36,7 +52,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from palaestra.env.end import INFRA_ERRORS, EpisodeEnd
 from palaestra.env.sandbox_spec import prepare_sandbox_spec
+from palaestra.env.shaping import Shaping, TurnInfo
 from palaestra.env.types import (
     Environment,
     EpisodeError,
@@ -80,6 +98,7 @@ class _Episode:
     agent_s: float = 0.0
     policy_s: float = 0.0
     observed_at: float = 0.0
+    last_request: LLMRequest | None = None
     usage: Usage = field(default_factory=Usage)
     cost_usd: float | None = None
     timings: dict[str, float] = field(default_factory=dict)
@@ -99,6 +118,8 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
     ``"coderl"``, ``"partial"``, ``"cure"``) or a :class:`RewardStrategy`; a task that does not
     report what it needs ends as an error episode (``RewardStrategyError``). See
     docs/rewards.md.
+    ``shaping``: an optional per-turn reward hook (:mod:`palaestra.env.shaping`), reported in
+    ``info["shaping_reward"]``, never added to the reward.
     """
 
     def __init__(
@@ -114,6 +135,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         pass_threshold: float = 1.0,
         env_id: str | None = None,
         reward: str | RewardStrategy = "harbor",
+        shaping: Shaping | None = None,
     ) -> None:
         if isinstance(tasks, str | Path):
             tasks = TaskSet.from_dir(tasks)
@@ -132,6 +154,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         self.agent_timeout_sec = agent_timeout_sec
         self.pass_threshold = pass_threshold
         self.env_id = env_id or self.tasks.name
+        self.shaping = shaping
         self._rng = random.Random()
         self._cursor = 0
         self._episode: _Episode | None = None
@@ -164,7 +187,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         )
         started = time.perf_counter()
         sandbox = await self.backend.create(spec)
-        client = MediatedClient(metadata={"episode_id": episode_id, "env_id": self.env_id})
+        client = MediatedClient(metadata={"env_id": self.env_id})
         ep = _Episode(
             id=episode_id,
             task=task,
@@ -201,13 +224,18 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         ep.client.respond(action)
         event = await self._advance(ep)
         if isinstance(event, LLMRequest):
-            return transition(event, self._observe(ep))
-        return await self._finish(ep, event)
+            info = self._observe(ep)
+            info["shaping_reward"] = self._shape(ep, action, event.metadata, last=False)
+            return transition(event, info)
+        return await self._finish(ep, event, action)
 
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        await self._abandon()
+
+    async def abandon(self) -> None:
         await self._abandon()
 
     @property
@@ -247,17 +275,21 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         getter = asyncio.ensure_future(ep.client.next_request())
         started = time.perf_counter()
         remaining = max(ep.agent_budget_s - ep.agent_s, 0.0)
-        done, _ = await asyncio.wait(
-            (getter, ep.scaffold_task),
-            timeout=remaining if math.isfinite(remaining) else None,
-            return_when=asyncio.FIRST_COMPLETED,
-        )
+        try:
+            done, _ = await asyncio.wait(
+                (getter, ep.scaffold_task),
+                timeout=remaining if math.isfinite(remaining) else None,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        finally:  # cancelled: the getter goes with it (the scaffold is abandon()'s)
+            if not getter.done():
+                getter.cancel()
         now = time.perf_counter()
         ep.agent_s += now - started
         if getter in done:
             ep.observed_at = now
-            return getter.result()
-        getter.cancel()
+            ep.last_request = getter.result()
+            return ep.last_request
         if ep.scaffold_task in done:
             try:
                 return ep.scaffold_task.result()
@@ -268,7 +300,9 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         limit = f"agent time limit of {ep.agent_budget_s:g} s reached"
         return Outcome(EndReason.AGENT_TIMEOUT, ep.steps, limit)
 
-    async def _finish(self, ep: _Episode, outcome: Outcome) -> TimeStep[LLMRequest]:
+    async def _finish(
+        self, ep: _Episode, outcome: Outcome, action: LLMResponse
+    ) -> TimeStep[LLMRequest]:
         ep.done = True
         result: VerifierResult | None = None
         try:
@@ -284,16 +318,32 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
                 ep.timings["verifier_s"] = time.perf_counter() - started
         finally:
             await ep.sandbox.close()
-        reward = result.reward if result is not None and result.reward is not None else 0.0
+        end = self._end(outcome, result)
+        ep.timings["agent_s"] = ep.agent_s
+        ep.timings["policy_s"] = ep.policy_s
         info = self._observe(ep)
-        info.update(self._last_info(ep, outcome, result, reward))
+        info.update(
+            end=end,
+            shaping_reward=self._shape(ep, action, _final_metadata(outcome), last=True),
+            category=ep.task.category,
+            difficulty=ep.task.difficulty,
+            timings=dict(ep.timings),
+            usage=ep.usage.model_dump(),
+            cost_usd=ep.cost_usd,
+            trajectory=outcome.trajectory,
+        )
+        observation = ep.last_request
+        if outcome.next_request is not None:  # merge what the client adds to every request
+            observation = outcome.next_request.model_copy(
+                update={"metadata": {**outcome.next_request.metadata, "env_id": self.env_id}}
+            )
+        assert observation is not None  # reset() returned a request, or raised
         if outcome.truncated:
-            return truncation(reward, info)
-        return termination(reward, info)
+            return truncation(end.reward, observation, info)
+        return termination(end.reward, observation, info)
 
-    def _last_info(
-        self, ep: _Episode, outcome: Outcome, result: VerifierResult | None, reward: float
-    ) -> dict[str, Any]:
+    def _end(self, outcome: Outcome, result: VerifierResult | None) -> EpisodeEnd:
+        reward = result.reward if result is not None and result.reward is not None else 0.0
         error_class = error_message = None
         if outcome.status is EndReason.ERROR:
             error_class, error_message = outcome.error_class, outcome.message
@@ -305,24 +355,28 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
             status = EpisodeStatus.PASSED
         else:
             status = EpisodeStatus.FAILED
-        ep.timings["agent_s"] = ep.agent_s
-        ep.timings["policy_s"] = ep.policy_s
-        return {
-            "status": status,
-            "end_reason": outcome.status,
-            "error_class": error_class,
-            "error_message": error_message,
-            "error": _error_text(error_class, error_message) if error_class else None,
-            "verified": result is not None,
-            "rewards": dict(result.rewards) if result is not None else {},
-            "verifier": result.to_dict() if result is not None else None,
-            "category": ep.task.category,
-            "difficulty": ep.task.difficulty,
-            "timings": dict(ep.timings),
-            "usage": ep.usage.model_dump(),
-            "cost_usd": ep.cost_usd,
-            "trajectory": outcome.trajectory,
-        }
+        return EpisodeEnd(
+            status=status,
+            reason=outcome.status,
+            reward=reward,
+            rewards=dict(result.rewards) if result is not None else {},
+            verified=result is not None,
+            error_class=error_class,
+            error_message=error_message,
+            infra_error=error_class in INFRA_ERRORS,
+            verifier=result,
+        )
+
+    def _shape(
+        self, ep: _Episode, action: LLMResponse, metadata: dict[str, Any], *, last: bool
+    ) -> float | None:
+        """The shaping hook's value for the action just taken (the episode's ``steps``-th);
+        ``metadata`` is that of the request that follows it, whose ``format_errors`` count
+        (the turn loop's) says whether the action was a format error."""
+        if self.shaping is None:
+            return None
+        format_error = metadata.get("format_errors", 0) > 0
+        return float(self.shaping(TurnInfo(ep.steps - 1, action, format_error, last)))
 
     @staticmethod
     def _observe(ep: _Episode) -> dict[str, Any]:
@@ -337,6 +391,14 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
             ep.scaffold_task.cancel()
             await asyncio.gather(ep.scaffold_task, return_exceptions=True)
         await ep.sandbox.close()
+
+
+def _final_metadata(outcome: Outcome) -> dict[str, Any]:
+    """What the request after an episode's last action would say about that action: the
+    scaffold's next request when it made one, else what the end itself tells."""
+    if outcome.next_request is not None:
+        return outcome.next_request.metadata
+    return {"format_errors": int(outcome.status is EndReason.FORMAT_ERROR_LIMIT)}
 
 
 def _error_text(error_class: str | None, message: str | None) -> str:

@@ -3,7 +3,14 @@
 ``reset`` returns ``(observation, info)``; ``step`` returns ``(observation, reward, terminated,
 truncated, info)``. Observations are :class:`LLMRequest` objects and actions
 :class:`LLMResponse` objects (or strings), described by :class:`LLMSpace`. On the last step the
-observation is the final request again (Gymnasium wants one; there is no next request).
+observation is the environment's LAST observation, the final request (for an environment whose
+LAST has none, the previous observation again: Gymnasium wants one). ``info`` is the time step's
+info; on the last step ``info["end"]`` is the :class:`~palaestra.env.end.EpisodeEnd`.
+
+Observations are a function of the seed and the task, and so are step infos: the episode id is
+in ``reset``'s info (and :attr:`GymAdapter.episode_id`), not in ``step``'s. So Gymnasium's own
+``gymnasium.utils.env_checker.check_env`` passes: resetting with the same seed gives the same
+observation, and the same action the same next observation and info.
 
 The async environment runs on a private event loop in a background thread, so the adapter also
 works from code that already runs an event loop.
@@ -55,6 +62,8 @@ class GymAdapter(gymnasium.Env[LLMRequest, LLMResponse]):
         self.observation_space = LLMSpace(LLMRequest)
         self.action_space = LLMSpace(LLMResponse)
         self._last_obs: LLMRequest | None = None
+        self.episode_id: str | None = None
+        """The running episode's id (``reset``'s ``info["episode_id"]``)."""
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, daemon=True, name="palaestra-gym-loop"
@@ -74,6 +83,7 @@ class GymAdapter(gymnasium.Env[LLMRequest, LLMResponse]):
         super().reset(seed=seed)
         ts = self._run(self.env.reset(seed=seed, options=options))
         self._last_obs = ts.observation
+        self.episode_id = ts.info.get("episode_id")
         return ts.observation, dict(ts.info)
 
     def step(
@@ -83,7 +93,8 @@ class GymAdapter(gymnasium.Env[LLMRequest, LLMResponse]):
         if ts.observation is not None:
             self._last_obs = ts.observation
         assert self._last_obs is not None
-        return self._last_obs, float(ts.reward or 0.0), ts.terminated, ts.truncated, dict(ts.info)
+        info = {k: v for k, v in ts.info.items() if k != "episode_id"}
+        return self._last_obs, float(ts.reward or 0.0), ts.terminated, ts.truncated, info
 
     def close(self) -> None:
         if self._closed:

@@ -6,8 +6,14 @@ An episode is ``reset()`` then ``step(action)`` until a LAST time step::
     MID    reward=0.0  discount=1.0    every further observation
     LAST   reward=r    discount=0.0    terminated: the agent finished (the verifier ran)
     LAST   reward=r    discount=1.0    truncated: a step or time limit ended it;
-                                        ``info["verified"]``
-                                        says whether the verifier ran (r is 0.0 when it did not)
+                                        ``ts.end.verified`` says whether the verifier ran
+                                        (r is 0.0 when it did not)
+
+A time step keeps dm_env's four fields (``step_type``, ``reward``, ``discount``,
+``observation``) plus ``info``. LAST keeps an observation too: the final request of the
+episode, what a truncated episode bootstraps from (CodeEnv documents which request it is), and
+``info["end"]``, an :class:`~palaestra.env.end.EpisodeEnd` saying how the episode ended
+(``ts.end`` reads it).
 
 Calling ``step`` after LAST (or before any reset) raises :class:`EpisodeError`; call ``reset``.
 """
@@ -17,7 +23,10 @@ from __future__ import annotations
 import abc
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+if TYPE_CHECKING:
+    from palaestra.env.end import EpisodeEnd
 
 Obs = TypeVar("Obs")
 Act = TypeVar("Act")
@@ -30,9 +39,9 @@ class StepType(enum.IntEnum):
 
 
 class EpisodeStatus(enum.StrEnum):
-    """How an episode came out, in a LAST time step's ``info["status"]`` and the results
-    store's ``status``. How the agent's part ended (a submission, a limit, an error) is the
-    separate :class:`~palaestra.scaffolds.base.EndReason`, ``info["end_reason"]``."""
+    """How an episode came out: :attr:`EpisodeEnd.status <palaestra.env.end.EpisodeEnd>` and
+    the results store's ``status``. How the agent's part ended (a submission, a limit, an
+    error) is the separate :class:`~palaestra.scaffolds.base.EndReason`, ``EpisodeEnd.reason``."""
 
     PASSED = "passed"
     """The verifier's reward reached the pass threshold (also after a truncation)."""
@@ -40,7 +49,7 @@ class EpisodeStatus(enum.StrEnum):
     """The reward is below the threshold (or the verifier did not run on a truncation)."""
     ERROR = "error"
     """Infrastructure, scaffold, verifier or policy failure: the episode says nothing about the
-    policy; ``info["error_class"]`` and ``info["error_message"]`` say what failed."""
+    policy; ``EpisodeEnd.error_class`` and ``EpisodeEnd.error_message`` say what failed."""
 
 
 class EpisodeError(RuntimeError):
@@ -65,6 +74,11 @@ class TimeStep(Generic[Obs]):
         return self.step_type is StepType.LAST
 
     @property
+    def end(self) -> EpisodeEnd | None:
+        """How the episode ended (``info["end"]``): set on LAST, None before."""
+        return self.info.get("end")
+
+    @property
     def terminated(self) -> bool:
         """LAST because the episode really ended (no value to bootstrap)."""
         return self.step_type is StepType.LAST and self.discount == 0.0
@@ -83,12 +97,14 @@ def transition(observation: Obs, info: dict[str, Any]) -> TimeStep[Obs]:
     return TimeStep(StepType.MID, 0.0, 1.0, observation, info)
 
 
-def termination(reward: float, info: dict[str, Any]) -> TimeStep[Any]:
-    return TimeStep(StepType.LAST, reward, 0.0, None, info)
+def termination(reward: float, observation: Obs, info: dict[str, Any]) -> TimeStep[Obs]:
+    """LAST with discount 0.0; ``observation`` is the episode's final one."""
+    return TimeStep(StepType.LAST, reward, 0.0, observation, info)
 
 
-def truncation(reward: float, info: dict[str, Any]) -> TimeStep[Any]:
-    return TimeStep(StepType.LAST, reward, 1.0, None, info)
+def truncation(reward: float, observation: Obs, info: dict[str, Any]) -> TimeStep[Obs]:
+    """LAST with discount 1.0; ``observation`` is what a value estimate bootstraps from."""
+    return TimeStep(StepType.LAST, reward, 1.0, observation, info)
 
 
 class Environment(abc.ABC, Generic[Obs, Act]):
@@ -103,6 +119,11 @@ class Environment(abc.ABC, Generic[Obs, Act]):
     @abc.abstractmethod
     async def step(self, action: Act) -> TimeStep[Obs]:
         """Apply ``action`` and return the next time step (MID or LAST)."""
+
+    async def abandon(self) -> None:
+        """End the running episode now, if any, without a LAST time step, freeing what it
+        holds (its sandbox). ``rollout`` calls it when the policy or the environment fails
+        mid-episode, or the rollout is cancelled; ``reset`` and ``close`` do it too."""
 
     async def close(self) -> None:
         """Free every resource. Idempotent."""

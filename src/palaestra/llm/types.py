@@ -79,8 +79,9 @@ class Usage(BaseModel):
 class LLMRequest(BaseModel):
     """An observation: what the scaffold asks the policy.
 
-    ``metadata`` carries the episode id, task id and turn index so a policy serving many
-    episodes can tell them apart. It is never sent to a model.
+    ``metadata`` carries the task id and turn index (and the episode id, which ``rollout`` adds
+    to what the policy gets) so a policy serving many episodes can tell them apart. It is never
+    sent to a model.
     """
 
     messages: list[Message]

@@ -3,6 +3,7 @@
 from palaestra.run.evaluate import evaluate
 from palaestra.run.metrics import pass_at_k, summarize
 from palaestra.run.rollout import Episode, Turn, rollout
+from palaestra.run.rows import episode_row
 from palaestra.run.store import ResultStore, RunMismatchError
 
 __all__ = [
@@ -10,6 +11,7 @@ __all__ = [
     "ResultStore",
     "RunMismatchError",
     "Turn",
+    "episode_row",
     "evaluate",
     "pass_at_k",
     "rollout",

@@ -5,9 +5,12 @@ The plan is every (task, attempt) pair. Each episode is written to the run direc
 end. Running again on the same directory with the same configuration skips the pairs already
 done, so an interrupted run (Ctrl-C, kill -9, a crashed machine) resumes where it stopped.
 
-Infrastructure errors (a sandbox that fails to start or dies, a transient LLM API error) are
-retried up to ``retries`` times with exponential backoff; every try is stored (``final = 0`` for
-the retried ones). Task failures, verifier-decided outcomes and policy bugs are never retried.
+Each try is :func:`~palaestra.run.rollout.rollout` (which turns any failure of the episode into
+an error episode) and :func:`~palaestra.run.rows.episode_row` (the episode as a store row).
+Infrastructure errors (``EpisodeEnd.infra_error``: a sandbox that fails to start or dies, a
+transient LLM API error) are retried up to ``retries`` times with exponential backoff; every try
+is stored (``final = 0`` for the retried ones). Task failures, verifier-decided outcomes and
+policy bugs are never retried.
 """
 
 from __future__ import annotations
@@ -25,33 +28,16 @@ from pathlib import Path
 from typing import Any
 
 from palaestra.env.registry import load_tasks, make, make_policy
-from palaestra.env.types import EpisodeStatus
 from palaestra.llm import LLMClient
 from palaestra.run import metrics
-from palaestra.run.rollout import Turn
-from palaestra.run.store import DB_NAME, EpisodeRow, ResultStore, StepRecord, read_episodes
-from palaestra.sandbox.base import SandboxBackend, SandboxError
+from palaestra.run.rollout import rollout
+from palaestra.run.rows import episode_row
+from palaestra.run.store import DB_NAME, EpisodeRow, ResultStore, read_episodes
+from palaestra.sandbox.base import SandboxBackend
 from palaestra.scaffolds import Scaffold
-from palaestra.scaffolds.base import EndReason
-from palaestra.tasks import Task
 from palaestra.tasks.source import TaskSet
 
 EpisodeRecord = dict[str, Any]
-
-#: Exception class names of transient infrastructure failures, matched against the exception
-#: raised out of an episode and against CodeEnv's ``info["error_class"]`` (``SandboxError``):
-#: the scaffold reports its sandbox dying that way.
-INFRA_ERRORS = frozenset(
-    {
-        "SandboxError", "SandboxClosedError", "ConnectionError", "ConnectionResetError",
-        "ConnectionRefusedError", "BrokenPipeError", "TimeoutError", "APIConnectionError",
-        "APITimeoutError", "RateLimitError", "InternalServerError",
-    }
-)  # fmt: skip
-
-
-class TrialCostExceeded(RuntimeError):
-    """An episode's accumulated policy cost passed ``max_trial_cost_usd``."""
 
 
 @dataclass(frozen=True)
@@ -59,81 +45,6 @@ class Job:
     task_id: str
     attempt: int
     index: int  # position in the plan: the episode's seed is ``seed + index``
-
-
-def is_infra_error(exc: BaseException) -> bool:
-    if isinstance(exc, SandboxError | ConnectionError | TimeoutError):
-        return True
-    return any(cls.__name__ in INFRA_ERRORS for cls in type(exc).__mro__)
-
-
-def _steps(turns: list[Turn], trajectory: list[dict[str, Any]]) -> list[StepRecord]:
-    executions = {t.get("turn"): t for t in trajectory}
-    steps: list[StepRecord] = []
-    previous: list[dict[str, Any]] = []
-    for i, turn in enumerate(turns):
-        messages = turn.observation.messages
-        start = len(previous) if messages[: len(previous)] == previous else 0
-        response = turn.action.model_dump(exclude_none=True, exclude_defaults=True)
-        response["finish_reason"] = turn.action.finish_reason
-        steps.append(StepRecord(i, start, messages[start:], response, executions.get(i)))
-        previous = messages
-    return steps
-
-
-async def _run_episode(
-    env: Any, policy: LLMClient, task: Task, job: Job, seed: int, max_trial_cost: float | None
-) -> EpisodeRow:
-    """One try of a job, as a store row; exceptions out of the episode become error rows."""
-    values: dict[str, Any] = {
-        "task_id": task.id, "family": task.config.metadata.get("family"),
-        "category": task.category, "difficulty": task.difficulty, "attempt": job.attempt,
-        "seed": seed, "reward": 0.0, "rewards": "{}", "verified": 0, "steps": 0,
-        "prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0, "infra_error": 0,
-    }  # fmt: skip
-    turns: list[Turn] = []
-    cost = 0.0
-    started = time.perf_counter()
-    try:
-        ts = await env.reset(seed=seed, options={"task_id": task.id})
-        while not ts.last():
-            action = await policy.complete(ts.observation)
-            turns.append(Turn(ts.observation, action))
-            cost += action.cost_usd or 0.0
-            if max_trial_cost is not None and cost > max_trial_cost:
-                raise TrialCostExceeded(
-                    f"the episode cost ${cost:.4f}, over --max-trial-cost-usd ${max_trial_cost:g}"
-                )
-            ts = await env.step(action)
-    except Exception as e:  # the episode did not reach LAST: infrastructure, policy, cost cap
-        usage = [t.action.usage for t in turns]
-        costs = [t.action.cost_usd for t in turns if t.action.cost_usd is not None]
-        values.update(
-            episode_id=env.episode_id, status=EpisodeStatus.ERROR,
-            end_reason=EndReason.EXCEPTION, error_class=type(e).__name__, error_message=str(e),
-            infra_error=int(is_infra_error(e)), steps=len(turns),
-            prompt_tokens=sum(u.prompt_tokens for u in usage),
-            completion_tokens=sum(u.completion_tokens for u in usage),
-            cached_tokens=sum(u.cached_tokens for u in usage),
-            cost_usd=sum(costs) if costs else None, wall_s=time.perf_counter() - started,
-        )  # fmt: skip
-        return EpisodeRow(values, _steps(turns, []))
-    info = ts.info
-    timings = info["timings"]
-    values.update(
-        episode_id=info["episode_id"], status=info["status"], end_reason=info["end_reason"],
-        error_class=info["error_class"], error_message=info["error_message"],
-        infra_error=int(info["error_class"] in INFRA_ERRORS), reward=ts.reward or 0.0,
-        rewards=json.dumps(info["rewards"]), verified=int(info["verified"]),
-        verifier_output=(info["verifier"] or {}).get("output", ""), steps=info["step"],
-        sandbox_start_s=timings.get("sandbox_start_s"), agent_s=timings.get("agent_s"),
-        policy_s=timings.get("policy_s"), verifier_s=timings.get("verifier_s"),
-        prompt_tokens=info["usage"]["prompt_tokens"],
-        completion_tokens=info["usage"]["completion_tokens"],
-        cached_tokens=info["usage"]["cached_tokens"], cost_usd=info["cost_usd"],
-        wall_s=time.perf_counter() - started,
-    )  # fmt: skip
-    return EpisodeRow(values, _steps(turns, info["trajectory"]))
 
 
 def _policy_name(policy: str | LLMClient) -> str:
@@ -252,10 +163,12 @@ async def evaluate(
                     job = queue.get_nowait()
                     task = tasks.get(job.task_id)
                     for attempt_try in range(retries + 1):
-                        row = await _run_episode(
-                            env, agent, task, job, seed + job.index, max_trial_cost_usd
-                        )
-                        final = not row.values["infra_error"] or attempt_try == retries
+                        episode = await rollout(
+                            env, agent, seed=seed + job.index, options={"task_id": task.id},
+                            max_cost_usd=max_trial_cost_usd,
+                        )  # fmt: skip
+                        row = episode_row(episode, task, attempt=job.attempt, seed=seed + job.index)
+                        final = not episode.end.infra_error or attempt_try == retries
                         await store_try(row, final, attempt_try)
                         if final:
                             break

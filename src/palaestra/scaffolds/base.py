@@ -12,13 +12,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from palaestra.llm.client import LLMClient
+    from palaestra.llm.types import LLMRequest
     from palaestra.sandbox.base import Sandbox
     from palaestra.tasks import Task
 
 
 class EndReason(enum.StrEnum):
     """How the agent's part of an episode ended: one vocabulary from the scaffold's
-    :class:`Outcome` to CodeEnv's ``info["end_reason"]`` and the results store's ``end_reason``.
+    :class:`Outcome` to ``EpisodeEnd.reason`` (CodeEnv's LAST ``info["end"]``) and the results
+    store's ``end_reason``.
 
     Its values are plain strings (in JSON, SQLite, comparisons with ``"submitted"``).
     """
@@ -52,13 +54,18 @@ SCAFFOLD_ERROR = "ScaffoldError"
 class Outcome:
     """How a scaffold's run ended. ``status`` is coerced to :class:`EndReason` (a plain string
     such as ``"submitted"`` is accepted). For an ``error`` end, ``message`` is the error's
-    message and ``error_class`` its class name (:data:`SCAFFOLD_ERROR` when not given)."""
+    message and ``error_class`` its class name (:data:`SCAFFOLD_ERROR` when not given).
+
+    ``next_request``: the request the scaffold would have sent next, when a limit stopped it
+    between turns (the turn loop at its step limit): the environment's LAST observation, what
+    a truncated episode bootstraps from. None when there is none."""
 
     status: EndReason
     steps: int
     message: str = ""
     trajectory: list[dict[str, Any]] = field(default_factory=list)
     error_class: str | None = None
+    next_request: LLMRequest | None = None
 
     def __post_init__(self) -> None:
         self.status = EndReason(self.status)

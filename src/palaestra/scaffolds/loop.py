@@ -166,7 +166,10 @@ class TurnLoop(Generic[S, A]):
                     self.trajectory,
                 )
             self.messages += observation.messages
-        return Outcome("step_limit", limit, f"reached {limit} steps", self.trajectory)
+        message = f"reached {limit} steps"
+        return Outcome(
+            "step_limit", limit, message, self.trajectory, next_request=self.request(limit)
+        )
 
     async def opening(self) -> list[Message]:
         """The system prompt and the task, rendered with :meth:`context`."""
@@ -180,16 +183,26 @@ class TurnLoop(Generic[S, A]):
             },
         ]
 
+    def request(self, turn: int) -> LLMRequest:
+        """Turn ``turn``'s request: the conversation so far. Its metadata names the task, the
+        turn and the scaffold, and counts the format errors in a row just before this turn
+        (``format_errors``: above 0 when the previous response was a format error), which the
+        environment reports per turn (its shaping hook)."""
+        return LLMRequest(
+            messages=list(self.messages),
+            tools=self.tools,
+            sampling=self.config.sampling,
+            metadata={
+                "task_id": self.task.id,
+                "turn": turn,
+                "scaffold": self.scaffold.name,
+                "format_errors": self.format_errors,
+            },
+        )
+
     async def query(self, llm: LLMClient, turn: int) -> LLMResponse:
         """Ask the policy; its response joins the conversation."""
-        response = await llm.complete(
-            LLMRequest(
-                messages=list(self.messages),
-                tools=self.tools,
-                sampling=self.config.sampling,
-                metadata={"task_id": self.task.id, "turn": turn, "scaffold": self.scaffold.name},
-            )
-        )
+        response = await llm.complete(self.request(turn))
         self.messages.append(response.to_message())
         return response
 

@@ -31,10 +31,11 @@ def with_solution(script: str, task_id: str) -> str:
 async def run_episode(task_id: str, policy) -> tuple[float, dict]:
     async with CodeEnv(TASKS) as env:
         episode = await rollout(env, policy, options={"task_id": task_id})
-    info = episode.info
-    log = f"status={info['status']} error={info['error']}\n{info['verifier']['output'][-4000:]}"
-    assert info["status"] != "error", log
-    return episode.reward, info
+    end = episode.end
+    output = end.verifier.output if end.verifier is not None else ""
+    log = f"status={end.status} error={end.error}\n{output[-4000:]}"
+    assert end.status != "error", log
+    return episode.reward, episode.info
 
 
 SCENARIOS = (
@@ -51,7 +52,7 @@ async def test_scenario(task_id: str, scenario: str) -> None:
         assert reward == 0, f"the untouched workspace must score 0, got {reward}"
     elif scenario == "oracle":
         reward, info = await run_episode(task_id, OraclePolicy.from_tasks(TASKS))
-        assert reward == 1, f"the reference solution must score 1, got {reward}: {info['verifier']}"
+        assert reward == 1, f"the reference solution must score 1, got {reward}: {info['end']}"
     else:
         script = WRONG_SOLUTIONS[task_id][scenario.removeprefix("wrong:")]
         policy = ScriptedPolicy([bash_action(with_solution(script, task_id)), SUBMIT_ACTION])

@@ -1,0 +1,99 @@
+"""``EpisodeEnd``: how an episode ended, as one typed value.
+
+CodeEnv's LAST time step carries it in ``info["end"]`` (read it as ``ts.end``); ``rollout``
+builds one itself when the episode never reached LAST (an exception out of the policy or the
+environment: ``reason = exception``). Everything that reports an episode (``evaluate``'s store
+rows, a trainer dropping error episodes) reads this value, never strings parsed back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from palaestra.env.types import EpisodeStatus
+from palaestra.sandbox.base import SandboxError
+from palaestra.scaffolds.base import EndReason
+from palaestra.verify.harbor import VerifierResult
+
+#: Exception class names of transient infrastructure failures: a sandbox that fails to start or
+#: dies (the scaffold reports that as ``SandboxError``), a dropped connection, an LLM API's
+#: transient errors. An episode that ended on one says nothing about the task or the policy;
+#: ``evaluate`` retries it.
+INFRA_ERRORS = frozenset(
+    {
+        "SandboxError", "SandboxClosedError", "ConnectionError", "ConnectionResetError",
+        "ConnectionRefusedError", "BrokenPipeError", "TimeoutError", "APIConnectionError",
+        "APITimeoutError", "RateLimitError", "InternalServerError",
+    }
+)  # fmt: skip
+
+
+def is_infra_error(exc: BaseException) -> bool:
+    """Is ``exc`` (or a class it derives from) a transient infrastructure failure?"""
+    if isinstance(exc, SandboxError | ConnectionError | TimeoutError):
+        return True
+    return any(cls.__name__ in INFRA_ERRORS for cls in type(exc).__mro__)
+
+
+@dataclass(frozen=True)
+class EpisodeEnd:
+    """How an episode ended.
+
+    ``status``: passed / failed by the reward against the env's pass threshold, or error.
+    ``reason``: how the agent's part ended (:class:`EndReason`).
+    ``reward``: the verifier's reward (0.0 when it gave none); ``rewards`` its whole breakdown
+    (``reward.json``'s keys). ``verified``: whether the verifier ran; ``verifier`` its result.
+    ``error_class`` / ``error_message``: what failed, for an ``error`` status (the exception's
+    class name; ``ScaffoldError`` when the scaffold reported it, ``VerifierError`` /
+    ``VerifierTimeout`` when the verifier gave no reward). ``infra_error``: the failure is a
+    transient infrastructure one (:data:`INFRA_ERRORS`), worth a retry.
+    """
+
+    status: EpisodeStatus
+    reason: EndReason
+    reward: float = 0.0
+    rewards: Mapping[str, float] = field(default_factory=dict)
+    verified: bool = False
+    error_class: str | None = None
+    error_message: str | None = None
+    infra_error: bool = False
+    verifier: VerifierResult | None = None
+
+    @classmethod
+    def from_exception(cls, exc: BaseException) -> EpisodeEnd:
+        """The end of an episode that an exception cut short (it never reached LAST)."""
+        return cls(
+            EpisodeStatus.ERROR,
+            EndReason.EXCEPTION,
+            error_class=type(exc).__name__,
+            error_message=str(exc),
+            infra_error=is_infra_error(exc),
+        )
+
+    @property
+    def error(self) -> str | None:
+        """The error for people to read, ``"SandboxError: the sandbox died"``; None without."""
+        if self.error_class is None:
+            return None
+        return f"{self.error_class}: {self.error_message or ''}"
+
+    @property
+    def truncated(self) -> bool:
+        """A limit cut the agent short (the reason is ``step_limit`` or ``agent_timeout``)."""
+        return self.reason.truncated
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: enums as their strings, the verifier's result as a dict."""
+        return {
+            "status": str(self.status),
+            "reason": str(self.reason),
+            "reward": self.reward,
+            "rewards": dict(self.rewards),
+            "verified": self.verified,
+            "error_class": self.error_class,
+            "error_message": self.error_message,
+            "infra_error": self.infra_error,
+            "verifier": self.verifier.to_dict() if self.verifier is not None else None,
+        }

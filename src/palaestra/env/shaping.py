@@ -1,0 +1,44 @@
+"""Per-turn shaping rewards: an optional hook CodeEnv calls after every action.
+
+``CodeEnv(shaping=...)`` takes a function ``TurnInfo -> float``. Its value is reported on the
+MID or LAST time step that follows the action, in ``info["shaping_reward"]`` (None there when no
+hook is set), and ``rollout`` keeps it per turn (``Turn.shaping_reward``). It is never added to
+``ts.reward``, the verifier's reward: a trainer that wants shaped returns adds the two itself,
+so an evaluation's rewards never change because a hook was set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from palaestra.llm.types import LLMResponse
+
+
+@dataclass(frozen=True)
+class TurnInfo:
+    """What the environment knows about one finished turn.
+
+    ``index``: the turn's position (0 for the answer to the FIRST observation).
+    ``action``: the policy's response. ``format_error``: the scaffold could not act on it (no
+    or too many actions, malformed JSON or tool calls; the turn loop counts these towards
+    ``max_consecutive_format_errors``). ``last``: the episode ended with this turn.
+    """
+
+    index: int
+    action: LLMResponse
+    format_error: bool
+    last: bool
+
+
+Shaping = Callable[[TurnInfo], float]
+
+
+def format_error_penalty(penalty: float = -0.1) -> Shaping:
+    """A shaping hook that gives ``penalty`` for a turn whose response was a format error and
+    0.0 otherwise."""
+
+    def shape(turn: TurnInfo) -> float:
+        return penalty if turn.format_error else 0.0
+
+    return shape

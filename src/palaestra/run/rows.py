@@ -1,0 +1,51 @@
+"""``episode_row``: a played :class:`Episode` as a results-store row, the one mapping from
+episodes to ``results.db`` (``evaluate`` writes what it returns; a training run can too)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from palaestra.run.rollout import Episode, Turn
+from palaestra.run.store import EpisodeRow, StepRecord
+from palaestra.tasks import Task
+
+
+def _steps(turns: list[Turn], trajectory: list[dict[str, Any]]) -> list[StepRecord]:
+    """Each turn with the messages it added to the conversation and the scaffold's record of
+    executing its action (the trajectory entry of the same turn)."""
+    executions = {t.get("turn"): t for t in trajectory}
+    steps: list[StepRecord] = []
+    previous: list[dict[str, Any]] = []
+    for i, turn in enumerate(turns):
+        messages = turn.observation.messages
+        start = len(previous) if messages[: len(previous)] == previous else 0
+        response = turn.action.model_dump(exclude_none=True, exclude_defaults=True)
+        response["finish_reason"] = turn.action.finish_reason
+        steps.append(StepRecord(i, start, messages[start:], response, executions.get(i)))
+        previous = messages
+    return steps
+
+
+def episode_row(episode: Episode, task: Task, *, attempt: int, seed: int) -> EpisodeRow:
+    """The store row of one episode (the run's bookkeeping columns, ``run_id``, ``try``,
+    ``final`` and ``finished_at``, are the writer's)."""
+    end, info = episode.end, episode.info
+    timings: dict[str, float] = info.get("timings", {})
+    usage = episode.usage
+    values: dict[str, Any] = {
+        "episode_id": episode.episode_id, "task_id": task.id,
+        "family": task.config.metadata.get("family"), "category": task.category,
+        "difficulty": task.difficulty, "attempt": attempt, "seed": seed,
+        "status": end.status, "end_reason": end.reason, "error_class": end.error_class,
+        "error_message": end.error_message, "infra_error": int(end.infra_error),
+        "reward": end.reward, "rewards": json.dumps(dict(end.rewards)),
+        "verified": int(end.verified),
+        "verifier_output": end.verifier.output if end.verifier is not None else None,
+        "steps": len(episode.turns), "sandbox_start_s": timings.get("sandbox_start_s"),
+        "agent_s": timings.get("agent_s"), "policy_s": timings.get("policy_s"),
+        "verifier_s": timings.get("verifier_s"), "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens, "cached_tokens": usage.cached_tokens,
+        "cost_usd": episode.cost_usd, "wall_s": episode.wall_s,
+    }  # fmt: skip
+    return EpisodeRow(values, _steps(episode.turns, info.get("trajectory", [])))
