@@ -6,10 +6,12 @@ import math
 
 import pytest
 
+from palaestra.env import EpisodeEnd, EpisodeStatus
 from palaestra.llm.types import LLMRequest, LLMResponse
 from palaestra.rl.advantages import advantages, dr_grpo, group_advantages, grpo, rloo
 from palaestra.rl.trajectory import to_trajectories, to_trajectory
 from palaestra.run.rollout import Episode, Turn
+from palaestra.scaffolds.base import EndReason
 
 # rewards 1, 0, 0, 1, 1: mean 0.6; squared deviations 0.16, 0.36, 0.36, 0.16, 0.16 sum 1.2;
 # sample variance 1.2 / 4 = 0.3, std sqrt(0.3) = 0.5477225575...
@@ -61,9 +63,8 @@ def _episode(reward: float, *turns: tuple[list[int], list[int]]) -> Episode:
             )
             for p, c in turns
         ],
-        reward=reward,
+        end=EpisodeEnd(EpisodeStatus.PASSED, EndReason.SUBMITTED, reward=reward),
         terminated=True,
-        truncated=False,
     )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from palaestra.env import EpisodeEnd, EpisodeStatus
 from palaestra.llm.types import LLMRequest, LLMResponse
 from palaestra.rl.trajectory import (
     Break,
@@ -15,6 +16,7 @@ from palaestra.rl.trajectory import (
     to_trajectory,
 )
 from palaestra.run.rollout import Episode, Turn
+from palaestra.scaffolds.base import EndReason
 
 
 def turn(prompt, completion, logprobs=None, version=None, episode="ep1") -> Turn:
@@ -33,10 +35,11 @@ def turn(prompt, completion, logprobs=None, version=None, episode="ep1") -> Turn
 def episode(*turns: Turn, reward: float = 1.0) -> Episode:
     return Episode(
         turns=list(turns),
-        reward=reward,
+        end=EpisodeEnd(
+            EpisodeStatus.PASSED, EndReason.SUBMITTED, reward=reward, rewards={"reward": reward}
+        ),
         terminated=True,
-        truncated=False,
-        info={"task_id": "t1", "status": "passed", "rewards": {"reward": reward}},
+        task_id="t1",
     )
 
 

@@ -229,7 +229,7 @@ async def test_local_policy_episodes_are_one_exact_sequence(smollm2, scaffold):
     """The local policy extends each conversation by ids: the episode is one sample."""
     async with HFLocalPolicy(smollm2.model_dir, default_max_tokens=12, seed=1) as policy:
         episode = await run_episode(scaffold, policy, max_consecutive_format_errors=4)
-    assert episode.info["end_reason"] == "format_error_limit" and len(episode.turns) == 4
+    assert episode.end_reason == "format_error_limit" and len(episode.turns) == 4
     result = to_trajectories(episode, on_break="error")
     assert result.breaks == [] and len(result) == 1
     traj = result.samples[0]
@@ -265,7 +265,7 @@ async def test_server_ids_with_an_append_only_template(smollm2, vllm_double):
     vllm_double.replies = BASH_REPLIES
     async with server_policy(vllm_double) as policy:
         episode = await run_episode("bash", policy)
-    assert episode.info["end_reason"] == "submitted" and len(episode.turns) == 4
+    assert episode.end_reason == "submitted" and len(episode.turns) == 4
     assert all(body.get("return_token_ids") is True for body in vllm_double.received)
     traj = to_trajectory(episode)
     assert_token_exact(traj, episode)
@@ -308,7 +308,7 @@ async def test_tools_episode_keeps_tool_output_off_the_mask(smollm2, vllm_double
     ]
     async with server_policy(vllm_double) as policy:
         episode = await run_episode("tools", policy)
-    assert episode.info["end_reason"] == "submitted" and len(episode.turns) == 3
+    assert episode.end_reason == "submitted" and len(episode.turns) == 3
     assert episode.turns[0].action.tool_calls[0].name == "bash"
     traj = to_trajectory(episode)
     assert_token_exact(traj, episode)

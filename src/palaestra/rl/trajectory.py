@@ -147,15 +147,14 @@ def to_trajectories(episode: Episode, *, on_break: BreakMode = "split") -> Traje
     its logprobs do not match its completion, or (``on_break="error"``) a turn breaks."""
     if on_break not in ("split", "error"):
         raise ValueError(f"on_break={on_break!r} must be 'split' or 'error'")
-    info = episode.info
-    episode_id = info.get("episode_id")
+    episode_id = episode.episode_id
     if episode_id is None and episode.turns:
         episode_id = episode.turns[0].observation.metadata.get("episode_id")
     where = f"episode {episode_id}" if episode_id else "the episode"
     has_logprobs = _logprobs_reported(episode, where)
     common: dict[str, Any] = {
         "reward": episode.reward,
-        "rewards": dict(info.get("rewards") or {}),
+        "rewards": dict(episode.end.rewards),
         "episode_id": episode_id,
         "task_id": episode.task_id,
         "status": episode.status,
