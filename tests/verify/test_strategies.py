@@ -75,8 +75,8 @@ def _wrong(task, name: str | list[str] | None) -> list[str]:
 
 
 def _counts(episode) -> dict[str, float]:
-    assert episode.info["status"] != "error", episode.info["error"]
-    return episode.info["rewards"]
+    assert episode.status != "error", episode.end.error
+    return dict(episode.end.rewards)
 
 
 async def _grades(task, wrong: str | list[str] | None):
@@ -150,9 +150,9 @@ async def test_a_strategy_the_task_does_not_declare_is_an_error_episode():
     task = generators.load_generated("build-order", SEED, DIFFICULTY)
     assert not task.reward_outcomes
     episode = await _episode(task, OraclePolicy.from_tasks([task]), reward="partial")
-    assert episode.info["status"] == "error"
-    assert episode.info["error_class"] == "RewardStrategyError"
-    assert "reward='partial' needs a task that reports tests_total" in episode.info["error"]
+    assert episode.status == "error"
+    assert episode.end.error_class == "RewardStrategyError"
+    assert "reward='partial' needs a task that reports tests_total" in episode.end.error
 
 
 _GOOD_TESTS = """\
@@ -188,7 +188,7 @@ async def _cure(task, tests: str):
     policy = ScriptedPolicy([bash_action(solve + "\n" + write), SUBMIT_ACTION])
     async with CodeEnv(TaskSet([task]), reward="cure") as env:
         episode = await rollout(env, policy)
-    assert episode.info["status"] != "error", episode.info["error"]
+    assert episode.status != "error", episode.end.error
     assert "/app/test_solution.py" in episode.turns[0].observation.messages[-1]["content"]
     return episode
 
@@ -198,7 +198,7 @@ async def test_cure_rewards_good_tests_and_not_lax_ones():
     good = await _cure(task, _GOOD_TESTS)
     lax = await _cure(task, _LAX_TESTS)
     assert good.reward == lax.reward == 1.0  # the code reward: the reference passes
-    g, x = good.info["rewards"], lax.info["rewards"]
+    g, x = good.end.rewards, lax.end.rewards
     assert g["cure_wrong_total"] >= 2 and g["cure_tests_total"] == 2
     assert g["test_reward"] > 0.5, g
     assert x["test_reward"] <= 0.0 and x["test_reward"] < g["test_reward"], x
