@@ -288,7 +288,10 @@ class RolloutStream:
         if self.out_dir is not None:
             env = await self._acquire_env()
             self._idle.append(env)
-            self._recorder = await StreamRecorder.open(self.out_dir, self._identity(env, size))
+            planned = None if draws is None else draws * size
+            self._recorder = await StreamRecorder.open(
+                self.out_dir, self._identity(env, size), {"planned": planned}
+            )
         async with asyncio.TaskGroup() as group:
             for index in itertools.count() if draws is None else range(draws):
                 await self._signal.wait_for(
@@ -314,7 +317,9 @@ class RolloutStream:
             "policy": getattr(self.policy, "name", type(self.policy).__name__),
             "scaffold": getattr(scaffold, "name", "unknown"),
             "sandbox": getattr(backend, "name", "unknown"),
-            "stream": {"group_size": size, "seed": self.seed},
+            "attempts": size,  # per draw; the report's "planned" reads attempts x tasks
+            "tasks": [],  # a stream draws its tasks as it goes
+            "stream": {"seed": self.seed},
         }
 
     async def _acquire_env(self) -> Environment[LLMRequest, LLMResponse]:

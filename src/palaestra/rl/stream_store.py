@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from palaestra.env.types import EpisodeStatus
+from palaestra.run.evaluate import is_infra_error
 from palaestra.run.rollout import Episode
 from palaestra.run.store import EpisodeRow, ResultStore, StepRecord
 from palaestra.scaffolds.base import EndReason
@@ -83,6 +84,7 @@ def failure_row(error: BaseException, task_id: str, wall_s: float, **values: Any
         "error_class": type(error).__name__, "error_message": str(error), "reward": 0.0,
         "rewards": "{}", "verified": 0, "steps": 0, "prompt_tokens": 0,
         "completion_tokens": 0, "cached_tokens": 0, "wall_s": wall_s,
+        "infra_error": int(is_infra_error(error)),
     }  # fmt: skip
     return EpisodeRow({**row, **values})
 
@@ -96,10 +98,12 @@ class StreamRecorder:
         self._writes: set[asyncio.Task[int]] = set()
 
     @classmethod
-    async def open(cls, out_dir: Path | str, identity: dict[str, Any]) -> StreamRecorder:
+    async def open(
+        cls, out_dir: Path | str, identity: dict[str, Any], config: dict[str, Any]
+    ) -> StreamRecorder:
         store = await ResultStore.open(out_dir)
         try:
-            await store.begin_run(uuid.uuid4().hex[:12], identity=identity, config={})
+            await store.begin_run(uuid.uuid4().hex[:12], identity=identity, config=config)
             run_id = await store.run_id()
         except BaseException:
             await store.aclose()
