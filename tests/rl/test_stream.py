@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 import threading
 from contextlib import aclosing
@@ -25,6 +26,15 @@ from tests.conftest import SUBMIT_ACTION, bash_action
 from tests.procs import own_sandbox_processes
 
 GENERATED = "gen/edit-distance:0:16"
+
+
+async def until(predicate, timeout: float = 60.0) -> None:
+    """Poll ``predicate`` (a stream's counters change inside the loop, no event to wait on)."""
+    async with asyncio.timeout(timeout):
+        for _ in itertools.count():
+            if predicate():
+                return
+            await asyncio.sleep(0.02)
 
 
 def other_tasks() -> set[asyncio.Task]:
@@ -90,8 +100,7 @@ async def test_a_stream_cancelled_mid_group_leaves_no_sandbox_task_or_row(task_d
                 got.append(group)
 
     consumer = asyncio.create_task(consume())
-    while stream.stats.finished < 2:  # two members done, two parked inside their sandboxes
-        await asyncio.sleep(0.05)
+    await until(lambda: stream.stats.finished >= 2)  # 2 members done, 2 parked in their sandboxes
     assert stream.stats.in_flight == 2 and own_sandbox_processes()
     consumer.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -129,8 +138,7 @@ async def test_a_slow_consumer_bounds_episodes_in_flight_plus_buffered(task_dir)
             ahead.append(started - consumed)
             # the trainer is slower than the environments: it comes back once they filled the
             # buffer (or ran out of work), then takes its time
-            while stream.stats.buffered < 2 and not (started == 16 and not stream.stats.in_flight):
-                await asyncio.sleep(0.02)
+            await until(lambda: stream.stats.buffered == 2 or started == 16)
             await asyncio.sleep(0.2)
             ahead.append(started - consumed)
     assert consumed == started == 16
@@ -220,9 +228,7 @@ async def test_stale_episodes_are_dropped_or_kept_and_counted(task_dir):
     for mode, yielded in (("drop", 2), ("keep", 4)):
         inner = Answers(hold=lambda i: i >= 2)
         policy = VersionedPolicy(inner)
-        stream = RolloutStream(
-            str(task_dir), policy, concurrency=4, max_staleness=1, stale=mode
-        )
+        stream = RolloutStream(str(task_dir), policy, concurrency=4, max_staleness=1, stale=mode)
         episodes = []
         async with stream:
             async for episode in stream.episodes(draws=4):
