@@ -10,7 +10,7 @@ counts the episodes run on a task so far in the stream (so ``pass@k`` reads as i
 The mapping from an :class:`~palaestra.run.rollout.Episode` to a row reads only what every
 episode has (status, end reason, reward, turns) plus the LAST info's optional extras (usage,
 timings, rewards, verifier output), so it serves both the loose ``info`` keys and a typed
-``info["end"]``.
+``info["end"]``. The turns become step rows exactly as ``evaluate`` writes them.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from palaestra.env.types import EpisodeStatus
-from palaestra.run.evaluate import is_infra_error
+from palaestra.run.evaluate import _steps, is_infra_error
 from palaestra.run.rollout import Episode
-from palaestra.run.store import EpisodeRow, ResultStore, StepRecord
+from palaestra.run.store import EpisodeRow, ResultStore
 from palaestra.scaffolds.base import EndReason
 
 
@@ -35,20 +35,6 @@ def _end(info: dict[str, Any], key: str, default: Any = None) -> Any:
     if end is not None and hasattr(end, key):
         return getattr(end, key)
     return info.get(key, default)
-
-
-def _steps(episode: Episode) -> list[StepRecord]:
-    executions = {t.get("turn"): t for t in episode.info.get("trajectory") or []}
-    steps: list[StepRecord] = []
-    previous: list[dict[str, Any]] = []
-    for i, turn in enumerate(episode.turns):
-        messages = turn.observation.messages
-        start = len(previous) if messages[: len(previous)] == previous else 0
-        response = turn.action.model_dump(exclude_none=True, exclude_defaults=True)
-        response["finish_reason"] = turn.action.finish_reason
-        steps.append(StepRecord(i, start, messages[start:], response, executions.get(i)))
-        previous = messages
-    return steps
 
 
 def episode_row(episode: Episode, **values: Any) -> EpisodeRow:
@@ -74,7 +60,9 @@ def episode_row(episode: Episode, **values: Any) -> EpisodeRow:
         "cached_tokens": usage.get("cached_tokens", 0), "cost_usd": info.get("cost_usd"),
         "wall_s": episode.wall_s, "infra_error": int(bool(_end(info, "infra_error", False))),
     }  # fmt: skip
-    return EpisodeRow({**row, **values}, _steps(episode))
+    return EpisodeRow(
+        {**row, **values}, _steps(episode.turns, episode.info.get("trajectory") or [])
+    )
 
 
 def failure_row(error: BaseException, task_id: str, wall_s: float, **values: Any) -> EpisodeRow:
