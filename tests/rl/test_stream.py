@@ -42,24 +42,30 @@ def other_tasks() -> set[asyncio.Task]:
 
 
 class Answers:
-    """Writes ``answer(request)`` to /app/answer.txt on turn 0, then submits; ``fail(i)``
-    raises on the i-th turn-0 request it sees, ``hold(i)`` parks it until ``release``."""
+    """Writes ``answer(request)`` to /app/answer.txt on turn 0, then submits. ``fail(i)``
+    raises on the i-th try it sees; ``hold(k)`` parks every turn 0 of the k-th episode it
+    sees (counted by the stream's task running it, so a retry is the same episode) until
+    ``release`` is set."""
 
     name = "answers"
 
-    def __init__(self, answer=lambda r: "42", fail=lambda i: False, hold=lambda i: False):
+    def __init__(self, answer=lambda r: "42", fail=lambda i: False, hold=lambda k: False):
         self.answer, self.fail, self.hold = answer, fail, hold
-        self.seen = 0
+        self.tries = 0
+        self.episodes: list[asyncio.Task] = []
         self.release = asyncio.Event()
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
         if request.metadata["turn"] != 0:
             return LLMResponse(content=SUBMIT_ACTION)
-        i, self.seen = self.seen, self.seen + 1
-        if self.hold(i):
+        i, self.tries = self.tries, self.tries + 1
+        task = asyncio.current_task()
+        if task not in self.episodes:
+            self.episodes.append(task)
+        if self.hold(self.episodes.index(task)):
             await self.release.wait()
         if self.fail(i):
-            raise RuntimeError(f"policy failure on episode {i}")
+            raise RuntimeError(f"policy failure on try {i}")
         return LLMResponse(content=bash_action(f"echo {self.answer(request)} > /app/answer.txt"))
 
 
@@ -90,7 +96,7 @@ async def test_128_concurrent_episodes_in_groups_of_8_leave_nothing(tmp_path):
 
 
 async def test_a_stream_cancelled_mid_group_leaves_no_sandbox_task_or_row(task_dir, tmp_path):
-    policy = Answers(hold=lambda i: i % 2 == 1)  # half the members never answer
+    policy = Answers(hold=lambda k: k % 2 == 1)  # half the members never answer
     stream = RolloutStream(str(task_dir), policy, concurrency=4, out_dir=tmp_path)
     got = []
 
@@ -201,14 +207,15 @@ async def test_sampler_update_per_group_and_the_filter(make_task, tmp_path):
     make_task("coin-task", root=root)
     coin = iter(range(1000))
 
-    def answer(request: LLMRequest) -> str:  # coin-task: alternately right and wrong
+    def answer(request: LLMRequest) -> str:  # coin-task: alternately right and wrong (one group
+        # runs at a time, so each gets consecutive answers: some right, some wrong)
         if request.metadata["task_id"] == "coin-task":
             return "42" if next(coin) % 2 else "41"
         return "42"
 
     sampler = Recorder(["easy-task", "coin-task"])
     stream = RolloutStream(
-        str(root), Answers(answer), concurrency=6, sampler=sampler,
+        str(root), Answers(answer), concurrency=3, sampler=sampler,
         group_filter=has_reward_variance,
     )  # fmt: skip
     async with stream:
@@ -226,7 +233,7 @@ async def test_sampler_update_per_group_and_the_filter(make_task, tmp_path):
 
 async def test_stale_episodes_are_dropped_or_kept_and_counted(task_dir):
     for mode, yielded in (("drop", 2), ("keep", 4)):
-        inner = Answers(hold=lambda i: i >= 2)
+        inner = Answers(hold=lambda k: k >= 2)
         policy = VersionedPolicy(inner)
         stream = RolloutStream(str(task_dir), policy, concurrency=4, max_staleness=1, stale=mode)
         episodes = []
