@@ -287,3 +287,20 @@ async def test_a_stream_run_reports_like_an_eval(tmp_path):
     assert data["summary"]["episodes"] == 4 and data["summary"]["errors"] == 0
     assert len(data["episodes"]) == 4 and all(e["turns"] for e in data["episodes"])
     await asyncio.to_thread(write_report, [tmp_path / "run"], tmp_path / "report.html")
+
+
+async def test_a_failing_sampler_ends_the_stream_with_its_error(task_dir, tmp_path):
+    class Broken:
+        def draw(self, rng: random.Random) -> TaskDraw:
+            raise LookupError("the curriculum ran out of tasks")
+
+        def update(self, outcome: GroupOutcome) -> None: ...
+
+    stream = RolloutStream(str(task_dir), NopPolicy(), sampler=Broken(), out_dir=tmp_path)
+    with pytest.raises(LookupError, match="ran out"):
+        async with stream:
+            [g async for g in stream.groups(2)]
+    assert (
+        read_run(tmp_path)["stop_reason"] == "failed: LookupError: the curriculum ran out of tasks"
+    )
+    assert not other_tasks()

@@ -119,6 +119,14 @@ class _DropGroup(Exception):
     """A member of the group ran out of retries (or ``on_error="drop_group"``)."""
 
 
+def _unwrap(error: BaseException | None) -> BaseException:
+    """The one error inside the task groups' exception groups (the whole group if several)."""
+    assert error is not None
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error
+
+
 class _Signal:
     """Wake every waiter when the stream's state changes; waiters re-check their condition."""
 
@@ -244,7 +252,10 @@ class RolloutStream:
             self._producer.cancel()
         try:
             if self._producer is not None:
-                await asyncio.gather(self._producer, return_exceptions=True)
+                (failure,) = await asyncio.gather(self._producer, return_exceptions=True)
+                if isinstance(failure, Exception):
+                    failure = _unwrap(failure)
+                    stop_reason = f"failed: {type(failure).__name__}: {failure}"
         finally:
             if self._closing:
                 await asyncio.gather(*self._closing, return_exceptions=True)
@@ -264,7 +275,7 @@ class RolloutStream:
             self._signal.notify()
             return item
         if not producer.cancelled() and producer.exception() is not None:
-            raise producer.exception()  # type: ignore[misc]
+            raise _unwrap(producer.exception())
         return None
 
     # -- producing --------------------------------------------------------------------------
