@@ -12,6 +12,11 @@ Each response carries its usage (cached and reasoning tokens included) and its U
 :mod:`palaestra.llm.pricing` (None when the model's price is unknown). Token ids and logprobs are
 passed through when the server returns them: OpenAI's ``logprobs.content[]`` when ``logprobs``
 is on, vLLM's ``prompt_token_ids`` and per-choice ``token_ids`` when ``return_token_ids`` is on.
+
+Each response carries ``policy_version``: the version current when the request was sent. An
+RL trainer bumps it with :meth:`OpenAIChatPolicy.sync_weights` (which also makes a vLLM server
+load the new weights: :mod:`palaestra.llm.vllm_sync`) or sets ``policy.policy_version`` itself
+when it updates the server some other way.
 """
 
 from __future__ import annotations
@@ -21,12 +26,14 @@ import email.utils
 import os
 import random
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import openai
 
 from palaestra.llm.pricing import cost_usd, file_pricing
 from palaestra.llm.types import FinishReason, LLMRequest, LLMResponse, ToolCall, Usage
+from palaestra.llm.vllm_sync import vllm_reload_weights
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 _FINISH: dict[str | None, FinishReason] = {
@@ -99,7 +106,7 @@ class OpenAIChatPolicy:
     [0.5, 1] — unless the server sent ``Retry-After``, which is waited out exactly (capped at
     ``retry_after_max``). ``sampling`` overrides what the scaffold asks for. ``logprobs`` asks
     for per-token logprobs; ``return_token_ids`` asks a vLLM server for prompt and completion
-    token ids.
+    token ids. ``policy_version``: the version of the weights the server holds now.
     """
 
     def __init__(
@@ -116,6 +123,7 @@ class OpenAIChatPolicy:
         sampling: dict[str, Any] | None = None,
         logprobs: bool = False,
         return_token_ids: bool = False,
+        policy_version: int = 0,
     ) -> None:
         if max_retries < 0:
             raise ValueError(f"max_retries={max_retries} must be >= 0")
@@ -127,6 +135,7 @@ class OpenAIChatPolicy:
         self.sampling = sampling or {}
         self.logprobs = logprobs
         self.return_token_ids = return_token_ids
+        self.policy_version = policy_version
         self.max_retries = max_retries
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
@@ -195,7 +204,32 @@ class OpenAIChatPolicy:
                 ) from error
             await asyncio.sleep(self._backoff(attempts - 1, error))
 
+    async def sync_weights(
+        self,
+        *,
+        method: str = "reload_weights",
+        args: Sequence[Any] = (),
+        kwargs: dict[str, Any] | None = None,
+        pause: bool = True,
+        version: int | None = None,
+    ) -> int:
+        """Make the vLLM server load new weights, then bump ``policy_version`` (to
+        ``version``, default the current one plus 1) and return it.
+
+        Calls ``method`` on every worker through vLLM's ``/collective_rpc``, between
+        ``/pause?mode=keep`` and ``/resume`` (see :mod:`palaestra.llm.vllm_sync`; the server
+        runs with ``VLLM_SERVER_DEV_MODE=1``). Requests sent before the bump keep the old
+        version: they were sent to the old weights.
+        """
+        await vllm_reload_weights(
+            self.base_url, method=method, args=args, kwargs=kwargs, pause=pause,
+            api_key=self._client.api_key,
+        )  # fmt: skip
+        self.policy_version = self.policy_version + 1 if version is None else version
+        return self.policy_version
+
     async def complete(self, request: LLMRequest) -> LLMResponse:
+        version = self.policy_version
         completion = await self._create(self._params(request))
         if not completion.choices:
             raise LLMAPIError(
@@ -240,6 +274,7 @@ class OpenAIChatPolicy:
             prompt_token_ids=top_extra.get("prompt_token_ids") or extra.get("prompt_token_ids"),
             completion_token_ids=extra.get("token_ids"),
             logprobs=logprobs,
+            policy_version=version,
         )
 
     async def aclose(self) -> None:
