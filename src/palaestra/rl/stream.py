@@ -49,16 +49,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from palaestra.env.end import EpisodeEnd
 from palaestra.env.registry import load_tasks, make
 from palaestra.env.types import Environment, EpisodeStatus
 from palaestra.llm.client import LLMClient
 from palaestra.llm.types import LLMRequest, LLMResponse
 from palaestra.llm.versions import current_version
 from palaestra.rl.sampling import GroupFilter, GroupOutcome, TaskDraw, TaskSampler
-from palaestra.rl.stream_store import StreamRecorder, episode_row, failure_row
+from palaestra.rl.stream_store import StreamRecorder
 from palaestra.rl.sync_iter import SyncIterator
 from palaestra.rl.versions import StalePolicy, check_staleness_options, staleness
 from palaestra.run.rollout import Episode, rollout
+from palaestra.run.rows import episode_row
 from palaestra.run.store import EpisodeRow
 
 OnError = Literal["retry", "drop_group"]
@@ -360,9 +362,12 @@ class RolloutStream:
         episode: Episode | None = None
         try:
             episode = await rollout(env, self.policy, seed=draw.seed, options=options)
-            row = episode_row(episode)
-        except Exception as e:  # the episode did not reach LAST: an error, never a reward
-            row = failure_row(e, draw.task_id, time.perf_counter() - started)
+        except Exception as e:  # a broken environment (rollout turns episode failures into
+            # error episodes): an error all the same, never a reward
+            failed = Episode(
+                turns=[], end=EpisodeEnd.from_exception(e), task_id=draw.task_id,
+                wall_s=time.perf_counter() - started,
+            )  # fmt: skip
         finally:
             stats.in_flight -= 1
             if episode is not None:
@@ -372,9 +377,10 @@ class RolloutStream:
         stats.finished += 1
         if episode is not None and episode.status != EpisodeStatus.ERROR:
             return episode, version
+        failed = episode or failed
         stats.errors += 1
-        stats.error_classes[str(row.values.get("error_class"))] += 1
-        return _Failed(row)
+        stats.error_classes[str(failed.end.error_class)] += 1
+        return _Failed(episode_row(failed, attempt=0, seed=draw.seed))
 
     async def _run_draw(self, draw: TaskDraw, size: int, grouped: bool) -> None:
         """Run one draw's group, then buffer it (or drop it); hold ``size`` slots until then."""
@@ -388,7 +394,9 @@ class RolloutStream:
                     result = await self._try(draw)
                     if not isinstance(result, _Failed):
                         results[i] = result
-                        rows[i].append(episode_row(result[0], final=1, **{"try": attempt_try}))
+                        row = episode_row(result[0], attempt=0, seed=draw.seed)
+                        row.values.update(final=1, **{"try": attempt_try})
+                        rows[i].append(row)
                         return
                     retry = self.on_error == "retry" and attempt_try < self.max_retries
                     rows[i].append(result.row)

@@ -122,7 +122,7 @@ def run_data(
         "started_at": run["started_at"],
         "finished_at": run["finished_at"],
         "stop_reason": run["stop_reason"],
-        "planned": run["config"]["identity"]["attempts"] * len(run["config"]["identity"]["tasks"]),
+        "planned": _planned(run["config"]),
         "summary": summary,
         "episodes": episodes,
     }
@@ -173,3 +173,12 @@ def write_report(
     output = Path(output)
     output.write_text(render(runs), encoding="utf-8")
     return output
+
+
+def _planned(config: dict[str, Any]) -> int | None:
+    """Episodes the run set out to play: a stream records its own count (None when it was
+    open-ended); an eval plans every attempt of every task."""
+    if "planned" in config:
+        return config["planned"]
+    identity = config["identity"]
+    return identity["attempts"] * len(identity["tasks"])

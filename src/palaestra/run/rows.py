@@ -27,16 +27,24 @@ def _steps(turns: list[Turn], trajectory: list[dict[str, Any]]) -> list[StepReco
     return steps
 
 
-def episode_row(episode: Episode, task: Task, *, attempt: int, seed: int) -> EpisodeRow:
+def episode_row(
+    episode: Episode, task: Task | None = None, *, attempt: int, seed: int | None
+) -> EpisodeRow:
     """The store row of one episode (the run's bookkeeping columns, ``run_id``, ``try``,
-    ``final`` and ``finished_at``, are the writer's)."""
+    ``final`` and ``finished_at``, are the writer's). Without ``task`` (a stream that draws
+    its tasks as it goes), the task's id, category and difficulty come from the episode."""
     end, info = episode.end, episode.info
+    if task is not None:
+        task_id, category, difficulty = task.id, task.category, task.difficulty
+        family = task.config.metadata.get("family")
+    else:
+        task_id, category = episode.task_id, info.get("category")
+        difficulty, family = info.get("difficulty"), info.get("family")
     timings: dict[str, float] = info.get("timings", {})
     usage = episode.usage
     values: dict[str, Any] = {
-        "episode_id": episode.episode_id, "task_id": task.id,
-        "family": task.config.metadata.get("family"), "category": task.category,
-        "difficulty": task.difficulty, "attempt": attempt, "seed": seed,
+        "episode_id": episode.episode_id, "task_id": task_id, "family": family,
+        "category": category, "difficulty": difficulty, "attempt": attempt, "seed": seed,
         "status": end.status, "end_reason": end.reason, "error_class": end.error_class,
         "error_message": end.error_message, "infra_error": int(end.infra_error),
         "reward": end.reward, "rewards": json.dumps(dict(end.rewards)),

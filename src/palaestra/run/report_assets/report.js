@@ -105,7 +105,7 @@ inflate(document.getElementById("report-data").textContent.trim()).then((DATA) =
   function overview() {
     const rows = RUNS.map((run) => {
       const s = run.summary;
-      return [run.label, run.env_id, `${s.episodes}/${run.planned}`, pct(s.pass_rate), num(s.mean_reward, 3),
+      return [run.label, run.env_id, (run.planned == null ? `${s.episodes}` : `${s.episodes}/${run.planned}`), pct(s.pass_rate), num(s.mean_reward, 3),
         pct(s.error_rate), usd(s.cost.total_usd), usd(s.cost.per_trial_usd), usd(s.cost.per_solved_usd),
         String(s.cost.unknown_trials), num(s.mean_steps, 1),
         num(s.tokens.per_trial ? s.tokens.per_trial.prompt_tokens + s.tokens.per_trial.completion_tokens : null, 0),
