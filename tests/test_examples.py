@@ -14,3 +14,21 @@ def test_rl_loop_example_solves_its_episodes():
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
     assert len(lines) == 3 and all("reward 1.0 (terminated, passed)" in line for line in lines)
+
+
+def test_stream_groups_example_prints_every_kept_group_with_its_advantages():
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLES / "stream_groups.py")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    *groups, summary = proc.stdout.strip().splitlines()
+    completed, filtered = (int(word) for word in summary.split() if word.isdigit())
+    assert completed == 4 and len(groups) == completed - filtered
+    for line in groups:  # each kept group has both outcomes, and GRPO advantages sum to zero
+        rewards = eval(line.split("rewards ")[1].split(" advantages")[0])
+        advantages = eval(line.split("advantages ")[1])
+        assert len(rewards) == 4 and 0.0 in rewards and 1.0 in rewards
+        assert abs(sum(advantages)) < 0.05
