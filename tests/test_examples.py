@@ -1,5 +1,6 @@
 """The shipped examples run as a user would run them."""
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -28,7 +29,7 @@ def test_stream_groups_example_prints_every_kept_group_with_its_advantages():
     completed, filtered = (int(word) for word in summary.split() if word.isdigit())
     assert completed == 4 and len(groups) == completed - filtered
     for line in groups:  # each kept group has both outcomes, and GRPO advantages sum to zero
-        rewards = eval(line.split("rewards ")[1].split(" advantages")[0])
-        advantages = eval(line.split("advantages ")[1])
+        rewards = ast.literal_eval(line.split("rewards ")[1].split(" advantages")[0])
+        advantages = ast.literal_eval(line.split("advantages ")[1])
         assert len(rewards) == 4 and 0.0 in rewards and 1.0 in rewards
         assert abs(sum(advantages)) < 0.05
