@@ -15,7 +15,7 @@ endpoints (the server must run with ``VLLM_SERVER_DEV_MODE=1``; they are not und
 
 Sources: vLLM's ``vllm/entrypoints/serve/dev/rpc/api_router.py`` (``/collective_rpc``, mounted
 only when ``VLLM_SERVER_DEV_MODE`` is set) and ``vllm/entrypoints/serve/dev/rlhf/api_router.py``
-(``/pause`` with ``mode`` ``abort | wait | keep``, ``/resume``); see docs/rl-stream.md.
+(``/pause`` with ``mode`` ``abort | wait | keep``, ``/resume``); see docs/rl.md.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Curricula: task samplers that follow the policy (see ``docs/rl-curricula.md``).
+"""Curricula: task samplers that follow the policy (see ``docs/rl.md``).
 
 Each is a :class:`~palaestra.rl.sampling.TaskSampler`: the rollout stream asks it for a
 :class:`~palaestra.rl.sampling.TaskDraw` before each episode or group and feeds it every

@@ -8,7 +8,7 @@ else ``normal``; a batch then takes ``easy_fraction`` (0.1) of its problems from
 being made up from the normal one (``DifficultyPoolBufferConfig`` and ``Buffer`` in
 PrimeIntellect-ai/prime-rl, ``src/prime_rl/orchestrator``). Its online difficulty filter then
 drops rollouts whose group has zero advantage: here :func:`palaestra.rl.sampling.has_reward_variance`,
-passed to the rollout stream as its group filter (see ``docs/rl-curricula.md``).
+passed to the rollout stream as its group filter (see ``docs/rl.md``).
 
 This sampler files tasks by the group's *solve rate* (the fraction of episodes that passed), so
 it behaves the same whatever the reward strategy; for ``test.sh`` rewards (0 or 1) the two are
