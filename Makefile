@@ -38,6 +38,8 @@ bench: setup
 	$(BIN)/python benchmarks/bench_store.py
 	$(BIN)/python benchmarks/bench_report.py
 	$(BIN)/python benchmarks/bench_docker.py
+	$(BIN)/python benchmarks/bench_stream.py
+	$(BIN)/python benchmarks/bench_trajectory.py
 
 lint: setup
 	$(BIN)/ruff check src tests benchmarks
