@@ -25,6 +25,16 @@ from palaestra.sandbox.base import Command, SandboxClosedError, SandboxError
 HOST_TIMEOUT_MARGIN_S = 10.0
 
 
+#: Where each backend puts the helper package inside a sandbox (read-only).
+HELPER_DIR_IN_SANDBOX = "/.palaestra"
+#: How the sandbox's python starts the helper: imported rather than run as a script, so that its
+#: bytecode is loaded, not compiled anew at every start; ``main`` marks the helper in ``ps``.
+HELPER_BOOT = (
+    f"import sys; sys.path.insert(0, {HELPER_DIR_IN_SANDBOX!r}); "
+    "from _helper.server import main; main()"
+)
+
+
 class HelperChannel:
     """A conversation with one helper over a reader/writer pair.
 

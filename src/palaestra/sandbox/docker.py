@@ -45,7 +45,12 @@ from typing import Any
 import aiodocker
 from aiodocker.exceptions import DockerError
 
-from palaestra.sandbox._channel import HelperChannel, sandbox_path
+from palaestra.sandbox._channel import (
+    HELPER_BOOT,
+    HELPER_DIR_IN_SANDBOX,
+    HelperChannel,
+    sandbox_path,
+)
 from palaestra.sandbox.base import (
     Command,
     ExecResult,
@@ -74,10 +79,7 @@ PROVISION_HINT = (
 )
 
 _HELPER = Path(__file__).with_name("_helper")
-_HELPER_IN_SANDBOX = "/.palaestra/_helper"
-_HELPER_BOOT = (
-    "import sys; sys.path.insert(0, '/.palaestra'); from _helper.server import main; main()"
-)
+_HELPER_IN_SANDBOX = f"{HELPER_DIR_IN_SANDBOX}/_helper"
 _STICKY_DIRS = frozenset({"/tmp", "/var/tmp"})
 _START_TIMEOUT_S = 60.0
 _CLOSE_TIMEOUT_S = 30.0
@@ -295,7 +297,7 @@ class DockerBackend(SandboxBackend):
         return {
             "Image": image,
             "Entrypoint": ["python3"],
-            "Cmd": ["-I", "-S", "-B", "-c", _HELPER_BOOT],
+            "Cmd": ["-I", "-S", "-B", "-c", HELPER_BOOT],
             "WorkingDir": workdir,
             "Env": [f"{k}={v}" for k, v in spec.env.items()],
             "Hostname": spec.hostname,

@@ -24,7 +24,7 @@ import stat
 import threading
 from pathlib import Path
 
-from palaestra.sandbox._channel import sandbox_path
+from palaestra.sandbox._channel import HELPER_BOOT, HELPER_DIR_IN_SANDBOX, sandbox_path
 from palaestra.sandbox.base import SandboxError, SandboxSpec
 from palaestra.sandbox.janitor import RUN_ID_LABEL, SandboxMeta
 from palaestra.sandbox.limits import SandboxLimits, apply_limits, mounts_under, unmount
@@ -60,12 +60,6 @@ CAPABILITIES = (
 )  # fmt: skip
 
 _HELPER = Path(__file__).parent.parent / "_helper"
-_HELPER_DIR_IN_SANDBOX = "/.palaestra"
-# Imported rather than run as a script, so that its bytecode is loaded, not compiled anew at
-# every start; `main` as its first argument marks the helper in `ps`.
-_HELPER_BOOT = (
-    "import sys; sys.path.insert(0, '/.palaestra'); from _helper.server import main; main()"
-)
 _PYTHON = "/usr/bin/python3"
 
 
@@ -221,7 +215,7 @@ def bwrap_args(
         binds.append(
             ("--ro-bind" if mount.read_only else "--bind", str(mount.source), mount.target)
         )
-    binds.append(("--ro-bind", str(_helper_dir(sandbox_dir.parent.parent)), _HELPER_DIR_IN_SANDBOX))
+    binds.append(("--ro-bind", str(_helper_dir(sandbox_dir.parent.parent)), HELPER_DIR_IN_SANDBOX))
     made: set[str] = set()
     for kind, source, target in binds:
         argv += [*_make_parents(sandbox_path(target), made), kind, source, target]
@@ -231,7 +225,7 @@ def bwrap_args(
     for key, value in {**BASE_ENV, **spec.env}.items():
         argv += ["--setenv", key, value]
     config = json.dumps(limits.helper, separators=(",", ":"))
-    return [*argv, "--", _PYTHON, "-I", "-S", "-B", "-c", _HELPER_BOOT, config]
+    return [*argv, "--", _PYTHON, "-I", "-S", "-B", "-c", HELPER_BOOT, config]
 
 
 _helper_dir_lock = threading.Lock()
@@ -267,7 +261,7 @@ def _make_helper_dir(state_dir: Path) -> Path:
             py_compile.compile(
                 str(copy),
                 cfile=importlib.util.cache_from_source(str(copy)),
-                dfile=f"{_HELPER_DIR_IN_SANDBOX}/_helper/{name}",
+                dfile=f"{HELPER_DIR_IN_SANDBOX}/_helper/{name}",
                 doraise=True,
             )
         try:
