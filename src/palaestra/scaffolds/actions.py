@@ -8,6 +8,8 @@ Every method gets the observation (the :class:`LLMRequest`) the action answers.
 
 from __future__ import annotations
 
+import abc
+
 from palaestra.llm.types import LLMRequest, LLMResponse
 
 #: The ``model`` of every response these actions make.
@@ -18,17 +20,17 @@ def text_response(content: str) -> LLMResponse:
     return LLMResponse(content=content, model=SCRIPTED_MODEL)
 
 
-class ProtocolActions:
+class ProtocolActions(abc.ABC):
     """A protocol's actions; subclasses give :meth:`run` and :meth:`submit`."""
 
+    @abc.abstractmethod
     def run(self, request: LLMRequest, command: str, why: str = "") -> LLMResponse:
         """An action that runs the shell command ``command`` (``why``: a sentence to say
         before it, where the protocol has room for one)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def submit(self, request: LLMRequest) -> LLMResponse:
         """An action that submits the work."""
-        raise NotImplementedError
 
     def after_run(self, request: LLMRequest) -> LLMResponse:
         """The action after :meth:`run`: submit once the command has finished (at once where

@@ -22,6 +22,7 @@ keystroke's duration) are its configuration.
 
 from __future__ import annotations
 
+import abc
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
@@ -134,7 +135,7 @@ class TurnScaffold(Generic[C]):
 S = TypeVar("S", bound=TurnScaffold[Any])
 
 
-class TurnLoop(Generic[S, A]):
+class TurnLoop(abc.ABC, Generic[S, A]):
     """One episode of a turn-loop scaffold; subclasses give the protocol's steps."""
 
     #: Tool specs every request carries (None: the protocol is plain text).
@@ -221,10 +222,10 @@ class TurnLoop(Generic[S, A]):
         """Template variables of the opening messages (set-up of the episode goes here)."""
         return {}
 
+    @abc.abstractmethod
     def parse(self, response: LLMResponse) -> A:
         """The response's action; raises :class:`FormatError` when there is none usable."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     async def execute(self, action: A) -> Observation:
         """Run the action in the sandbox."""
-        raise NotImplementedError
