@@ -22,11 +22,13 @@ import statistics
 import time
 
 import palaestra
+from palaestra.env import EpisodeEnd, EpisodeStatus
 from palaestra.llm import LLMRequest, LLMResponse
 from palaestra.rl.advantages import group_advantages
 from palaestra.rl.trajectory import collate, to_trajectories
 from palaestra.run.rollout import Episode, Turn
 from palaestra.scaffolds import make_scaffold
+from palaestra.scaffolds.base import EndReason
 
 VOCAB = 49_152  # SmolLM2's
 
@@ -53,7 +55,8 @@ def synthetic_episode(
         )
         out.append(Turn(request, action))
         sequence = sequence + written
-    return Episode(out, reward=rng.random(), terminated=True, truncated=False)
+    end = EpisodeEnd(EpisodeStatus.FAILED, EndReason.SUBMITTED, reward=rng.random())
+    return Episode(out, end, terminated=True)
 
 
 def best_of(fn, repeat: int) -> float:
