@@ -2,7 +2,10 @@
 
 A preset names a task source and a default configuration. The optional selector picks a subset
 of its tasks (see :mod:`palaestra.tasks.source`). An id that is not a registered preset but an
-existing directory is loaded as Harbor task directories: ``make("path/to/tasks:0:10")``.
+existing directory is loaded as Harbor task directories: ``make("path/to/tasks:0:10")``;
+``pool:<dir>`` is a self-play task pool (:mod:`palaestra.tasks.pool`), and
+``make("creator:<seed source>")`` the creator environment of self-play
+(:class:`~palaestra.env.creator.CreatorEnv`, seeded with that source's tasks).
 Policies have names too: ``make_policy("oracle" | "nop" | "openai:<model>" | "hf:<dir>")``.
 """
 
@@ -16,11 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from palaestra.env.code_env import CodeEnv
+from palaestra.env.creator import CreatorEnv
 from palaestra.llm import HFLocalPolicy, LLMClient
 from palaestra.scaffolds.oracle import NopPolicy, OraclePolicy
 from palaestra.tasks import generators
 from palaestra.tasks.datasets import humaneval
 from palaestra.tasks.datasets import registry as harbor_registry
+from palaestra.tasks.pool import Pool
 from palaestra.tasks.source import TaskSet
 
 PACKS_DIR = Path(__file__).resolve().parent.parent / "tasks" / "packs"
@@ -75,6 +80,18 @@ def spec(env_id: str) -> EnvSpec:
     if name.startswith("harbor/"):  # a dataset fetched from a Harbor registry
         ref = name.removeprefix("harbor/")
         return EnvSpec(id=name, tasks=lambda: harbor_registry.tasks(ref))
+    if name.startswith("creator:"):  # its tasks are the seeds: examples and parents
+        source = name.removeprefix("creator:")
+        return EnvSpec(
+            id=name,
+            tasks=lambda: spec(source).tasks(),
+            description=f"the creator of self-play, seeded with {source}",
+        )
+    if name.startswith("pool:"):
+        root = Path(name.removeprefix("pool:"))
+        if not root.is_dir():
+            raise KeyError(f"no task pool {str(root)!r}: pass an existing pool directory")
+        return EnvSpec(id=name, tasks=lambda: Pool(root).tasks(), description="a task pool")
     if Path(name).is_dir():
         path = Path(name)
         return EnvSpec(id=name, tasks=lambda: TaskSet.from_dir(path, name=str(path)))
@@ -95,6 +112,8 @@ def load_tasks(env_id: str) -> TaskSet:
 
 def make(env_id: str, *, tasks: TaskSet | None = None, **overrides: Any) -> CodeEnv:
     """Build the environment ``env_id`` names; keyword arguments override preset defaults.
+    ``creator:<seed source>`` builds a :class:`CreatorEnv` whose examples (and, with
+    ``mode="variant"``, parents) are the seed source's tasks.
 
     ``tasks`` passes the already loaded selection of ``env_id`` (to build many copies cheaply).
     ``reward="coderl"`` (or any name or object :func:`palaestra.verify.strategies.get_strategy`
@@ -102,6 +121,8 @@ def make(env_id: str, *, tasks: TaskSet | None = None, **overrides: Any) -> Code
     """
     s = spec(env_id)
     selected = tasks if tasks is not None else load_tasks(env_id)
+    if s.id.startswith("creator:"):
+        return CreatorEnv(selected, env_id=env_id, **overrides)  # type: ignore[return-value]
     return CodeEnv(selected, **{"env_id": env_id, **s.kwargs, **overrides})
 
 
