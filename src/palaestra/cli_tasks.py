@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from palaestra.cli_pool import app as pool_app
 from palaestra.env.registry import list_envs, load_tasks
 from palaestra.run.check import check_tasks
 from palaestra.tasks import Task, TaskError, generators
@@ -21,6 +22,7 @@ from palaestra.tasks.source import TaskSet
 
 app = typer.Typer(help="Tasks: list, show, export, check, fetch; generator families.",
                   no_args_is_help=True)  # fmt: skip
+app.add_typer(pool_app, name="pool")
 console = Console()
 
 EnvArg = Annotated[
