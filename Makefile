@@ -40,6 +40,7 @@ bench: setup
 	$(BIN)/python benchmarks/bench_docker.py
 	$(BIN)/python benchmarks/bench_stream.py
 	$(BIN)/python benchmarks/bench_trajectory.py
+	$(BIN)/python benchmarks/bench_creator.py
 
 lint: setup
 	$(BIN)/ruff check src tests benchmarks
