@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import random
 import sys
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from palaestra.env.creator import CreatorEnv
 from palaestra.env.registry import load_tasks, make
 from palaestra.env.types import EpisodeError, EpisodeStatus
 from palaestra.llm import LLMResponse, ScriptedPolicy
+from palaestra.rl import LearnabilityBand
 from palaestra.rl.self_play import SelfPlay, failed_tasks, learnability, repetition_penalty
 from palaestra.run.check import ScenarioResult
 from palaestra.run.evaluate import evaluate
@@ -62,6 +64,8 @@ async def test_the_loop_accepts_exactly_the_valid_proposals_and_rewards_learnabi
     assert provenance["creator"] == "creator-1" and provenance["creator_policy"] == "scripted"
     assert [s["step"] for s in provenance["validation"]["steps"]][-1] == "limits"
     assert pool.difficulties() == {"reverse-words": 0.5, "sum-numbers": 0.25}
+    band = LearnabilityBand(pool.tasks().ids, difficulties=pool.difficulties())
+    assert band.draw(random.Random(0)).difficulty in (0.5, 0.25)
     stats = pool.stats()
     assert (stats["accepted"], stats["rejected"]) == (2, 6)
     assert stats["rejections"] == {r: 1 for r in
