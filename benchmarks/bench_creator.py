@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import json
 import sys
 import tempfile
@@ -28,16 +27,8 @@ from palaestra.llm import ScriptedPolicy
 from palaestra.run.validate import validate_proposal
 from palaestra.sandbox import make_backend
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "self_play.py"
-
-
-def load_example():
-    spec = importlib.util.spec_from_file_location("self_play_example", EXAMPLE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+import self_play as demo  # noqa: E402  (the example's demo mix and proposals)
 
 
 def variant(base: dict, i: int) -> str:
@@ -73,7 +64,6 @@ async def main() -> None:
     parser.add_argument("--proposals", type=int, default=16)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4])
     args = parser.parse_args()
-    demo = load_example()
     with tempfile.TemporaryDirectory() as tmp:
         for c in args.concurrency:
             await throughput(demo.VALID_SUM, args.proposals, c, Path(tmp))

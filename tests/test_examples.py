@@ -33,3 +33,14 @@ def test_stream_groups_example_prints_every_kept_group_with_its_advantages():
         advantages = ast.literal_eval(line.split("advantages ")[1])
         assert len(rewards) == 4 and 0.0 in rewards and 1.0 in rewards
         assert abs(sum(advantages)) < 0.05
+
+
+def test_self_play_example_runs_its_demo_mix():
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLES / "self_play.py")], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    *proposals, shares = proc.stdout.strip().splitlines()
+    assert [line.split()[0] for line in proposals].count("accepted") == 2 and len(proposals) == 8
+    assert "accepted sum-numbers solve rate 0.75: creator reward 0.50" in proposals
+    assert shares.startswith("shares: accepted 25%")
