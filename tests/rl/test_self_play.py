@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from palaestra.cli import app
+from palaestra.env.checker import check_env
 from palaestra.env.creator import CreatorEnv
 from palaestra.env.registry import load_tasks, make
 from palaestra.env.types import EpisodeError, EpisodeStatus
@@ -22,7 +23,8 @@ from palaestra.rl import LearnabilityBand
 from palaestra.rl.self_play import SelfPlay, failed_tasks, learnability, repetition_penalty
 from palaestra.run.check import ScenarioResult
 from palaestra.run.evaluate import evaluate
-from palaestra.run.validate import _scenario_steps
+from palaestra.run.validate import _scenario_steps, validate_proposal
+from palaestra.sandbox import default_backend
 from palaestra.tasks.pool import Pool, jaccard, shingles
 from palaestra.tasks.proposal import ProposalError, forbidden, parse_proposal
 
@@ -123,6 +125,7 @@ def test_learnability_and_the_repetition_penalty():
         ('{"instruction": "x", "tests": {"test.sh": "t"}, "solution": "s", '
          '"files": {"../etc/passwd": "x"}}', "'../etc/passwd'"),
         ('{"instruction": "", "tests": {"test.sh": "t"}, "solution": "s"}', "'instruction'"),
+        ('{"instruction": "x", "tests": {"test.sh": "t", "./": "x"}, "solution": "s"}', "'./'"),
         ('{"instruction": "x", "tests": {"test.sh": "t"}, "solution": "s", '
          '"files": {"big": "' + "a" * 300_000 + '"}}', "over the limit"),
     ],
@@ -175,6 +178,14 @@ async def test_the_creator_env_asks_for_a_task_and_rewards_a_well_formed_one():
     last = await env.step(LLMResponse(content="a task about sums"))
     assert last.reward == 0.0 and last.end.status == EpisodeStatus.FAILED
     assert "no JSON object" in last.info["judgment"].info["reason"]
+    await check_env(make("creator:starter:0:2"), ScriptedPolicy(lambda _: "not a task"))
     variant = make("creator:starter:0:2", mode="variant")
     ts = await variant.reset(seed=3)
     assert ts.info["task_id"] in env.seeds.ids and "FAILED" in ts.observation.last_user_text
+
+
+async def test_clashing_paths_are_a_harbor_rejection_not_a_crash(tmp_path):
+    clash = {"instruction": "x", "solution": "true", "files": {"a": "1", "a/b": "2"},
+             "tests": {"test.sh": "echo 0 > /logs/verifier/reward.txt"}}  # fmt: skip
+    validation = await validate_proposal(_answer(clash), tmp_path / "t", default_backend("local"))
+    assert validation.reason == "harbor" and not validation.accepted

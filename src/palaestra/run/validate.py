@@ -152,7 +152,7 @@ async def validate_proposal(
         return done(proposal)
     try:
         task = await asyncio.to_thread(lambda: load_task(write_proposal(proposal, staging)))
-    except TaskError as e:
+    except (TaskError, OSError) as e:  # OSError: paths that clash ("a" and "a/b")
         steps.append(StepResult(Step.HARBOR, False, str(e)))
         return done(proposal)
     steps.append(StepResult(Step.HARBOR, True))

@@ -99,9 +99,9 @@ def _files(raw: dict[str, Any], key: str) -> dict[str, str]:
     if len(value) > LIMITS["files"]:
         raise ProposalError(f"{key!r} has {len(value)} files, over the limit of {LIMITS['files']}")
     for path in value:
-        if not _PATH.match(path) or ".." in path.split("/"):
+        if not _PATH.match(path) or {".", ".."} & set(path.split("/")):
             raise ProposalError(f"{key!r}: path {path!r} is not a plain relative path; use "
-                                "letters, digits, '.', '_', '-' and '/' (no '..')")  # fmt: skip
+                                "letters, digits, '.', '_', '-' and '/' (no '.' or '..')")  # fmt: skip
     return dict(value)
 
 
