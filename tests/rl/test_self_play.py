@@ -20,7 +20,7 @@ from palaestra.env.registry import load_tasks, make
 from palaestra.env.types import EpisodeError, EpisodeStatus
 from palaestra.llm import LLMResponse, ScriptedPolicy
 from palaestra.rl import LearnabilityBand
-from palaestra.rl.self_play import SelfPlay, failed_tasks, learnability, repetition_penalty
+from palaestra.rl.self_play import failed_tasks, learnability, repetition_penalty
 from palaestra.run.check import ScenarioResult
 from palaestra.run.evaluate import evaluate
 from palaestra.run.validate import _scenario_steps, validate_proposal
@@ -82,6 +82,8 @@ async def test_the_loop_accepts_exactly_the_valid_proposals_and_rewards_learnabi
     await env.close()
     out = CliRunner().invoke(app, ["tasks", "pool", "stats", str(pool_dir)])
     assert out.exit_code == 0, out.output
+    missing = CliRunner().invoke(app, ["tasks", "pool", "stats", str(tmp_path / "nope")])
+    assert missing.exit_code == 2 and "no such pool directory" in " ".join(missing.output.split())
     shown = " ".join(out.output.split())
     assert "8 proposals, 2 accepted, 6 rejected" in shown and "not_trivial" in shown
     assert "0.6-0.8" in shown and "0.4-0.6" in shown
@@ -99,14 +101,12 @@ async def test_the_loop_accepts_exactly_the_valid_proposals_and_rewards_learnabi
                          "echo 0 > /logs/verifier/reward.txt\n"},
                "solution": "#!/bin/bash\nwc -w < /app/text.txt > /app/count.txt\n"}  # fmt: skip
     creator = ScriptedPolicy([_answer(variant)])
-    play = SelfPlay(pool, demo.DemoSolver(pool, 2), attempts=2)
-    failed = load_tasks(f"pool:{pool_dir}")
-    episodes = [e async for e in play.stream(creator, failed, draws=1, mode="variant")]
-    assert episodes[0].status == EpisodeStatus.PASSED
+    [result] = await demo.run(pool_dir, creator, from_failures=run_dir, proposals=1, attempts=2)
+    assert result["accepted"] and result["task_id"] == "count-words"
     prompt = creator.requests[0].last_user_text
     parent = pool.provenance("count-words")["parent"]
     assert "FAILED" in prompt and parent in failed_tasks(run_dir)
-    assert failed.get(parent).instruction.split()[0] in prompt
+    assert json.dumps(load_tasks(f"pool:{pool_dir}").get(parent).instruction.strip()) in prompt
 
 
 def test_learnability_and_the_repetition_penalty():
@@ -125,7 +125,7 @@ def test_learnability_and_the_repetition_penalty():
         ('{"instruction": "x", "tests": {"test.sh": "t"}, "solution": "s", '
          '"files": {"../etc/passwd": "x"}}', "'../etc/passwd'"),
         ('{"instruction": "", "tests": {"test.sh": "t"}, "solution": "s"}', "'instruction'"),
-        ('{"instruction": "x", "tests": {"test.sh": "t", "./": "x"}, "solution": "s"}', "'./'"),
+        ('{"instruction": "x", "tests": {"test.sh": "t", "a/./b": "x"}, "solution": "s"}', "'a/./b'"),
         ('{"instruction": "x", "tests": {"test.sh": "t"}, "solution": "s", '
          '"files": {"big": "' + "a" * 300_000 + '"}}', "over the limit"),
     ],

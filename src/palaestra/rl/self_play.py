@@ -113,7 +113,8 @@ class SelfPlay:
     def _provenance(self, context: CreatorContext, validation: Validation) -> dict[str, Any]:
         creator = self._creator
         return {"creator": self.creator_version,
-                "creator_policy": getattr(creator, "name", type(creator).__name__),
+                "creator_policy": None if creator is None else getattr(
+                    creator, "name", type(creator).__name__),
                 "policy_version": current_version(creator) if creator is not None else None,
                 "solver_policy_version": current_version(self.solver), "parent": context.parent,
                 "env_id": context.env_id, "validation": validation.to_dict(),

@@ -99,7 +99,7 @@ class Pool:
         """The highest Jaccard similarity of ``proposal`` to a pool task, and that task."""
         mine = shingles(proposal.text())
         best: tuple[float, str | None] = (0.0, None)
-        for task_id, theirs in self._index().items():
+        for task_id, theirs in list(self._index().items()):  # add() may run meanwhile
             score = jaccard(mine, theirs)
             if score > best[0]:
                 best = (score, task_id)
