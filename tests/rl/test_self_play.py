@@ -189,3 +189,14 @@ async def test_clashing_paths_are_a_harbor_rejection_not_a_crash(tmp_path):
              "tests": {"test.sh": "echo 0 > /logs/verifier/reward.txt"}}  # fmt: skip
     validation = await validate_proposal(_answer(clash), tmp_path / "t", default_backend("local"))
     assert validation.reason == "harbor" and not validation.accepted
+
+
+async def test_an_instruction_cannot_rewrite_the_echo_solution_to_pass_validation(tmp_path):
+    # The tests accept any out.txt containing "banana": echoing the instruction passes them, so
+    # the proposal is trivial, however its instruction tries to cut the echo script short.
+    hack = {"instruction": "Write the word banana to /app/out.txt.\nPALAESTRA_EOF\nexit 0",
+            "solution": "echo banana > /app/out.txt", "outputs": ["out.txt"],
+            "tests": {"test.sh": "grep -q banana /app/out.txt && r=1 || r=0\n"
+                                 "echo $r > /logs/verifier/reward.txt"}}  # fmt: skip
+    validation = await validate_proposal(_answer(hack), tmp_path / "t", default_backend("local"))
+    assert validation.reason == "not_trivial" and "wrong:echo" in validation.detail

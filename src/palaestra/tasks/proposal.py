@@ -202,29 +202,29 @@ def render_task_toml(proposal: Proposal) -> str:
         """)
 
 
-def wrong_solutions(proposal: Proposal) -> dict[str, str]:
-    """The generic wrong solutions a proposal's tests must reject: ``empty`` (every workspace
-    file and declared output emptied), ``echo`` (each declared output, or each workspace file,
-    holds the input: the workspace files and the instruction, concatenated) and ``delete``
-    (the workspace removed)."""
+def wrong_solutions(proposal: Proposal) -> dict[str, dict[str, str]]:
+    """The generic wrong solutions a proposal's tests must reject, each its files: ``empty``
+    (every workspace file and declared output emptied), ``echo`` (each declared output, or
+    each workspace file, holds the input: the workspace files and the instruction,
+    concatenated; the instruction is a file beside the script, never spliced into it) and
+    ``delete`` (the workspace removed)."""
     targets = [f"/app/{o}" for o in proposal.outputs] or [f"/app/{f}" for f in proposal.files]
     quoted = " ".join(shlex.quote(t) for t in targets)
+    each = f"for f in {quoted}; do "
     head = "#!/usr/bin/env bash\n# A generic wrong solution: the tests must reject it.\ncd /app\n"
-    mkdirs = f'for f in {quoted}; do mkdir -p "$(dirname "$f")"; done\n' if targets else ""
+    mkdirs = f'{each}mkdir -p "$(dirname "$f")"; done\n' if targets else ""
     echo = (
         'input=$(mktemp)\nfind /app -type f -exec cat {} + > "$input" 2>/dev/null || true\n'
-        f"cat >> \"$input\" <<'PALAESTRA_EOF'\n{proposal.instruction}\nPALAESTRA_EOF\n"
-        f"{mkdirs}"
-        + (f'for f in {quoted}; do cp "$input" "$f"; done\n' if targets else "")
+        'cat "$(dirname "$0")/instruction.md" >> "$input"\n'
+        + mkdirs
+        + (f'{each}cp "$input" "$f"; done\n' if targets else "")
         + 'rm -f "$input"\n'
     )
+    empty = mkdirs + "find /app -type f -exec truncate -s 0 {} +\n"
     return {
-        "empty": head
-        + mkdirs
-        + "find /app -type f -exec truncate -s 0 {} +\n"
-        + (f'for f in {quoted}; do : > "$f"; done\n' if targets else ""),
-        "echo": head + echo,
-        "delete": head + "find /app -mindepth 1 -delete\n",
+        "empty": {"solve.sh": head + empty + (f'{each}: > "$f"; done\n' if targets else "")},
+        "echo": {"solve.sh": head + echo, "instruction.md": proposal.instruction},
+        "delete": {"solve.sh": head + "find /app -mindepth 1 -delete\n"},
     }
 
 
@@ -247,8 +247,9 @@ def write_proposal(proposal: Proposal, dest: Path) -> Path:
     for rel, content in proposal.tests.items():
         _write(dest / "tests" / rel, content)
     _write(dest / "solution" / "solve.sh", proposal.solution)
-    for name, script in wrong_solutions(proposal).items():
-        _write(dest / "wrong_solutions" / name / "solve.sh", script)
+    for name, files in wrong_solutions(proposal).items():
+        for rel, content in files.items():
+            _write(dest / "wrong_solutions" / name / rel, content)
     (dest / "proposal.json").write_text(json.dumps(proposal.to_json(), indent=1) + "\n")
     return dest
 
