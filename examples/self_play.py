@@ -12,6 +12,7 @@ copy), and the solver solves 3 of 4 attempts of the first task it meets, 2 of 4 
 Run:  .venv/bin/python examples/self_play.py --pool runs/pool
       .venv/bin/python examples/self_play.py --creator openai:gpt-4o-mini --proposals 20
       .venv/bin/python examples/self_play.py --creator openai:M --solver hf:SmolLM2-dir
+      .venv/bin/python examples/self_play.py --solver hf:SmolLM2-dir   # the demo mix, a real solver
       .venv/bin/python examples/self_play.py --creator openai:M --from-failures runs/eval-1
 Then: palaestra tasks pool stats runs/pool
 """
@@ -158,8 +159,8 @@ async def run(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--creator", help="openai:<model>, hf:<dir> (default: the demo mix)")
-    parser.add_argument("--solver", help="openai:<model>, hf:<dir> (default: the creator; "
-                        "the demo solver with the demo mix)")  # fmt: skip
+    parser.add_argument("--solver", help="openai:<model>, hf:<dir> (default: the creator, "
+                        "or the demo solver with the demo mix)")  # fmt: skip
     parser.add_argument("--pool", type=Path, help="the pool directory (default: a temp dir)")
     parser.add_argument("--seeds", default="starter:0:3", help="env id of the example tasks")
     parser.add_argument("--proposals", type=int, help="creator episodes (default: demo's 8)")
@@ -167,8 +168,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=1, help="proposals at once")
     parser.add_argument("--from-failures", type=Path, help="a run dir: vary its failed tasks")
     args = parser.parse_args()
-    if args.creator is None and (args.solver or args.from_failures):
-        parser.error("--solver and --from-failures need --creator (the demo mix is fixed)")
+    if args.creator is None and args.from_failures:
+        parser.error("--from-failures needs --creator (the demo mix is fixed)")
     creator = make_policy(args.creator) if args.creator else ScriptedPolicy(demo_answers())
     solver = make_policy(args.solver) if args.solver else None
     if args.creator and solver is None:
