@@ -66,6 +66,8 @@ async def test_the_loop_accepts_exactly_the_valid_proposals_and_rewards_learnabi
     assert provenance["creator"] == "creator-1" and provenance["creator_policy"] == "scripted"
     assert [s["step"] for s in provenance["validation"]["steps"]][-1] == "limits"
     assert pool.difficulties() == {"reverse-words": 0.5, "sum-numbers": 0.25}
+    measured = {t.id: (t.difficulty, t.config.metadata["solve_rate"]) for t in pool.tasks()}
+    assert measured == {"sum-numbers": ("easy", 0.75), "reverse-words": ("medium", 0.5)}
     band = LearnabilityBand(pool.tasks().ids, difficulties=pool.difficulties())
     assert band.draw(random.Random(0)).difficulty in (0.5, 0.25)
     stats = pool.stats()

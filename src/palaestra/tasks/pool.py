@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from palaestra.tasks.loader import load_task
-from palaestra.tasks.proposal import Proposal, proposal_of
+from palaestra.tasks.proposal import Proposal, proposal_of, render_task_toml
 from palaestra.tasks.source import TaskSet
 from palaestra.tasks.task import Task
 
@@ -124,10 +124,15 @@ class Pool:
         return load_task(self.root / task_id)
 
     def record_solve_rate(self, task_id: str, rate: float) -> None:
-        """Append a measured solve rate to the task's history (its difficulty follows)."""
+        """Append a measured solve rate to the task's history; ``task.toml``'s difficulty
+        becomes its tier (:func:`~palaestra.tasks.proposal.tier`), so reports by tier and
+        curricula see the measured difficulty, not the creator's claim."""
         record = self.provenance(task_id)
         record["solve_rates"].append(rate)
-        (self.root / task_id / PROVENANCE).write_text(json.dumps(record, indent=1) + "\n")
+        task_dir = self.root / task_id
+        (task_dir / PROVENANCE).write_text(json.dumps(record, indent=1) + "\n")
+        proposal = proposal_of(load_task(task_dir))
+        (task_dir / "task.toml").write_text(render_task_toml(proposal, rate))
 
     def reject(self, text: str, reason: str, record: dict[str, Any]) -> Path:
         """Keep a rejected proposal with its reason."""

@@ -174,17 +174,30 @@ def _toml_string(value: Any, default: str) -> str:
     return json.dumps(value if isinstance(value, str) and value else default)
 
 
-def render_task_toml(proposal: Proposal) -> str:
+def tier(solve_rate: float) -> str:
+    """The tier a measured solve rate means: easy from 2/3 up, hard below 1/3."""
+    return "easy" if solve_rate >= 2 / 3 else "medium" if solve_rate >= 1 / 3 else "hard"
+
+
+def render_task_toml(proposal: Proposal, solve_rate: float | None = None) -> str:
+    """``task.toml``; with a measured ``solve_rate``, the difficulty is its :func:`tier` (and
+    ``solve_rate`` and ``difficulty_value = 1 - solve_rate`` are in the metadata), else the
+    creator's own claim."""
     meta = proposal.metadata
     tags = meta.get("tags") if isinstance(meta.get("tags"), list) else []
     tag_list = ", ".join(json.dumps(str(t)) for t in ["proposed", *tags])
-    return textwrap.dedent(f"""\
+    difficulty = _toml_string(meta.get("difficulty"), "unknown")
+    measured = ""
+    if solve_rate is not None:
+        difficulty = json.dumps(tier(solve_rate))
+        measured = f"solve_rate = {solve_rate:.4f}\ndifficulty_value = {1 - solve_rate:.4f}\n"
+    text = textwrap.dedent(f"""\
         version = "1.0"
 
         [metadata]
         author_name = "palaestra creator"
         category = {_toml_string(meta.get("category"), "proposed")}
-        difficulty = {_toml_string(meta.get("difficulty"), "unknown")}
+        difficulty = {difficulty}
         tags = [{tag_list}]
 
         [verifier]
@@ -200,6 +213,7 @@ def render_task_toml(proposal: Proposal) -> str:
         memory_mb = 1024
         storage_mb = 1024
         """)
+    return text.replace(f"tags = [{tag_list}]\n", f"tags = [{tag_list}]\n{measured}", 1)
 
 
 def wrong_solutions(proposal: Proposal) -> dict[str, dict[str, str]]:
