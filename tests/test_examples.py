@@ -37,7 +37,10 @@ def test_stream_groups_example_prints_every_kept_group_with_its_advantages():
 
 def test_self_play_example_runs_its_demo_mix():
     proc = subprocess.run(
-        [sys.executable, str(EXAMPLES / "self_play.py")], capture_output=True, text=True, timeout=300
+        [sys.executable, str(EXAMPLES / "self_play.py")],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     *proposals, shares = proc.stdout.strip().splitlines()
