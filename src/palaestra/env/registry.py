@@ -110,7 +110,7 @@ def load_tasks(env_id: str) -> TaskSet:
     return s.tasks().select(parse_env_id(env_id)[1])
 
 
-def make(env_id: str, *, tasks: TaskSet | None = None, **overrides: Any) -> CodeEnv:
+def make(env_id: str, *, tasks: TaskSet | None = None, **overrides: Any) -> CodeEnv | CreatorEnv:
     """Build the environment ``env_id`` names; keyword arguments override preset defaults.
     ``creator:<seed source>`` builds a :class:`CreatorEnv` whose examples (and, with
     ``mode="variant"``, parents) are the seed source's tasks.
@@ -122,7 +122,7 @@ def make(env_id: str, *, tasks: TaskSet | None = None, **overrides: Any) -> Code
     s = spec(env_id)
     selected = tasks if tasks is not None else load_tasks(env_id)
     if s.id.startswith("creator:"):
-        return CreatorEnv(selected, env_id=env_id, **overrides)  # type: ignore[return-value]
+        return CreatorEnv(selected, env_id=env_id, **overrides)
     return CodeEnv(selected, **{"env_id": env_id, **s.kwargs, **overrides})
 
 
