@@ -22,7 +22,8 @@ from rich.progress import (
 from rich.table import Table
 
 from palaestra.cli_tasks import app as tasks_app
-from palaestra.env.registry import POLICIES, list_envs, load_tasks, make_policy
+from palaestra.cli_tasks import select_tasks
+from palaestra.env.registry import POLICIES, check_policy, list_envs, make_policy
 from palaestra.env.types import EpisodeStatus
 from palaestra.llm.anthropic import AnthropicPolicy
 from palaestra.run.evaluate import EpisodeRecord, evaluate
@@ -263,9 +264,10 @@ def eval_cmd(
             param_hint="--scaffold",
         )
     try:
-        tasks = load_tasks(env_id)
-    except (KeyError, ValueError) as e:
-        raise typer.BadParameter(str(e.args[0] if e.args else e), param_hint="ENV_ID") from None
+        check_policy(policy)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--policy") from None
+    tasks = select_tasks(env_id)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out_dir = (
         out
@@ -406,7 +408,10 @@ def proxy_cmd(
     if policy.startswith("anthropic:"):
         client: Any = AnthropicPolicy(policy.removeprefix("anthropic:"))
     else:
-        client = make_policy(policy)
+        try:
+            client = make_policy(check_policy(policy))
+        except ValueError as e:
+            raise typer.BadParameter(f"{e} (or anthropic:<model>)", param_hint="--policy") from None
 
     class _Logged:
         async def complete(self, request: Any) -> Any:

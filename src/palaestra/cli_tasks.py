@@ -32,6 +32,15 @@ EnvArg = Annotated[
 ]
 
 
+def select_tasks(env_id: str, param_hint: str = "ENV_ID") -> TaskSet:
+    """The tasks ``env_id`` selects, or the usage error every subcommand gives for an unknown
+    preset, family or task id, a selector out of range, or a difficulty outside [0, 1]."""
+    try:
+        return load_tasks(env_id)
+    except (KeyError, ValueError) as e:  # TaskError and SelectorError are ValueErrors
+        raise typer.BadParameter(str(e.args[0] if e.args else e), param_hint=param_hint) from None
+
+
 def _describe(tasks: TaskSet, i: int) -> tuple[str, str, str, str]:
     """(id, family, category, tier) without generating a lazy task when its id says enough."""
     tid = tasks.id_at(i)
@@ -50,7 +59,7 @@ def list_cmd(
     limit: Annotated[int, typer.Option("--limit", "-n", help="Show at most N tasks.")] = 50,
 ) -> None:
     """The tasks an env id selects."""
-    tasks = load_tasks(env_id)
+    tasks = select_tasks(env_id)
     table = Table("#", "id", "family", "category", "tier", title=f"{env_id}: {len(tasks)} tasks")
     for i in range(min(limit, len(tasks))):
         table.add_row(str(i), *_describe(tasks, i))
@@ -64,8 +73,12 @@ def families_cmd(
     category: Annotated[str | None, typer.Option(help="Only this category.")] = None,
 ) -> None:
     """Generator families, by category, and the packs built from them."""
+    try:
+        chosen = generators.families(category)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--category") from None
     table = Table("family", "category", "what it asks")
-    for fam in generators.families(category):
+    for fam in chosen:
         table.add_row(fam.name, fam.category, fam.summary)
     console.print(table)
     packs = [s for s in list_envs()]
@@ -78,11 +91,14 @@ def families_cmd(
 def _one(what: str) -> Task:
     path = Path(what)
     if path.is_dir():
-        found = load_task_dirs(path)
+        try:
+            found = load_task_dirs(path)
+        except TaskError as e:
+            raise typer.BadParameter(str(e), param_hint="TASK") from None
         if len(found) != 1:
             raise typer.BadParameter(f"{what} holds {len(found)} tasks; name one task directory")
         return found[0]
-    tasks = load_tasks(what)
+    tasks = select_tasks(what, param_hint="TASK")
     if len(tasks) != 1:
         raise typer.BadParameter(
             f"{what!r} selects {len(tasks)} tasks; name one (e.g. {what}:0 or a task id)"
@@ -120,7 +136,7 @@ def export_cmd(
     force: Annotated[bool, typer.Option(help="Replace task dirs that already exist.")] = False,
 ) -> None:
     """Write the selected tasks as Harbor task directories (generated ones are generated now)."""
-    tasks = load_tasks(env_id)
+    tasks = select_tasks(env_id)
     count = len(tasks) if limit is None else min(limit, len(tasks))
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
@@ -143,11 +159,14 @@ def check_cmd(
 ) -> None:
     """Check verifiers: the oracle must score 1, doing nothing 0, each wrong solution 0."""
     path = Path(target)
-    try:
-        tasks = load_task_dirs(path) if path.is_dir() else list(load_tasks(target))
-    except TaskError as e:
-        console.print(f"[red]{e}[/red]")
-        raise typer.Exit(2) from None
+    if path.is_dir():
+        try:
+            tasks = load_task_dirs(path)
+        except TaskError as e:
+            console.print(f"[red]{e}[/red]")
+            raise typer.Exit(2) from None
+    else:
+        tasks = list(select_tasks(target, param_hint="TARGET"))
     tasks = tasks[:limit] if limit is not None else tasks
     results = asyncio.run(check_tasks(tasks, concurrency=concurrency))
     table = Table("task", "scenario", "expected", "reward", "verdict", "time")
