@@ -58,6 +58,7 @@ from palaestra.sandbox.base import (
     SandboxClosedError,
     SandboxError,
     SandboxSpec,
+    SandboxSpecError,
     await_to_the_end,
 )
 from palaestra.sandbox.channel_sandbox import ChannelSandbox
@@ -211,9 +212,9 @@ async def ensure_image(docker: aiodocker.Docker, image: str) -> dict[str, Any]:
                 f"build or load it on this machine (`docker build -t {image} ...` or "
                 f"`docker load -i image.tar`); for Debian-based images, {PROVISION_HINT}"
             )
-        raise SandboxError(
-            f"image {image!r} is not on this machine and cannot be pulled ({reason}); {fix}"
-        ) from None
+        error = SandboxSpecError if isinstance(exc, DockerError) else SandboxError  # a refusal
+        message = f"image {image!r} is not on this machine and cannot be pulled ({reason}); {fix}"
+        raise error(message) from None
 
 
 class DockerBackend(SandboxBackend):
