@@ -105,6 +105,11 @@ def print_summary(summary: dict[str, Any]) -> None:
         f"(already done) {summary['skipped']} · retried {summary['retried']} · "
         f"{summary['episodes_per_s']:.2f} episodes/s"
     )
+    if summary["invalid_tasks"]:
+        console.print(
+            f"[yellow]skipped {len(summary['invalid_tasks'])} invalid task(s)[/yellow]: "
+            + ", ".join(t["task"] for t in summary["invalid_tasks"])
+        )
     if summary["stop_reason"]:
         console.print(f"[yellow]stopped early: {summary['stop_reason']}")
 
@@ -255,6 +260,14 @@ def eval_cmd(
             "(view with `tensorboard --logdir DIR`)."
         ),
     ] = None,
+    strict_tasks: Annotated[
+        bool,
+        typer.Option(
+            "--strict-tasks",
+            help="Refuse a directory holding task directories that do not load (by default "
+            "they are skipped, each with a warning, and counted in the summary).",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Evaluate a policy on a task set; results go to RUN_DIR/results.db and summary.json."""
@@ -267,7 +280,7 @@ def eval_cmd(
         check_policy(policy)
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--policy") from None
-    tasks = select_tasks(env_id)
+    tasks = select_tasks(env_id, strict=strict_tasks)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out_dir = (
         out
@@ -328,9 +341,30 @@ def eval_cmd(
         live.close()
     if as_json:
         print(json.dumps(summary, indent=2))
+    else:
+        print_summary(summary)
+        console.print(f"results: {out_dir}/results.db, {out_dir}/summary.json")
+    _report_errors(summary)
+
+
+def _report_errors(summary: dict[str, Any]) -> None:
+    """Say on stderr that episodes errored, quoting the first errors; exit 1 when all did."""
+    if not summary["errors"]:
         return
-    print_summary(summary)
-    console.print(f"results: {out_dir}/results.db, {out_dir}/summary.json")
+    err = Console(stderr=True, soft_wrap=True)
+    every = summary["errors"] == summary["episodes"]
+    color = "red" if every else "yellow"
+    err.print(f"[{color}]{summary['errors']} of {summary['episodes']} episodes ended in an "
+              f"error[/{color}]; the first:", highlight=False)  # fmt: skip
+    for e in summary["first_errors"]:
+        message = (e["error_message"] or "").strip().splitlines()
+        first = message[0][:300] if message else ""
+        kind = "transient" if e["infra_error"] else "deterministic: not retried"
+        err.print(f"  {e['task_id']}: {e['error_class']}: {first} ({kind})",
+                  markup=False, highlight=False)  # fmt: skip
+    if every:
+        err.print("[red]error:[/red] every episode errored; no result to report")
+        raise typer.Exit(1)
 
 
 @app.command("export")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import time
+import warnings
 from pathlib import Path
 from typing import Annotated
 
@@ -17,7 +18,7 @@ from palaestra.run.check import check_tasks
 from palaestra.tasks import Task, TaskError, generators
 from palaestra.tasks import load_tasks as load_task_dirs
 from palaestra.tasks.datasets import registry as reg
-from palaestra.tasks.source import TaskSet
+from palaestra.tasks.source import SkippedTasksWarning, TaskSet
 
 app = typer.Typer(help="Tasks: list, show, export, check, fetch; generator families.",
                   no_args_is_help=True)  # fmt: skip
@@ -32,13 +33,30 @@ EnvArg = Annotated[
 ]
 
 
-def select_tasks(env_id: str, param_hint: str = "ENV_ID") -> TaskSet:
+def select_tasks(env_id: str, param_hint: str = "ENV_ID", *, strict: bool = False) -> TaskSet:
     """The tasks ``env_id`` selects, or the usage error every subcommand gives for an unknown
-    preset, family or task id, a selector out of range, or a difficulty outside [0, 1]."""
+    preset, family or task id, a selector out of range, or a difficulty outside [0, 1].
+
+    Task directories that do not load are skipped with one warning line each (on stderr), or
+    are an error (exit 2) with ``strict``."""
     try:
-        return load_tasks(env_id)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SkippedTasksWarning)  # said below, one line a task
+            tasks = load_tasks(env_id)
     except (KeyError, ValueError) as e:  # TaskError and SelectorError are ValueErrors
         raise typer.BadParameter(str(e.args[0] if e.args else e), param_hint=param_hint) from None
+    if tasks.invalid:
+        err = Console(stderr=True, soft_wrap=True)
+        for directory, error in tasks.invalid:
+            first = str(error).splitlines()[0]
+            err.print(f"[yellow]skipped invalid task[/yellow] {directory.name}: {first}",
+                      markup=True, highlight=False)  # fmt: skip
+        count = f"{len(tasks.invalid)} invalid task(s) skipped"
+        if strict:
+            err.print(f"[red]error:[/red] {count}; --strict-tasks makes that an error")
+            raise typer.Exit(2)
+        err.print(f"[yellow]warning:[/yellow] {count}; --strict-tasks makes that an error")
+    return tasks
 
 
 def _describe(tasks: TaskSet, i: int) -> tuple[str, str, str, str]:

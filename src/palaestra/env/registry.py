@@ -182,7 +182,7 @@ def _generated_spec(name: str) -> EnvSpec | None:
 
 def _pack(name: str) -> Callable[[], TaskSet]:
     """A loader for a pack shipped in the package (read once per process: packs are immutable)."""
-    return functools.cache(lambda: TaskSet.from_dir(PACKS_DIR / name, name=name))
+    return functools.cache(lambda: TaskSet.from_dir(PACKS_DIR / name, name=name, errors="raise"))
 
 
 register(
