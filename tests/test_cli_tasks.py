@@ -95,6 +95,8 @@ def test_check_passes_a_sound_task_and_fails_a_gameable_one(tmp_path: Path, make
         (("tasks", "families", "--category", "nope"), "unknown category 'nope'"),
         (("eval", "starter:0", "--policy", "bogus"), "unknown policy 'bogus'; choose one of"),
         (("eval", "edit-distance-d150-s1"), "difficulty must be a number in [0, 1]"),
+        (("eval", "starter:0", "--sandbox", "bogus"), "unknown sandbox backend 'bogus'"),
+        (("eval", "starter:0", "--scaffold", "bogus"), "unknown scaffold 'bogus'"),
         (("proxy", "--policy", "bogus"), "unknown policy 'bogus'"),
     ],
 )

@@ -32,6 +32,7 @@ from palaestra.run.scalars import JsonlScalarWriter, ScalarStream
 from palaestra.run.store import DB_NAME, RunMismatchError, read_episodes
 from palaestra.run.store import export as store_export
 from palaestra.run.tensorboard import ScalarWriter
+from palaestra.sandbox import BACKENDS
 from palaestra.scaffolds import SCAFFOLDS
 from palaestra.scaffolds.proxy import ProxyServer
 
@@ -232,7 +233,9 @@ def eval_cmd(
     scaffold: Annotated[
         str, typer.Option(help="Scaffold name: bash, tools (function calling), terminus (tmux).")
     ] = "bash",
-    sandbox: Annotated[str, typer.Option(help="Sandbox backend.")] = "local",
+    sandbox: Annotated[
+        str, typer.Option(help=f"Sandbox backend: {', '.join(BACKENDS)}.")
+    ] = "local",
     seed: Annotated[int, typer.Option(help="Base seed of the episodes.")] = 0,
     retries: Annotated[
         int,
@@ -275,6 +278,11 @@ def eval_cmd(
         raise typer.BadParameter(
             f"unknown scaffold {scaffold!r}; choose one of: {', '.join(sorted(SCAFFOLDS))}",
             param_hint="--scaffold",
+        )
+    if sandbox not in BACKENDS:
+        raise typer.BadParameter(
+            f"unknown sandbox backend {sandbox!r}; choose one of: {', '.join(BACKENDS)}",
+            param_hint="--sandbox",
         )
     try:
         check_policy(policy)
