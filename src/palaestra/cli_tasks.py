@@ -43,7 +43,7 @@ def select_tasks(env_id: str, param_hint: str = "ENV_ID", *, strict: bool = Fals
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SkippedTasksWarning)  # said below, one line a task
             tasks = load_tasks(env_id)
-    except (KeyError, ValueError) as e:  # TaskError and SelectorError are ValueErrors
+    except (KeyError, ValueError, ModuleNotFoundError) as e:  # TaskError, SelectorError: ValueError
         raise typer.BadParameter(str(e.args[0] if e.args else e), param_hint=param_hint) from None
     if tasks.invalid:
         err = Console(stderr=True, soft_wrap=True)

@@ -159,10 +159,23 @@ class TaskSet(Sequence[Task]):
         name = name or path.name
         if errors == "raise":
             return cls(load_tasks(path), name=name)
-        tasks, failed = scan_tasks(path)
+        return cls.skipping(*scan_tasks(path), name=name, root=path)
+
+    @classmethod
+    def skipping(
+        cls,
+        tasks: Sequence[Task],
+        failed: Sequence[tuple[Path, TaskError]],
+        *,
+        name: str,
+        root: Path,
+    ) -> TaskSet:
+        """The set of ``tasks`` that loaded, with ``failed`` (``(directory, error)`` of the task
+        directories under ``root`` that did not) as :attr:`invalid` and one
+        :class:`SkippedTasksWarning`; a :class:`TaskError` when none loaded."""
         if failed and not tasks:
             raise TaskError(
-                path, f"none of its {len(failed)} tasks loads", fix="correct them",
+                root, f"none of its {len(failed)} tasks loads", fix="correct them",
                 errors=[error for _, error in failed],
             )  # fmt: skip
         made = cls(tasks, name=name)
@@ -171,7 +184,7 @@ class TaskSet(Sequence[Task]):
             names = ", ".join(directory.name for directory, _ in failed)
             warnings.warn(
                 f"{name}: skipped {len(failed)} of {len(tasks) + len(failed)} tasks that do not "
-                f"load ({names})", SkippedTasksWarning, stacklevel=2,
+                f"load ({names})", SkippedTasksWarning, stacklevel=3,
             )  # fmt: skip
         return made
 
