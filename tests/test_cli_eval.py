@@ -244,8 +244,8 @@ def test_eval_dir_skips_an_invalid_task_and_says_what_errored(tmp_path, make_tas
     res = _invoke("eval", str(root), "-p", "oracle", "--out", str(out), "--json")
     assert res.exit_code == 0, res.output
     text = " ".join(res.output.split())
-    assert "skipped invalid task broken:" in text and "timeout_sec" in text
-    assert "1 invalid task(s) skipped; --strict-tasks makes that an error" in text
+    assert "invalid task broken:" in text and "timeout_sec" in text
+    assert "skipped 1 task(s) that do not load (--strict-tasks refuses them instead)" in text
     assert "1 of 2 episodes ended in an error; the first: no-reward: VerifierError:" in text
     summary = json.loads((out / "summary.json").read_text())
     assert [t["task"] for t in summary["invalid_tasks"]] == ["broken"]
@@ -253,7 +253,7 @@ def test_eval_dir_skips_an_invalid_task_and_says_what_errored(tmp_path, make_tas
     assert read_run(out)["config"]["invalid_tasks"] == summary["invalid_tasks"]
 
     strict = _invoke("eval", str(root), "--strict-tasks", "--out", str(tmp_path / "strict"))
-    assert strict.exit_code == 2 and "--strict-tasks makes that an error" in strict.output
+    assert strict.exit_code == 2 and "1 task(s) do not load; refused" in strict.output
     assert not (tmp_path / "strict").exists(), "a refused run starts nothing"
 
     all_errors = _invoke("eval", f"{root}:1", "-p", "oracle", "-k", "2",

@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from palaestra.env.registry import list_envs, load_tasks
@@ -49,13 +50,14 @@ def select_tasks(env_id: str, param_hint: str = "ENV_ID", *, strict: bool = Fals
         err = Console(stderr=True, soft_wrap=True)
         for directory, error in tasks.invalid:
             first = str(error).splitlines()[0]
-            err.print(f"[yellow]skipped invalid task[/yellow] {directory.name}: {first}",
-                      markup=True, highlight=False)  # fmt: skip
-        count = f"{len(tasks.invalid)} invalid task(s) skipped"
+            err.print(f"[yellow]invalid task[/yellow] {escape(directory.name)}: {escape(first)}",
+                      highlight=False)  # fmt: skip
+        count = len(tasks.invalid)
         if strict:
-            err.print(f"[red]error:[/red] {count}; --strict-tasks makes that an error")
+            err.print(f"[red]error:[/red] {count} task(s) do not load; refused (--strict-tasks)")
             raise typer.Exit(2)
-        err.print(f"[yellow]warning:[/yellow] {count}; --strict-tasks makes that an error")
+        err.print(f"[yellow]warning:[/yellow] skipped {count} task(s) that do not load "
+                  "(--strict-tasks refuses them instead)")  # fmt: skip
     return tasks
 
 
