@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from palaestra.env.types import EpisodeStatus
-from palaestra.sandbox.base import SandboxError, SandboxSpecError
+from palaestra.sandbox.base import SandboxError
 from palaestra.scaffolds.base import EndReason
 from palaestra.verify.harbor import VerifierResult
 
@@ -39,9 +39,7 @@ DETERMINISTIC_ERRORS = frozenset({"SandboxSpecError", "BuildError"})
 
 def is_infra_error(exc: BaseException) -> bool:
     """Is ``exc`` (or a class it derives from) a transient infrastructure failure?"""
-    if isinstance(exc, SandboxSpecError) or any(
-        cls.__name__ in DETERMINISTIC_ERRORS for cls in type(exc).__mro__
-    ):
+    if any(cls.__name__ in DETERMINISTIC_ERRORS for cls in type(exc).__mro__):
         return False
     if isinstance(exc, SandboxError | ConnectionError | TimeoutError):
         return True
