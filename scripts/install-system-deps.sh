@@ -2,8 +2,11 @@
 # Installs the system packages palaestra needs when missing: bubblewrap for the local sandbox
 # (required); tmux (terminus scaffold), chromium (report test), docker.io, debootstrap and
 # btrfs-progs (docker backend) are optional: their tests skip without them, except in CI.
-# Runs apt-get only as root; otherwise says what to install.
+# Runs apt-get only as root; otherwise says what to install. --required-only (what `make demo`
+# passes) leaves the optional packages alone.
 set -euo pipefail
+required_only=false
+[ "${1:-}" = "--required-only" ] && required_only=true
 missing=()
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 optional=()
@@ -15,7 +18,9 @@ command -v chromium >/dev/null 2>&1 || optional+=(chromium)
 command -v dockerd >/dev/null 2>&1 || optional+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || optional+=(debootstrap)
 command -v mkfs.btrfs >/dev/null 2>&1 || optional+=(btrfs-progs)
-if [ "$(id -u)" -eq 0 ]; then
+if $required_only; then
+  :
+elif [ "$(id -u)" -eq 0 ]; then
   missing+=("${optional[@]}")
 elif [ ${#optional[@]} -gt 0 ]; then
   echo "note: optional parts need ${optional[*]} (sudo apt-get install -y ${optional[*]}" \

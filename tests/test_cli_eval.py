@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 from rich.progress import Progress
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from typer.testing import CliRunner
 
-from palaestra.cli import _Live
+from palaestra.cli import _Live, app
 from palaestra.run.scalars import JsonlScalarWriter
 from palaestra.run.store import read_episodes, read_run
 from palaestra.run.tensorboard import ScalarWriter
@@ -224,3 +225,40 @@ def test_ctrl_c_stops_cleanly_and_the_run_resumes(tmp_path):
     points = _tensorboard(tb, "pass_rate")
     assert [step for step, _ in points] == steps + list(range(len(before) + 1, 19))
     assert all(value == 1.0 for _, value in points)
+
+
+def _invoke(*args: str):
+    runner = CliRunner()
+    return runner.invoke(app, list(args), catch_exceptions=False, env={"COLUMNS": "200"})
+
+
+def test_eval_dir_skips_an_invalid_task_and_says_what_errored(tmp_path, make_task):
+    """One task that does not load no longer refuses the folder: it is skipped, said and
+    counted (console, summary.json, the stored run); --strict-tasks refuses instead. Episodes
+    that errored are said with their first errors; a run in which all errored exits 1."""
+    root = tmp_path / "tasks"
+    make_task("good", root=root)
+    make_task("no-reward", root=root, test_sh="echo 'checked, but wrote no reward'\n")
+    make_task("broken", root=root, agent_timeout=-1)
+    out = tmp_path / "run"
+    res = _invoke("eval", str(root), "-p", "oracle", "--out", str(out), "--json")
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
+    assert "invalid task broken:" in text and "timeout_sec" in text
+    assert "skipped 1 task(s) that do not load (--strict-tasks refuses them instead)" in text
+    assert "1 of 2 episodes ended in an error; the first: no-reward: VerifierError:" in text
+    summary = json.loads((out / "summary.json").read_text())
+    assert [t["task"] for t in summary["invalid_tasks"]] == ["broken"]
+    assert summary["episodes"] == 2 and summary["passed"] == 1
+    assert read_run(out)["config"]["invalid_tasks"] == summary["invalid_tasks"]
+
+    strict = _invoke("eval", str(root), "--strict-tasks", "--out", str(tmp_path / "strict"))
+    assert strict.exit_code == 2 and "1 task(s) do not load; refused" in strict.output
+    assert not (tmp_path / "strict").exists(), "a refused run starts nothing"
+
+    all_errors = _invoke("eval", f"{root}:1", "-p", "oracle", "-k", "2",
+                         "--out", str(tmp_path / "errors"))  # fmt: skip
+    assert all_errors.exit_code == 1, all_errors.output
+    text = " ".join(all_errors.output.split())
+    assert "2 of 2 episodes ended in an error" in text and "every episode errored" in text
+    assert "no-reward: VerifierError:" in text and "deterministic: not retried" in text

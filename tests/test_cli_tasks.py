@@ -80,3 +80,31 @@ def test_check_passes_a_sound_task_and_fails_a_gameable_one(tmp_path: Path, make
     res = runner.invoke(app, ["tasks", "check", str(gameable)])
     assert res.exit_code == 1
     assert "WRONG" in res.output and "1/2 scenarios as expected" in res.output
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("tasks", "list", "starter:99"), "index 99 is out of range: 'starter' has 18 tasks"),
+        (("tasks", "list", "gen/no-such-family"), "no generator family 'no-such-family'"),
+        (("tasks", "show", "starter:99"), "index 99 is out of range"),
+        (("tasks", "show", "no-such-task"), "no environment 'no-such-task'"),
+        (("tasks", "show", "edit-distance-d150-s1"), "difficulty must be a number in [0, 1]"),
+        (("tasks", "export", "starter:5:2", "-o", "out"), "slice :5:2 of 'starter'"),
+        (("tasks", "check", "starter@4/2"), "shard @4/2 is invalid"),
+        (("tasks", "families", "--category", "nope"), "unknown category 'nope'"),
+        (("eval", "starter:0", "--policy", "bogus"), "unknown policy 'bogus'; choose one of"),
+        (("eval", "edit-distance-d150-s1"), "difficulty must be a number in [0, 1]"),
+        (("eval", "starter:0", "--sandbox", "bogus"), "unknown sandbox backend 'bogus'"),
+        (("eval", "starter:0", "--scaffold", "bogus"), "unknown scaffold 'bogus'"),
+        (("proxy", "--policy", "bogus"), "unknown policy 'bogus'"),
+    ],
+)
+def test_ordinary_mistakes_get_one_line_and_exit_2(args: tuple[str, ...], says: str):
+    """Every subcommand turns a wrong id, selector, difficulty or policy into a usage error
+    naming it (exit code 2), never a traceback: ``catch_exceptions=False`` lets one through."""
+    res = invoke(*args)
+    assert res.exit_code == 2, res.output
+    text = " ".join(res.output.replace("│", " ").split())
+    assert says in text, text
+    assert "Traceback" not in res.output

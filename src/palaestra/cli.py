@@ -22,7 +22,8 @@ from rich.progress import (
 from rich.table import Table
 
 from palaestra.cli_tasks import app as tasks_app
-from palaestra.env.registry import POLICIES, list_envs, load_tasks, make_policy
+from palaestra.cli_tasks import select_tasks
+from palaestra.env.registry import POLICIES, check_policy, list_envs, make_policy
 from palaestra.env.types import EpisodeStatus
 from palaestra.llm.anthropic import AnthropicPolicy
 from palaestra.run.evaluate import EpisodeRecord, evaluate
@@ -31,6 +32,7 @@ from palaestra.run.scalars import JsonlScalarWriter, ScalarStream
 from palaestra.run.store import DB_NAME, RunMismatchError, read_episodes
 from palaestra.run.store import export as store_export
 from palaestra.run.tensorboard import ScalarWriter
+from palaestra.sandbox import BACKENDS
 from palaestra.scaffolds import SCAFFOLDS
 from palaestra.scaffolds.proxy import ProxyServer
 
@@ -104,6 +106,11 @@ def print_summary(summary: dict[str, Any]) -> None:
         f"(already done) {summary['skipped']} · retried {summary['retried']} · "
         f"{summary['episodes_per_s']:.2f} episodes/s"
     )
+    if summary["invalid_tasks"]:
+        console.print(
+            f"[yellow]skipped {len(summary['invalid_tasks'])} invalid task(s)[/yellow]: "
+            + ", ".join(t["task"] for t in summary["invalid_tasks"])
+        )
     if summary["stop_reason"]:
         console.print(f"[yellow]stopped early: {summary['stop_reason']}")
 
@@ -226,7 +233,9 @@ def eval_cmd(
     scaffold: Annotated[
         str, typer.Option(help="Scaffold name: bash, tools (function calling), terminus (tmux).")
     ] = "bash",
-    sandbox: Annotated[str, typer.Option(help="Sandbox backend.")] = "local",
+    sandbox: Annotated[
+        str, typer.Option(help=f"Sandbox backend: {', '.join(BACKENDS)}.")
+    ] = "local",
     seed: Annotated[int, typer.Option(help="Base seed of the episodes.")] = 0,
     retries: Annotated[
         int,
@@ -254,6 +263,14 @@ def eval_cmd(
             "(view with `tensorboard --logdir DIR`)."
         ),
     ] = None,
+    strict_tasks: Annotated[
+        bool,
+        typer.Option(
+            "--strict-tasks",
+            help="Refuse a directory holding task directories that do not load (by default "
+            "they are skipped, each with a warning, and counted in the summary).",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Evaluate a policy on a task set; results go to RUN_DIR/results.db and summary.json."""
@@ -262,10 +279,16 @@ def eval_cmd(
             f"unknown scaffold {scaffold!r}; choose one of: {', '.join(sorted(SCAFFOLDS))}",
             param_hint="--scaffold",
         )
+    if sandbox not in BACKENDS:
+        raise typer.BadParameter(
+            f"unknown sandbox backend {sandbox!r}; choose one of: {', '.join(BACKENDS)}",
+            param_hint="--sandbox",
+        )
     try:
-        tasks = load_tasks(env_id)
-    except (KeyError, ValueError) as e:
-        raise typer.BadParameter(str(e.args[0] if e.args else e), param_hint="ENV_ID") from None
+        check_policy(policy)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--policy") from None
+    tasks = select_tasks(env_id, strict=strict_tasks)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out_dir = (
         out
@@ -326,9 +349,30 @@ def eval_cmd(
         live.close()
     if as_json:
         print(json.dumps(summary, indent=2))
+    else:
+        print_summary(summary)
+        console.print(f"results: {out_dir}/results.db, {out_dir}/summary.json")
+    _report_errors(summary)
+
+
+def _report_errors(summary: dict[str, Any]) -> None:
+    """Say on stderr that episodes errored, quoting the first errors; exit 1 when all did."""
+    if not summary["errors"]:
         return
-    print_summary(summary)
-    console.print(f"results: {out_dir}/results.db, {out_dir}/summary.json")
+    err = Console(stderr=True, soft_wrap=True)
+    every = summary["errors"] == summary["episodes"]
+    color = "red" if every else "yellow"
+    err.print(f"[{color}]{summary['errors']} of {summary['episodes']} episodes ended in an "
+              f"error[/{color}]; the first:", highlight=False)  # fmt: skip
+    for e in summary["first_errors"]:
+        message = (e["error_message"] or "").strip().splitlines()
+        first = message[0][:300] if message else ""
+        kind = "transient" if e["infra_error"] else "deterministic: not retried"
+        err.print(f"  {e['task_id']}: {e['error_class']}: {first} ({kind})",
+                  markup=False, highlight=False)  # fmt: skip
+    if every:
+        err.print("[red]error:[/red] every episode errored; no result to report")
+        raise typer.Exit(1)
 
 
 @app.command("export")
@@ -406,7 +450,10 @@ def proxy_cmd(
     if policy.startswith("anthropic:"):
         client: Any = AnthropicPolicy(policy.removeprefix("anthropic:"))
     else:
-        client = make_policy(policy)
+        try:
+            client = make_policy(check_policy(policy))
+        except ValueError as e:
+            raise typer.BadParameter(f"{e} (or anthropic:<model>)", param_hint="--policy") from None
 
     class _Logged:
         async def complete(self, request: Any) -> Any:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import shutil
 import time
+import warnings
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from palaestra.cli_pool import app as pool_app
@@ -18,7 +20,7 @@ from palaestra.run.check import check_tasks
 from palaestra.tasks import Task, TaskError, generators
 from palaestra.tasks import load_tasks as load_task_dirs
 from palaestra.tasks.datasets import registry as reg
-from palaestra.tasks.source import TaskSet
+from palaestra.tasks.source import SkippedTasksWarning, TaskSet
 
 app = typer.Typer(help="Tasks: list, show, export, check, fetch; generator families.",
                   no_args_is_help=True)  # fmt: skip
@@ -32,6 +34,33 @@ EnvArg = Annotated[
         "meeting-rooms-d035-s12) or a directory of Harbor tasks."
     ),
 ]
+
+
+def select_tasks(env_id: str, param_hint: str = "ENV_ID", *, strict: bool = False) -> TaskSet:
+    """The tasks ``env_id`` selects, or the usage error every subcommand gives for an unknown
+    preset, family or task id, a selector out of range, or a difficulty outside [0, 1].
+
+    Task directories that do not load are skipped with one warning line each (on stderr), or
+    are an error (exit 2) with ``strict``."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SkippedTasksWarning)  # said below, one line a task
+            tasks = load_tasks(env_id)
+    except (KeyError, ValueError, ModuleNotFoundError) as e:  # TaskError, SelectorError: ValueError
+        raise typer.BadParameter(str(e.args[0] if e.args else e), param_hint=param_hint) from None
+    if tasks.invalid:
+        err = Console(stderr=True, soft_wrap=True)
+        for directory, error in tasks.invalid:
+            first = str(error).splitlines()[0]
+            err.print(f"[yellow]invalid task[/yellow] {escape(directory.name)}: {escape(first)}",
+                      highlight=False)  # fmt: skip
+        count = len(tasks.invalid)
+        if strict:
+            err.print(f"[red]error:[/red] {count} task(s) do not load; refused (--strict-tasks)")
+            raise typer.Exit(2)
+        err.print(f"[yellow]warning:[/yellow] skipped {count} task(s) that do not load "
+                  "(--strict-tasks refuses them instead)")  # fmt: skip
+    return tasks
 
 
 def _describe(tasks: TaskSet, i: int) -> tuple[str, str, str, str]:
@@ -52,7 +81,7 @@ def list_cmd(
     limit: Annotated[int, typer.Option("--limit", "-n", help="Show at most N tasks.")] = 50,
 ) -> None:
     """The tasks an env id selects."""
-    tasks = load_tasks(env_id)
+    tasks = select_tasks(env_id)
     table = Table("#", "id", "family", "category", "tier", title=f"{env_id}: {len(tasks)} tasks")
     for i in range(min(limit, len(tasks))):
         table.add_row(str(i), *_describe(tasks, i))
@@ -66,8 +95,12 @@ def families_cmd(
     category: Annotated[str | None, typer.Option(help="Only this category.")] = None,
 ) -> None:
     """Generator families, by category, and the packs built from them."""
+    try:
+        chosen = generators.families(category)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--category") from None
     table = Table("family", "category", "what it asks")
-    for fam in generators.families(category):
+    for fam in chosen:
         table.add_row(fam.name, fam.category, fam.summary)
     console.print(table)
     packs = [s for s in list_envs()]
@@ -80,11 +113,14 @@ def families_cmd(
 def _one(what: str) -> Task:
     path = Path(what)
     if path.is_dir():
-        found = load_task_dirs(path)
+        try:
+            found = load_task_dirs(path)
+        except TaskError as e:
+            raise typer.BadParameter(str(e), param_hint="TASK") from None
         if len(found) != 1:
             raise typer.BadParameter(f"{what} holds {len(found)} tasks; name one task directory")
         return found[0]
-    tasks = load_tasks(what)
+    tasks = select_tasks(what, param_hint="TASK")
     if len(tasks) != 1:
         raise typer.BadParameter(
             f"{what!r} selects {len(tasks)} tasks; name one (e.g. {what}:0 or a task id)"
@@ -122,7 +158,7 @@ def export_cmd(
     force: Annotated[bool, typer.Option(help="Replace task dirs that already exist.")] = False,
 ) -> None:
     """Write the selected tasks as Harbor task directories (generated ones are generated now)."""
-    tasks = load_tasks(env_id)
+    tasks = select_tasks(env_id)
     count = len(tasks) if limit is None else min(limit, len(tasks))
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
@@ -145,11 +181,14 @@ def check_cmd(
 ) -> None:
     """Check verifiers: the oracle must score 1, doing nothing 0, each wrong solution 0."""
     path = Path(target)
-    try:
-        tasks = load_task_dirs(path) if path.is_dir() else list(load_tasks(target))
-    except TaskError as e:
-        console.print(f"[red]{e}[/red]")
-        raise typer.Exit(2) from None
+    if path.is_dir():
+        try:
+            tasks = load_task_dirs(path)
+        except TaskError as e:
+            console.print(f"[red]{e}[/red]")
+            raise typer.Exit(2) from None
+    else:
+        tasks = list(select_tasks(target, param_hint="TARGET"))
     tasks = tasks[:limit] if limit is not None else tasks
     results = asyncio.run(check_tasks(tasks, concurrency=concurrency))
     table = Table("task", "scenario", "expected", "reward", "verdict", "time")

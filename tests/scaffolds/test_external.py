@@ -211,6 +211,27 @@ async def test_agent_timeout_kills_the_harness(make_task):
     assert our_processes() == []
 
 
+async def test_host_harness_processes_that_left_its_session_die_with_the_episode(make_task):
+    """A host harness that starts a ``setsid`` grandchild (out of its process group, re-parented
+    when its parent exits) and one that double-forks a daemon: both die at the agent timeout,
+    and when a harness exits normally its leftovers die with it."""
+    marker = f"palaestra-test-{os.getpid()}-escaped"
+    tasks = TaskSet.from_dir(make_task().parent)
+    escape = (f"setsid bash -c 'exec -a {marker}-setsid sleep 600' & "
+              f"(bash -c 'exec -a {marker}-daemon sleep 600' &) ; ")  # fmt: skip
+    for command, agent_timeout in ((escape + "sleep 600", 1.5), (escape + "sleep 0.5", 60.0)):
+        scaffold = ExternalScaffold(command=["bash", "-c", command], where="host")
+        seen: list[str] = []
+        watcher = asyncio.create_task(watch_for(marker, seen))
+        async with CodeEnv(tasks, scaffold=scaffold, agent_timeout_sec=agent_timeout) as env:
+            episode = await rollout(env, ScriptedPolicy([]))  # it asks nothing: both end
+        watcher.cancel()
+        assert seen, "the harness never started its grandchildren"
+        assert ("time limit" in (episode.end.error or "")) == (agent_timeout < 10), episode.end
+        assert host_processes(marker) == [], f"escaped the episode: {host_processes(marker)}"
+    assert our_processes() == []
+
+
 async def test_idle_harness_is_stopped(make_task):
     tasks = TaskSet.from_dir(make_task().parent)
     command = (

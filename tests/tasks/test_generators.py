@@ -140,6 +140,30 @@ def test_pack_is_lazy_and_reaches_ten_thousand_tasks(tmp_path: Path):
     assert pack.get(task.id) is task, "slices share the pack's cache"
 
 
+def _tiers(ids: list[str]) -> list[str]:
+    return [g.tier_of(g.parse_task_id(tid)[2]) for tid in ids]
+
+
+@pytest.mark.parametrize("category", [None, "debugging"])
+def test_slices_of_a_pack_are_balanced_across_families_and_tiers(category: str | None):
+    """``gen:0:60`` used to hold only easy and medium tasks (the pack listed a seed's easy tier
+    of every family first); every window of one task a family now holds each family once and
+    the tiers in equal shares, and two seeds' worth of windows each family at every tier."""
+    pack = g.pack(category=category, seeds=range(4))
+    n = len(g.families(category))
+    for start in range(0, len(pack) - n + 1, n):
+        window = pack.ids[start : start + n]
+        assert sorted(g.parse_task_id(t)[0] for t in window) == sorted(
+            f.name for f in g.families(category)
+        )
+        counts = [_tiers(window).count(tier) for tier in g.TIERS]
+        assert max(counts) - min(counts) <= 1, (start, counts)
+    first = pack.ids[: 2 * n]
+    assert {"easy", "medium", "hard"} <= set(_tiers(first)), "a short prefix reaches hard tasks"
+    per_family = g.pack(families_=[FAMILIES[0]], seeds=range(2))
+    assert _tiers(per_family.ids) == ["easy", "medium", "hard"] * 2
+
+
 def test_exported_directory_round_trips(tmp_path: Path):
     family = FAMILIES[0]
     cached = g.materialise(family, 9, 0.7)

@@ -16,6 +16,7 @@ from palaestra.env.registry import load_tasks, make
 from palaestra.run.rollout import rollout
 from palaestra.scaffolds import OraclePolicy
 from palaestra.tasks.datasets import registry as reg
+from palaestra.tasks.source import SkippedTasksWarning
 
 GIT = ["git", "-c", "user.email=t@example.com", "-c", "user.name=t"]
 
@@ -89,6 +90,22 @@ async def test_fetched_dataset_runs_an_episode(setup):
         episode = await rollout(env, OraclePolicy.from_tasks(env.tasks), seed=0)
     assert episode.reward == 1.0 and episode.info["task_id"] == "task-a"
     assert "CHANGED" in env.tasks.get("task-a").instruction, "no commit: the default branch"
+
+
+async def test_an_invalid_task_of_a_fetched_dataset_is_skipped_and_listed(setup):
+    path, _, _ = setup
+    datasets, base = reg.read_registry(path)
+    dest = await reg.fetch(reg.find_dataset(datasets, "mini@1.0"), base)
+    (dest / "task-b" / "task.toml").write_text("[agent]\ntimeout_sec = -1\n")
+    with pytest.warns(
+        SkippedTasksWarning, match=r"skipped 1 of 2 tasks that do not load \(task-b\)"
+    ):
+        tasks = load_tasks("harbor/mini@1.0")
+    assert tasks.ids == ["task-a"]
+    assert [(d.name, "timeout_sec" in str(e)) for d, e in tasks.invalid] == [("task-b", True)]
+    with pytest.warns(SkippedTasksWarning):
+        selected = load_tasks("harbor/mini@1.0:0")
+    assert [d.name for d, _ in selected.invalid] == ["task-b"], "selections keep the list"
 
 
 def test_clear_errors(setup, tmp_path: Path):

@@ -30,8 +30,17 @@ INFRA_ERRORS = frozenset(
 )  # fmt: skip
 
 
+#: Exception class names of failures that repeat on every try although they come from the
+#: infrastructure's side: a sandbox that cannot be made from the task's spec or image (no
+#: interpreter for the helper, an image that cannot be had, a failing build). ``evaluate`` does
+#: not retry them; they win over :data:`INFRA_ERRORS` (``SandboxSpecError`` is a ``SandboxError``).
+DETERMINISTIC_ERRORS = frozenset({"SandboxSpecError", "BuildError"})
+
+
 def is_infra_error(exc: BaseException) -> bool:
     """Is ``exc`` (or a class it derives from) a transient infrastructure failure?"""
+    if any(cls.__name__ in DETERMINISTIC_ERRORS for cls in type(exc).__mro__):
+        return False
     if isinstance(exc, SandboxError | ConnectionError | TimeoutError):
         return True
     return any(cls.__name__ in INFRA_ERRORS for cls in type(exc).__mro__)

@@ -138,16 +138,25 @@ def make_policy(name: str, tasks: Iterable[Any] = ()) -> LLMClient:
     ``solution_dir``), ``nop``, ``openai:<model>`` (an OpenAI-compatible endpoint from
     ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``), or ``hf:<model-dir>`` (a local Hugging Face model
     directory; needs the ``local`` extra)."""
+    check_policy(name)
     if name == "oracle":
         return OraclePolicy.from_tasks(tasks)
     if name == "nop":
         return NopPolicy()
-    if name.startswith("openai:") and len(name) > len("openai:"):
+    if name.startswith("openai:"):
         from palaestra.llm.openai_client import OpenAIChatPolicy
 
         return OpenAIChatPolicy(name.removeprefix("openai:"))
-    if name.startswith("hf:") and len(name) > len("hf:"):
-        return HFLocalPolicy(name.removeprefix("hf:"))
+    return HFLocalPolicy(name.removeprefix("hf:"))
+
+
+def check_policy(name: str) -> str:
+    """``name`` if :func:`make_policy` knows it, else a ValueError naming the choices (builds
+    nothing: cheap enough to check a command line before any work starts)."""
+    if name in ("oracle", "nop") or any(
+        name.startswith(prefix) and len(name) > len(prefix) for prefix in ("openai:", "hf:")
+    ):
+        return name
     raise ValueError(f"unknown policy {name!r}; choose one of: {', '.join(POLICIES)}")
 
 
@@ -194,7 +203,7 @@ def _generated_spec(name: str) -> EnvSpec | None:
 
 def _pack(name: str) -> Callable[[], TaskSet]:
     """A loader for a pack shipped in the package (read once per process: packs are immutable)."""
-    return functools.cache(lambda: TaskSet.from_dir(PACKS_DIR / name, name=name))
+    return functools.cache(lambda: TaskSet.from_dir(PACKS_DIR / name, name=name, errors="raise"))
 
 
 register(

@@ -7,10 +7,15 @@ done, so an interrupted run (Ctrl-C, kill -9, a crashed machine) resumes where i
 
 Each try is :func:`~palaestra.run.rollout.rollout` (which turns any failure of the episode into
 an error episode) and :func:`~palaestra.run.rows.episode_row` (the episode as a store row).
-Infrastructure errors (``EpisodeEnd.infra_error``: a sandbox that fails to start or dies, a
-transient LLM API error) are retried up to ``retries`` times with exponential backoff; every try
-is stored (``final = 0`` for the retried ones). Task failures, verifier-decided outcomes and
-policy bugs are never retried.
+Transient infrastructure errors (``EpisodeEnd.infra_error``: a sandbox that fails to start in
+time or dies, a dropped connection, a transient LLM API error) are retried up to ``retries``
+times with exponential backoff; every try is stored (``final = 0`` for the retried ones).
+Deterministic errors are never retried, since they would fail the same way again: task failures,
+verifier-decided outcomes, policy bugs, and a sandbox that cannot be made from the task's image
+or spec (``SandboxSpecError``: no interpreter, an image that cannot be had, a failing build).
+
+Task directories of the source that do not load are left out (``TaskSet.invalid``) and listed
+in the summary and the stored run config as ``invalid_tasks``.
 """
 
 from __future__ import annotations
@@ -97,6 +102,7 @@ async def evaluate(
     if overwrite:
         for suffix in ("", "-wal", "-shm"):
             await asyncio.to_thread((out / (DB_NAME + suffix)).unlink, missing_ok=True)
+    invalid = [{"task": d.name, "error": str(e)} for d, e in tasks.invalid]
     identity = {
         "env_id": env_id, "policy": _policy_name(policy), "scaffold": _name(scaffold),
         "sandbox": _name(sandbox), "attempts": attempts, "seed": seed,
@@ -112,6 +118,7 @@ async def evaluate(
             uuid.uuid4().hex[:12],
             identity=identity,
             config={
+                "invalid_tasks": invalid,
                 "concurrency": concurrency,
                 "retries": retries,
                 "max_cost_usd": max_cost_usd,
@@ -200,6 +207,7 @@ async def evaluate(
             "skipped": len(plan) - len(todo),
             "retried": retried,
             "stop_reason": stop_reason,
+            "invalid_tasks": invalid,
             **metrics.summarize(records),
             "run_wall_s": wall_s,
             "episodes_per_s": ran / wall_s if wall_s > 0 else 0.0,

@@ -20,6 +20,8 @@ from palaestra.env.types import EpisodeStatus
 TIERS = ("easy", "medium", "hard")
 NO_GROUP = "—"
 PHASES = ("sandbox_start_s", "agent_s", "policy_s", "verifier_s", "wall_s")
+#: How many of a run's errors the summary quotes in full (``first_errors``).
+FIRST_ERRORS = 3
 
 Record = dict[str, Any]
 
@@ -119,6 +121,11 @@ def summarize(records: list[Record]) -> dict[str, Any]:
             name: {"count": count, "rate": count / n}
             for name, count in sorted(error_classes.items(), key=lambda kv: -kv[1])
         },
+        "first_errors": [
+            {k: r.get(k) for k in ("task_id", "error_class", "error_message", "infra_error")}
+            for r in records
+            if r["status"] == EpisodeStatus.ERROR
+        ][:FIRST_ERRORS],
         "cost": {
             # Unknown costs are counted apart, never as 0: a mean over known costs only.
             "known_trials": len(costs),

@@ -1,8 +1,10 @@
 """``palaestra report``: one self-contained HTML file for one run or a comparison of several.
 
 The page needs no network: its CSS and JavaScript are inlined from ``report_assets/`` and the
-data is embedded as gzipped, base64-encoded JSON (``<script id="report-data">``). The charts
-are SVG drawn by that script; every bar and point carries its number in ``data-value`` and a
+data is embedded as gzipped, base64-encoded JSON (``<script id="report-data">``). The overview
+and the success charts are drawn here (:mod:`palaestra.run.report_figures`: static HTML and SVG,
+readable without JavaScript); the cost scatter, histograms, comparison and trajectory viewer are
+drawn by the page's script. Every bar and point carries its number in ``data-value`` and a
 ``<title>``, and each chart has a table with the same numbers, so the page can be read (and
 tested) without looking at pixels.
 
@@ -22,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from palaestra.run import metrics
+from palaestra.run.report_figures import figures
 from palaestra.run.store import read_episodes, read_run, read_steps
 
 ASSETS = Path(__file__).resolve().parent / "report_assets"
@@ -103,9 +106,10 @@ def run_data(
     for i, r in enumerate(records):
         e = {k: r[k] for k in _EPISODE_KEYS}
         e["verifier_output"] = _cut(e["verifier_output"], max_text)
-        turns = steps.get(r["id"], [])
+        turns = steps.get(r["id"], [])  # none when the episode ended before its first turn
+        nexts = [*turns[1:], None] if turns else []
         e["turns"] = (
-            [_turn(s, nxt, max_text) for s, nxt in zip(turns, [*turns[1:], None], strict=True)]
+            [_turn(s, nxt, max_text) for s, nxt in zip(turns, nexts, strict=True)]
             if i < len(embedded)
             else None
         )
@@ -148,6 +152,8 @@ def render(runs: list[dict[str, Any]]) -> str:
     data = base64.b64encode(gzip.compress(raw, compresslevel=6, mtime=0)).decode()
     page = (ASSETS / "report.html").read_text(encoding="utf-8")
     title = " vs ".join(r["label"] for r in runs)
+    for placeholder, html in figures(runs).items():  # before the data: it holds no placeholder
+        page = page.replace(placeholder, html)
     return (
         page.replace("/*CSS*/", (ASSETS / "report.css").read_text(encoding="utf-8"))
         .replace("/*JS*/", (ASSETS / "report.js").read_text(encoding="utf-8"))

@@ -58,6 +58,7 @@ from palaestra.sandbox.base import (
     SandboxClosedError,
     SandboxError,
     SandboxSpec,
+    SandboxSpecError,
     await_to_the_end,
 )
 from palaestra.sandbox.channel_sandbox import ChannelSandbox
@@ -192,7 +193,7 @@ async def reclaim_docker_leftovers(docker: aiodocker.Docker | None = None) -> in
 
 async def ensure_image(docker: aiodocker.Docker, image: str) -> dict[str, Any]:
     """The engine's description of ``image``, pulling it when missing; a clear error if it
-    cannot be had (no registry is reachable on many training machines)."""
+    cannot be had: SandboxSpecError when a registry has no such image (final), else SandboxError."""
     try:
         return await docker.images.inspect(image)
     except DockerError as exc:
@@ -211,9 +212,9 @@ async def ensure_image(docker: aiodocker.Docker, image: str) -> dict[str, Any]:
                 f"build or load it on this machine (`docker build -t {image} ...` or "
                 f"`docker load -i image.tar`); for Debian-based images, {PROVISION_HINT}"
             )
-        raise SandboxError(
-            f"image {image!r} is not on this machine and cannot be pulled ({reason}); {fix}"
-        ) from None
+        error = SandboxSpecError if getattr(exc, "status", 0) == 404 else SandboxError
+        message = f"image {image!r} is not on this machine and cannot be pulled ({reason}); {fix}"
+        raise error(message) from None
 
 
 class DockerBackend(SandboxBackend):

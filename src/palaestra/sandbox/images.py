@@ -31,7 +31,7 @@ from typing import Any
 import aiodocker
 from aiodocker.exceptions import DockerError
 
-from palaestra.sandbox.base import SandboxError
+from palaestra.sandbox.base import SandboxError, SandboxSpecError
 from palaestra.sandbox.docker import OWNER_LABEL, docker_socket, ensure_image, owner_label
 from palaestra.sandbox.dockerfile import parse_dockerfile
 from palaestra.sandbox.janitor import RUN_ID_LABEL
@@ -42,7 +42,7 @@ _CHUNK = 1 << 16
 _BUILD_LOG_TAIL = 30
 
 
-class BuildError(SandboxError):
+class BuildError(SandboxSpecError):
     """A Dockerfile that did not build: a failing step or the build timeout (the task's fault,
     unlike an engine that cannot be reached)."""
 
@@ -148,7 +148,7 @@ async def build_image(context: Path, *, timeout: float = 600.0) -> str:
     """
     context = await asyncio.to_thread(Path(context).absolute)
     if not await asyncio.to_thread((context / "Dockerfile").is_file):
-        raise SandboxError(f"{context} has no Dockerfile to build")
+        raise SandboxSpecError(f"{context} has no Dockerfile to build")
     digest = await asyncio.to_thread(context_hash, context)
     async with _client() as docker:
         # The base images are part of what is built: a re-provisioned base means a rebuild.

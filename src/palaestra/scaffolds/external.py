@@ -16,7 +16,9 @@ the sandbox's ``python3``) listens on the sandbox's own 127.0.0.1 and relays to 
 and everything it needs must be inside the sandbox (its image, or installed by the command).
 
 ``where="host"`` runs the command on the host, in a fresh temporary directory, with the host's
-environment. It is for harnesses whose tool execution goes through palaestra: the agent's
+environment and files, in a pid namespace of its own (bubblewrap, which the local sandbox needs
+too): when the command ends or is killed, the kernel kills every process it started, those that
+left its session (``setsid``) or were orphaned by a double fork included. It is for harnesses whose tool execution goes through palaestra: the agent's
 shell commands must run in the sandbox, not on the host, so the harness must send them to the
 episode's exec URL (``PALAESTRA_EXEC_URL``: ``POST {"command", "timeout", "cwd"}`` ->
 ``{"stdout", "stderr", "exit_code", "timed_out", ...}``). mini-swe-agent does so through
@@ -393,7 +395,7 @@ class ExternalScaffold:
             log_path = tmp / "output.log"
             with open(log_path, "wb") as log:  # noqa: ASYNC230 - opening is not I/O of size
                 proc = await asyncio.create_subprocess_exec(
-                    *argv,
+                    *_contained(argv, self.config.cwd or tmp),
                     cwd=self.config.cwd or tmp,
                     env=env,
                     stdin=asyncio.subprocess.DEVNULL,
@@ -421,6 +423,14 @@ class ExternalScaffold:
             elif proc is not None:
                 _kill_group(proc)  # anything the harness left running in its group
             await asyncio.to_thread(shutil.rmtree, tmp, True)
+
+
+def _contained(argv: list[str], cwd: str | Path) -> list[str]:
+    """``argv`` under bwrap in a new pid namespace that sees the host's files, devices and
+    network: its pid 1 ends when the command does, and the kernel then kills the rest of the
+    namespace (a process-group kill misses what ``setsid`` moved out of the group)."""
+    return ["bwrap", "--dev-bind", "/", "/", "--proc", "/proc", "--unshare-pid",
+            "--die-with-parent", "--chdir", str(cwd), "--", *argv]  # fmt: skip
 
 
 def _kill_group(proc: asyncio.subprocess.Process) -> None:

@@ -110,9 +110,26 @@ def load_tasks(root: Path | str, *, errors: Literal["raise", "skip"] = "raise") 
     """
     if errors not in ("raise", "skip"):
         raise ValueError(f"errors must be 'raise' or 'skip', got {errors!r}")
+    tasks, failed = scan_tasks(root)
+    if failed and errors == "raise":
+        raise TaskError(
+            Path(root).expanduser().resolve(),
+            f"{len(failed)} of {len(tasks) + len(failed)} tasks could not be loaded",
+            fix='correct them, or pass errors="skip" to load the others',
+            errors=[error for _, error in failed],
+        )
+    for directory, error in failed:
+        warnings.warn(f"skipping task {directory.name}: {error}", UserWarning, stacklevel=2)
+    return tasks
+
+
+def scan_tasks(root: Path | str) -> tuple[list[Task], list[tuple[Path, TaskError]]]:
+    """The tasks :func:`load_tasks` finds in ``root``, and ``(directory, error)`` for each task
+    directory that did not load, without warning or raising for them. A ``root`` that is one
+    task, or holds no tasks, still raises."""
     root = Path(root).expanduser().resolve()
     if _looks_like_task(root):
-        return [load_task(root)]
+        return [load_task(root)], []
     if not root.is_dir():
         raise TaskError(
             root,
@@ -127,22 +144,13 @@ def load_tasks(root: Path | str, *, errors: Literal["raise", "skip"] = "raise") 
             fix="pass a task directory or a directory of task directories",
         )
     tasks: list[Task] = []
-    failed: list[TaskError] = []
+    failed: list[tuple[Path, TaskError]] = []
     for candidate in candidates:
         try:
             tasks.append(load_task(candidate))
         except TaskError as e:
-            if errors == "skip":
-                warnings.warn(f"skipping task {candidate.name}: {e}", UserWarning, stacklevel=2)
-            failed.append(e)
-    if failed and errors == "raise":
-        raise TaskError(
-            root,
-            f"{len(failed)} of {len(candidates)} tasks could not be loaded",
-            fix='correct them, or pass errors="skip" to load the others',
-            errors=failed,
-        )
-    return tasks
+            failed.append((candidate, e))
+    return tasks, failed
 
 
 def _looks_like_task(path: Path) -> bool:

@@ -17,12 +17,14 @@ from __future__ import annotations
 import difflib
 import re
 import threading
+import warnings
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import overload
+from typing import Literal, overload
 
-from palaestra.tasks.loader import load_tasks
+from palaestra.tasks.errors import TaskError
+from palaestra.tasks.loader import load_tasks, scan_tasks
 from palaestra.tasks.task import Task
 
 _INDEX = re.compile(r"^:(-?\d+)$")
@@ -37,6 +39,11 @@ EXTRA_CACHE_SIZE = 256
 
 class SelectorError(ValueError):
     pass
+
+
+class SkippedTasksWarning(UserWarning):
+    """:meth:`TaskSet.from_dir` left out task directories that do not load (see
+    :attr:`TaskSet.invalid`)."""
 
 
 class _ExtraCache:
@@ -70,6 +77,10 @@ class TaskSet(Sequence[Task]):
     called the first time a task is used, so a generated pack of 10,000 tasks costs nothing until
     its tasks are drawn). Slices, shards and selections of a lazy set stay lazy and share its cache.
     """
+
+    #: ``(directory, error)`` of each task directory :meth:`from_dir` left out because it does
+    #: not load; subsets keep it (an eval run reports what its source skipped).
+    invalid: tuple[tuple[Path, TaskError], ...] = ()
 
     def __init__(self, tasks: Iterable[Task], name: str = "tasks") -> None:
         tasks = tuple(tasks)
@@ -126,13 +137,56 @@ class TaskSet(Sequence[Task]):
         return new
 
     def _subset(self, ids: Sequence[str], name: str) -> TaskSet:
-        return TaskSet._derived(ids, self._cache, self._loader, name, self._open)
+        subset = TaskSet._derived(ids, self._cache, self._loader, name, self._open)
+        subset.invalid = self.invalid
+        return subset
 
     @classmethod
-    def from_dir(cls, path: Path | str, name: str | None = None) -> TaskSet:
-        """Every Harbor task under ``path`` (one task directory, or a directory of them)."""
+    def from_dir(
+        cls,
+        path: Path | str,
+        name: str | None = None,
+        *,
+        errors: Literal["skip", "raise"] = "skip",
+    ) -> TaskSet:
+        """Every Harbor task under ``path`` (one task directory, or a directory of them).
+
+        A task directory that does not load is left out with a :class:`SkippedTasksWarning`
+        and listed in :attr:`invalid` (``errors="skip"``, the default: one broken task of a
+        downloaded dataset does not stop the others), or raises one :class:`TaskError` naming
+        every such task (``errors="raise"``). A set left with no task raises either way."""
         path = Path(path)
-        return cls(load_tasks(path), name=name or path.name)
+        name = name or path.name
+        if errors == "raise":
+            return cls(load_tasks(path), name=name)
+        return cls.skipping(*scan_tasks(path), name=name, root=path)
+
+    @classmethod
+    def skipping(
+        cls,
+        tasks: Sequence[Task],
+        failed: Sequence[tuple[Path, TaskError]],
+        *,
+        name: str,
+        root: Path,
+    ) -> TaskSet:
+        """The set of ``tasks`` that loaded, with ``failed`` (``(directory, error)`` of the task
+        directories under ``root`` that did not) as :attr:`invalid` and one
+        :class:`SkippedTasksWarning`; a :class:`TaskError` when none loaded."""
+        if failed and not tasks:
+            raise TaskError(
+                root, f"none of its {len(failed)} tasks loads", fix="correct them",
+                errors=[error for _, error in failed],
+            )  # fmt: skip
+        made = cls(tasks, name=name)
+        made.invalid = tuple(failed)
+        if failed:
+            names = ", ".join(directory.name for directory, _ in failed)
+            warnings.warn(
+                f"{name}: skipped {len(failed)} of {len(tasks) + len(failed)} tasks that do not "
+                f"load ({names})", SkippedTasksWarning, stacklevel=3,
+            )  # fmt: skip
+        return made
 
     def _load(self, task_id: str) -> Task:
         assert self._loader is not None, "an eager task set holds every task"

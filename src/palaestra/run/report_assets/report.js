@@ -1,5 +1,7 @@
 // palaestra report: draws the embedded run data as SVG charts, tables and a trajectory viewer.
 // Every bar and point carries its number in data-value and a <title>; every chart has a table.
+// The overview and the rate charts are drawn server-side (run/report_figures.py): they show
+// without JavaScript; this script adds the cost scatter, histograms, comparison and viewer.
 "use strict";
 async function inflate(base64) {
   const text = atob(base64);
@@ -51,76 +53,6 @@ inflate(document.getElementById("report-data").textContent.trim()).then((DATA) =
       ...RUNS.map((r, i) => el("span", {}, el("i", { style: "background:" + color(i) }), r.label)));
   }
 
-  // Grouped bar chart of rates in [0, 1]: groups[] x runs, values[g][r] = {value, label} or null.
-  function barChart(target, name, groups, values, valueLabel) {
-    const box = document.getElementById(target);
-    if (!groups.length) { box.append(el("p", { class: "muted" }, "No data.")); return; }
-    const barW = 22, left = 50, top = 10, h = 180;
-    const groupW = Math.max(RUNS.length * barW + 18, 96);
-    const gap = groupW - RUNS.length * barW;
-    const width = left + groups.length * groupW + 10;
-    const chart = svg("svg", { class: "chart", "data-chart": name, width, height: h + 60,
-      viewBox: `0 0 ${width} ${h + 60}`, role: "img" });
-    for (const t of [0, 0.5, 1]) {
-      const y = top + h - t * h;
-      chart.append(svg("line", { class: "axis", x1: left, x2: width, y1: y, y2: y }));
-      chart.append(svg("text", { x: left - 6, y: y + 4, "text-anchor": "end" }, pct(t)));
-    }
-    groups.forEach((g, gi) => {
-      const x0 = left + gi * groupW + gap / 2;
-      RUNS.forEach((run, ri) => {
-        const v = values[gi][ri];
-        if (!v) return;
-        const bh = Math.max(v.value * h, 0.5);
-        chart.append(svg("rect", { class: "bar", x: x0 + ri * barW, y: top + h - bh, width: barW - 3,
-          height: bh, fill: color(ri), "data-group": g, "data-run": ri, "data-value": v.value },
-          svg("title", {}, `${g} · ${run.label}: ${valueLabel(v)}`)));
-      });
-      chart.append(svg("text", { x: x0 + (RUNS.length * barW) / 2, y: top + h + 16,
-        "text-anchor": "middle" }, g.length > 15 ? g.slice(0, 14) + "…" : g));
-    });
-    const rows = groups.map((g, gi) => [g, ...RUNS.map((_, ri) => (values[gi][ri] ? valueLabel(values[gi][ri]) : "—"))]);
-    box.append(legend() || "", chart,
-      el("details", {}, el("summary", {}, "table"), table(["", ...RUNS.map((r) => r.label)], rows,
-        { "data-table": name })));
-  }
-
-  function rateChart(target, name, key) {
-    const groups = [];
-    for (const run of RUNS) for (const g of Object.keys(run.summary[key])) if (!groups.includes(g)) groups.push(g);
-    const values = groups.map((g) => RUNS.map((run) => {
-      const r = run.summary[key][g];
-      return r ? { value: r.pass_rate, passed: r.passed, episodes: r.episodes } : null;
-    }));
-    barChart(target, name, groups, values, (v) => `${pct(v.value)} (${v.passed}/${v.episodes})`);
-  }
-
-  function passKChart() {
-    const ks = [];
-    for (const run of RUNS) for (const k of Object.keys(run.summary.pass_at_k)) if (!ks.includes(k)) ks.push(k);
-    const values = ks.map((k) => RUNS.map((run) => (k in run.summary.pass_at_k ? { value: run.summary.pass_at_k[k] } : null)));
-    barChart("chart-passk", "pass_at_k", ks.map((k) => "k=" + k), values, (v) => pct(v.value));
-  }
-
-  function overview() {
-    const rows = RUNS.map((run) => {
-      const s = run.summary;
-      return [run.label, run.env_id, (run.planned == null ? `${s.episodes}` : `${s.episodes}/${run.planned}`), pct(s.pass_rate), num(s.mean_reward, 3),
-        pct(s.error_rate), usd(s.cost.total_usd), usd(s.cost.per_trial_usd), usd(s.cost.per_solved_usd),
-        String(s.cost.unknown_trials), num(s.mean_steps, 1),
-        num(s.tokens.per_trial ? s.tokens.per_trial.prompt_tokens + s.tokens.per_trial.completion_tokens : null, 0),
-        run.stop_reason || ""];
-    });
-    document.getElementById("overview").append(table(
-      ["run", "env", "episodes", "pass rate", "mean reward", "error rate", "cost", "per trial",
-        "per solved", "unknown cost", "mean steps", "tokens/trial", "stopped"], rows, { "data-table": "overview" }));
-    RUNS.forEach((run) => {
-      const errs = Object.entries(run.summary.errors_by_class);
-      if (errs.length) document.getElementById("overview").append(el("p", {}, `${run.label} errors: `,
-        errs.map(([k, v]) => `${k} ${v.count} (${pct(v.rate)})`).join(", ")));
-    });
-  }
-
   function scatter() {
     const box = document.getElementById("chart-cost");
     const points = [];
@@ -141,7 +73,9 @@ inflate(document.getElementById("report-data").textContent.trim()).then((DATA) =
     const chart = svg("svg", { class: "chart", "data-chart": "cost_vs_success", width: w, height: h + bottom, viewBox: `0 0 ${w} ${h + bottom}` });
     chart.append(svg("line", { class: "axis", x1: left, x2: w, y1: h, y2: h }), svg("line", { class: "axis", x1: left, x2: left, y1: 0, y2: h }));
     chart.append(svg("text", { x: left - 6, y: 10, "text-anchor": "end" }, "100%"), svg("text", { x: left - 6, y: h, "text-anchor": "end" }, "0%"));
-    chart.append(svg("text", { x: w - 4, y: h + 20, "text-anchor": "end" }, usd(maxCost) + " mean cost per trial"));
+    chart.append(svg("text", { x: w - 4, y: h + 20, "text-anchor": "end" }, usd(maxCost)),
+      svg("text", { class: "axis-title", x: left + (w - left) / 2, y: h + 20, "text-anchor": "middle" }, "mean cost per trial (USD) →"),
+      svg("text", { class: "axis-title", x: 12, y: h / 2, "text-anchor": "middle", transform: `rotate(-90 12 ${h / 2})` }, "task pass rate"));
     for (const p of points) {
       chart.append(svg("circle", { class: "point", cx: left + (p.cost / maxCost) * (w - left - 10), cy: h - p.rate * (h - 10),
         r: 5, fill: color(p.ri), "fill-opacity": 0.75, "data-run": p.ri, "data-task": p.task, "data-value": p.rate, "data-cost": p.cost },
@@ -151,7 +85,7 @@ inflate(document.getElementById("report-data").textContent.trim()).then((DATA) =
       table(["task", "run", "mean cost per trial", "pass rate"], points.map((p) => [p.task, RUNS[p.ri].label, usd(p.cost), pct(p.rate)]), { "data-table": "cost_vs_success" })));
   }
 
-  function histogram(target, name, get, digits) {
+  function histogram(target, name, get, digits, xTitle) {
     const box = document.getElementById(target);
     const all = RUNS.map((run) => run.episodes.map(get).filter((v) => v !== null && v !== undefined));
     const flat = all.flat();
@@ -164,9 +98,11 @@ inflate(document.getElementById("report-data").textContent.trim()).then((DATA) =
     const counts = all.map((vals) => { const c = new Array(nb).fill(0); for (const v of vals) c[bin(v)]++; return c; });
     const maxC = Math.max(...counts.flat());
     const w = 560, h = 180, left = 40, bw = (w - left - 10) / nb;
-    const chart = svg("svg", { class: "chart", "data-chart": name, width: w, height: h + 36, viewBox: `0 0 ${w} ${h + 36}` });
+    const chart = svg("svg", { class: "chart", "data-chart": name, width: w, height: h + 40, viewBox: `0 0 ${w} ${h + 40}` });
     chart.append(svg("line", { class: "axis", x1: left, x2: w, y1: h, y2: h }));
-    chart.append(svg("text", { x: left - 4, y: 10, "text-anchor": "end" }, maxC));
+    chart.append(svg("text", { x: left - 4, y: 10, "text-anchor": "end" }, maxC),
+      svg("text", { class: "axis-title", x: left + (w - left) / 2, y: h + 32, "text-anchor": "middle" }, xTitle),
+      svg("text", { class: "axis-title", x: 12, y: h / 2, "text-anchor": "middle", transform: `rotate(-90 12 ${h / 2})` }, "episodes"));
     const label = (b) => integer ? String(lo + b) : `${num(lo + b * width, digits)}–${num(lo + (b + 1) * width, digits)}`;
     counts.forEach((c, ri) => c.forEach((n, b) => {
       const bh = (n / maxC) * (h - 12);
@@ -264,15 +200,9 @@ inflate(document.getElementById("report-data").textContent.trim()).then((DATA) =
     draw();
   }
 
-  overview();
-  rateChart("chart-difficulty", "by_difficulty", "by_difficulty");
-  rateChart("chart-category", "by_category", "by_category");
-  rateChart("chart-family", "by_family", "by_family");
-  rateChart("chart-signals", "by_reward_signals", "by_reward_signals");
-  passKChart();
   scatter();
-  histogram("chart-steps", "steps", (e) => e.steps, 0);
-  histogram("chart-time", "wall_time", (e) => e.wall_s, 2);
+  histogram("chart-steps", "steps", (e) => e.steps, 0, "steps (policy actions) per episode");
+  histogram("chart-time", "wall_time", (e) => e.wall_s, 2, "wall time per episode (s)");
   comparison();
   episodes();
   document.body.setAttribute("data-rendered", "true");

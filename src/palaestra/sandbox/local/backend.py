@@ -11,7 +11,12 @@ import re
 import secrets
 from pathlib import Path
 
-from palaestra.sandbox.base import SandboxBackend, SandboxError, SandboxSpec, await_to_the_end
+from palaestra.sandbox.base import (
+    SandboxBackend,
+    SandboxSpec,
+    SandboxSpecError,
+    await_to_the_end,
+)
 from palaestra.sandbox.janitor import (
     RUN_ID_LABEL,
     SandboxMeta,
@@ -80,7 +85,7 @@ class LocalBackend(SandboxBackend):
 
     async def create(self, spec: SandboxSpec) -> LocalSandbox:
         if spec.image is not None and spec.rootfs is None:
-            raise SandboxError(
+            raise SandboxSpecError(
                 f"the local backend cannot run image {spec.image!r} itself: export it to a "
                 "directory and pass it as SandboxSpec.rootfs, or use the docker backend"
             )

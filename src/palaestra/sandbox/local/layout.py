@@ -25,7 +25,7 @@ import threading
 from pathlib import Path
 
 from palaestra.sandbox._channel import HELPER_BOOT, HELPER_DIR_IN_SANDBOX, sandbox_path
-from palaestra.sandbox.base import SandboxError, SandboxSpec
+from palaestra.sandbox.base import SandboxSpec, SandboxSpecError
 from palaestra.sandbox.janitor import RUN_ID_LABEL, SandboxMeta
 from palaestra.sandbox.limits import SandboxLimits, apply_limits, mounts_under, unmount
 from palaestra.sandbox.limits import mount as mount_fs
@@ -71,7 +71,7 @@ def writable_dirs(spec: SandboxSpec) -> list[str]:
     """Every writable directory, sorted (so a directory comes before the ones inside it)."""
     dirs = {sandbox_path(d) for d in (spec.workdir, *spec.writable_dirs, *EXTRA_WRITABLE_DIRS)}
     if "/" in dirs:
-        raise SandboxError("the local backend cannot make / writable; list subdirectories")
+        raise SandboxSpecError("the local backend cannot make / writable; list subdirectories")
     return sorted(dirs)
 
 
@@ -89,7 +89,7 @@ def files_to_copy(spec: SandboxSpec, writable: list[str]) -> dict[str, Path]:
     for target, source in spec.files.items():
         path = sandbox_path(target)
         if not any(_is_within(path, d) for d in writable):
-            raise SandboxError(
+            raise SandboxSpecError(
                 f"spec.files target {target} is not inside a writable directory "
                 f"({', '.join(writable)}); add its directory to writable_dirs"
             )
@@ -157,15 +157,15 @@ def populate(
 
 def _check_rootfs(rootfs: Path) -> None:
     if not rootfs.is_dir():
-        raise SandboxError(f"SandboxSpec.rootfs {rootfs} is not a directory")
+        raise SandboxSpecError(f"SandboxSpec.rootfs {rootfs} is not a directory")
     if any(c in str(rootfs.resolve()) for c in ",:\\"):
-        raise SandboxError(
+        raise SandboxSpecError(
             f"SandboxSpec.rootfs {rootfs}: overlayfs cannot take a path with ',', ':' or '\\'; "
             "move or link it elsewhere"
         )
     python = rootfs / _PYTHON.lstrip("/")
     if not (python.exists() or python.is_symlink()):
-        raise SandboxError(
+        raise SandboxSpecError(
             f"SandboxSpec.rootfs {rootfs} has no {_PYTHON}: the local backend runs its helper "
             "with the image's Python 3.9+. Install it in the image (Debian: "
             "`apt-get install -y python3-minimal`) or use the docker backend"

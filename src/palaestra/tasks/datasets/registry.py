@@ -30,6 +30,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
 
+from palaestra.tasks.errors import TaskError
 from palaestra.tasks.generators import cache_dir
 from palaestra.tasks.generators.base import write_atomically
 from palaestra.tasks.loader import load_task
@@ -194,5 +195,10 @@ def tasks(ref: str) -> TaskSet:
             "[--registry PATH_OR_URL]"
         )
     manifest = json.loads((dest / "manifest.json").read_text())
-    names = [t["name"] for t in manifest["dataset"]["tasks"]]
-    return TaskSet([load_task(dest / n, task_id=n) for n in names], name=f"harbor/{ref}")
+    loaded, failed = [], []
+    for n in (t["name"] for t in manifest["dataset"]["tasks"]):
+        try:
+            loaded.append(load_task(dest / n, task_id=n))
+        except TaskError as e:  # skipped, as in a directory of tasks (TaskSet.invalid)
+            failed.append((dest / n, e))
+    return TaskSet.skipping(loaded, failed, name=f"harbor/{ref}", root=dest)

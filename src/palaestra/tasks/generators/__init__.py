@@ -63,6 +63,7 @@ __all__ = [
     "solve_sh_writing",
     "tier_of",
     "tier_difficulty",
+    "balanced_order",
 ]
 
 _FAMILIES: dict[str, Family] = {}
@@ -191,6 +192,17 @@ def tier_difficulty(tier: Tier, seed: int) -> float:
     return (low + round((high - low) * frac)) / 100
 
 
+def balanced_order(n_families: int, n_tiers: int) -> list[tuple[int, int]]:
+    """The (family, tier) indices of one seed of a pack, in rounds: round ``r`` lists every
+    family once, family ``f`` at tier ``(f + r) mod n_tiers``, so each round spreads the tiers
+    evenly over the families and each family meets every tier once in ``n_tiers`` rounds.
+
+    A pack repeats this for seed 0, 1, ...: any slice of ``n_families`` consecutive tasks holds
+    every family once and the tiers in equal shares (within one), and any ``n_tiers``
+    consecutive tasks of one family's pack hold one task of each tier."""
+    return [(f, (f + r) % n_tiers) for r in range(n_tiers) for f in range(n_families)]
+
+
 def pack(
     *,
     families_: Iterable[str] | None = None,
@@ -200,8 +212,9 @@ def pack(
     name: str = "gen",
     open_ids: bool = True,
 ) -> TaskSet:
-    """A lazy task set: every chosen family x tier x seed, ordered seed-major (so any prefix or
-    slice mixes families and tiers). Tasks are generated when first drawn.
+    """A lazy task set: every chosen family x tier x seed, in the balanced order of
+    :func:`balanced_order` (so any slice of it is a sample across families and tiers). Tasks
+    are generated when first drawn.
 
     With ``open_ids`` (the default) the set also resolves any other valid id of the chosen
     families, at any difficulty and seed (``reset(options={"task_id": ...})``: what an AdaRFT
@@ -214,10 +227,9 @@ def pack(
         if tier not in TIERS:
             raise ValueError(f"unknown tier {tier!r}; one of {', '.join(TIERS)}")
     ids = [
-        task_id(fam.name, seed, tier_difficulty(tier, seed))
+        task_id(chosen[f].name, seed, tier_difficulty(tiers[t], seed))
         for seed in seeds
-        for tier in tiers
-        for fam in chosen
+        for f, t in balanced_order(len(chosen), len(tiers))
     ]
     names = frozenset(fam.name for fam in chosen)
     accepts = functools.partial(accepts_id, family_names=names) if open_ids else None
