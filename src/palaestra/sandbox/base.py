@@ -297,7 +297,9 @@ class ShellSession:
     async def close(self) -> None:
         """Forget the session's state (a no-op once the sandbox is closed)."""
         if not self.sandbox.closed:
-            await self.sandbox.exec(["rm", "-f", f"{self._state}.0", f"{self._state}.1"], timeout=30)
+            await self.sandbox.exec(
+                ["rm", "-f", f"{self._state}.0", f"{self._state}.1"], timeout=30
+            )
 
     async def __aenter__(self) -> ShellSession:
         return self
