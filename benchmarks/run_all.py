@@ -83,14 +83,14 @@ def ares_column(figures: dict, peers: dict | None) -> str:
 
 
 def table(rows: list[tuple[str, int | str, float, dict]], peers: dict | None) -> str:
-    lines = [f"{'benchmark':<13} {'wall':>7}  {'vs ARES':<26} figures", "-" * 100]
+    lines = [f"{'benchmark':<13} {'wall':>7}  {'vs ARES':<30} figures", "-" * 100]
     for name, rc, wall, figures in rows:
         shown = {k: v for k, v in figures.items() if k != "bench"}
         text = "  ".join(f"{k}={v}" for k, v in shown.items())
         if rc != 0:
             text = f"FAILED ({rc if isinstance(rc, str) else f'exit {rc}'}) {text}"
         ares = ares_column(figures, peers) if name == "env" else ""
-        lines.append(f"{name:<13} {wall:6.0f}s  {ares:<26} {text}")
+        lines.append(f"{name:<13} {wall:6.0f}s  {ares:<30} {text}".rstrip())
     return "\n".join(lines)
 
 
