@@ -40,16 +40,9 @@ demo: $(VENV)/.base
 test: setup
 	$(BIN)/pytest -q
 
+# Every benchmark with modest settings (~10 min on 2 cores), then one summary table.
 bench: setup
-	$(BIN)/python benchmarks/bench_env.py
-	$(BIN)/python benchmarks/bench_sandbox.py
-	$(BIN)/python benchmarks/bench_local_policy.py
-	$(BIN)/python benchmarks/bench_store.py
-	$(BIN)/python benchmarks/bench_report.py
-	$(BIN)/python benchmarks/bench_docker.py
-	$(BIN)/python benchmarks/bench_stream.py
-	$(BIN)/python benchmarks/bench_trajectory.py
-	$(BIN)/python benchmarks/bench_creator.py
+	$(BIN)/python benchmarks/run_all.py
 
 lint: setup
 	$(BIN)/ruff check src tests benchmarks

@@ -4,8 +4,9 @@ Prints figures; asserts nothing. Run: ``.venv/bin/python benchmarks/bench_docker
 (needs a Docker engine and the base image: ``sudo scripts/provision-docker.sh``).
 
 1. Create to first exec: ``create()`` plus one ``exec(["true"])``, one sandbox after another,
-   for the docker backend (base image) and the local backend (host root, and the base image's
-   exported root filesystem), then ``close()``.
+   for the docker backend (base image; and with a disk quota, ``storage_mb=256``, which the
+   storage driver enforces on a provisioned engine) and the local backend (host root, and the
+   base image's exported root filesystem), then ``close()``.
 2. Exec round trip: ``exec(["true"])`` through the in-container helper (and, for reference,
    through the local backend's helper), against a plain
    ``docker exec <container> true`` (the docker CLI, as most harnesses do it) and the engine's
@@ -24,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import aiodocker
+from headline import headline
 
 from palaestra.sandbox import SandboxBackend, SandboxSpec
 from palaestra.sandbox.docker import DEFAULT_IMAGE, DockerBackend, docker_socket, docker_unavailable
@@ -31,13 +33,19 @@ from palaestra.sandbox.images import export_rootfs
 from palaestra.sandbox.local import LocalBackend
 
 
-def report(name: str, seconds: list[float]) -> None:
+def report(name: str, seconds: list[float]) -> float:
+    """Print the figures of ``seconds``; return their p50 in milliseconds (1 decimal)."""
     ms = sorted(s * 1000 for s in seconds)
     p99 = ms[min(len(ms) - 1, round(0.99 * (len(ms) - 1)))]
     print(
         f"{name:<50} n={len(ms):<4} p50 {statistics.median(ms):8.2f} ms   p99 {p99:8.2f} ms"
         f"   mean {statistics.fmean(ms):8.2f} ms"
     )
+    return round(statistics.median(ms), 1)
+
+
+#: A disk quota, which the storage driver must enforce (``--storage-opt size=``).
+QUOTA = SandboxSpec(storage_mb=256)
 
 
 async def timed(fn: Callable[[], Awaitable[object]]) -> float:
@@ -76,20 +84,23 @@ async def api_exec(docker: aiodocker.Docker, container_id: str) -> None:
 async def main(sandboxes: int, execs: int) -> None:
     if reason := await docker_unavailable():
         print(f"bench_docker: skipped: {reason}")
+        headline("docker", skipped=reason)
         return
     rootfs = await export_rootfs(DEFAULT_IMAGE)
     docker_backend = DockerBackend(run_id="bench-docker")
     with tempfile.TemporaryDirectory() as state_dir:
         local = LocalBackend(run_id="bench-local", state_dir=Path(state_dir))
         print(f"create -> first exec, then close; {sandboxes} sandboxes one after another")
-        for name, backend, spec in (
-            ("docker (base image)", docker_backend, SandboxSpec()),
-            ("local (host root)", local, SandboxSpec()),
-            ("local (base image rootfs)", local, SandboxSpec(rootfs=rootfs.path)),
+        figures = {}
+        for key, name, backend, spec in (
+            ("docker", "docker (base image)", docker_backend, SandboxSpec()),
+            ("docker_quota", "docker (base image, storage_mb=256)", docker_backend, QUOTA),
+            ("local", "local (host root)", local, SandboxSpec()),
+            ("local_rootfs", "local (base image rootfs)", local, SandboxSpec(rootfs=rootfs.path)),
         ):
             created, closed = await starts(backend, spec, sandboxes)
-            report(f"{name}: create -> first exec", created)
-            report(f"{name}: close", closed)
+            figures[f"{key}_create_p50_ms"] = report(f"{name}: create -> first exec", created)
+            figures[f"{key}_close_p50_ms"] = report(f"{name}: close", closed)
         async with await local.create(SandboxSpec()) as sandbox:
             local_execs = [await timed(lambda: sandbox.exec(["true"])) for _ in range(execs)]
         await local.aclose()
@@ -100,7 +111,7 @@ async def main(sandboxes: int, execs: int) -> None:
         cid = sandbox.container_id
         helper = [await timed(lambda: sandbox.exec(["true"])) for _ in range(execs)]
         report("local: exec through the helper (reference)", local_execs)
-        report("docker: exec through the helper", helper)
+        figures["docker_exec_p50_ms"] = report("docker: exec through the helper", helper)
         shell = [await timed(lambda: sandbox.exec("true")) for _ in range(execs)]
         report("docker: exec('true') via bash -c (helper)", shell)
         cli = [await timed(lambda: docker_cli_exec(cid)) for _ in range(max(execs // 5, 10))]
@@ -109,6 +120,7 @@ async def main(sandboxes: int, execs: int) -> None:
             api = [await timed(lambda: api_exec(docker, cid)) for _ in range(max(execs // 5, 10))]
         report("docker: engine exec API (aiodocker)", api)
     await docker_backend.aclose()
+    headline("docker", **figures)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from headline import headline
+
 from palaestra.llm import LLMRequest, SamplingParams
 from palaestra.llm.local_hf import HFLocalPolicy, write_tiny_model
 
@@ -65,12 +67,15 @@ async def main(args: argparse.Namespace) -> None:
                 f"tiny model, device {policy.device}, {torch.get_num_threads()} torch threads, "
                 f"{args.max_tokens} tokens per request"
             )
+            figures = {}
             for batch in args.batches:
                 rates = await measure(policy, batch, args.rounds, args.max_tokens)
+                figures[f"tokens_per_s_b{batch}"] = round(statistics.median(rates))
                 print(
                     f"batch {batch:>2}: {statistics.median(rates):8.0f} tokens/s "
                     f"(median of {args.rounds} rounds; min {min(rates):.0f}, max {max(rates):.0f})"
                 )
+            headline("local_policy", device=str(policy.device), **figures)
 
 
 if __name__ == "__main__":

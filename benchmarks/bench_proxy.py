@@ -30,6 +30,7 @@ import sys
 import time
 
 import httpx
+from headline import headline
 from openai import AsyncOpenAI
 
 from palaestra.llm import LLMRequest, LLMResponse, Usage
@@ -120,7 +121,9 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def measure(concurrency: int, calls: int, stream: bool, kind: str) -> None:
+async def measure(concurrency: int, calls: int, stream: bool, kind: str) -> float:
+    """Print the figures of ``calls`` calls by each of ``concurrency`` harnesses; return the
+    overhead p50 in milliseconds."""
     async with ProxyServer() as proxy:
         harnesses = [Harness(proxy, kind) for _ in range(concurrency)]
         await asyncio.gather(*(h.run(2, stream) for h in harnesses))  # connect, warm up
@@ -138,14 +141,18 @@ async def measure(concurrency: int, calls: int, stream: bool, kind: str) -> None
         f"cpu {1000 * cpu / len(times):5.2f} ms/call  "
         f"throughput {len(times) / wall:5.0f} calls/s"
     )
+    return round(1000 * statistics.median(times), 2)
 
 
 async def main(calls_single: int, calls_each: int, clients: list[str]) -> None:
     print(f"proxy overhead per call (python {sys.version.split()[0]}, {os.cpu_count()} cpus)")
+    figures = {}
     for kind in clients:
         for stream in (False, True):
-            await measure(1, calls_single, stream, kind)
+            mode = "stream" if stream else "json"
+            figures[f"{kind}_{mode}_p50_ms"] = await measure(1, calls_single, stream, kind)
             await measure(64, calls_each, stream, kind)
+    headline("proxy", **figures)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_store import fill  # noqa: E402
+from headline import headline  # noqa: E402
 
 from palaestra.run.report import MAX_TRAJECTORIES, write_report  # noqa: E402
 
@@ -35,6 +36,7 @@ def main() -> None:
         print(f"run of {args.n} episodes x {args.turns} turns: store written in {fill_s:.1f} s, "
               f"{db / 2**20:.0f} MiB")  # fmt: skip
         limits = [MAX_TRAJECTORIES] + ([-1] if args.all_trajectories else [])
+        figures = {"episodes": args.n}
         for limit in limits:
             out = Path(tmp) / f"report-{limit}.html"
             started, cpu = time.perf_counter(), time.process_time()
@@ -45,7 +47,9 @@ def main() -> None:
                 f"  report with {embedded} trajectories embedded: {took:.1f} s wall ({cpu:.1f} s CPU), "
                 f"{out.stat().st_size / 2**20:.1f} MiB"
             )
+            figures[f"report_{embedded}_s"] = round(took, 2)
             out.unlink()
+    headline("report", **figures)
 
 
 if __name__ == "__main__":

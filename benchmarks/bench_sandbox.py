@@ -35,6 +35,8 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from headline import headline
+
 from palaestra.sandbox import SandboxSpec
 from palaestra.sandbox.local import LocalBackend, LocalSandbox
 
@@ -47,12 +49,14 @@ def percentiles(seconds: list[float]) -> tuple[float, float]:
     return statistics.median(ms), ms[min(len(ms) - 1, round(0.99 * (len(ms) - 1)))]
 
 
-def report(name: str, seconds: list[float]) -> None:
+def report(name: str, seconds: list[float]) -> float:
+    """Print the figures of ``seconds``; return their p50 in milliseconds (2 decimals)."""
     p50, p99 = percentiles(seconds)
     print(
         f"{name:<44} n={len(seconds):<5} p50 {p50:7.2f} ms   p99 {p99:7.2f} ms"
         f"   mean {statistics.fmean(seconds) * 1000:7.2f} ms"
     )
+    return round(p50, 2)
 
 
 async def timed(fn: Callable[[], Awaitable[object]]) -> float:
@@ -199,13 +203,18 @@ async def main(
         spec = SandboxSpec()
         await (await backend.create(spec)).close()  # warm caches, reclaim once
 
-        report("baseline: bare bwrap + python3 -I -S -B", await bare_bwrap(sandboxes))
+        figures = {}
+        figures["bwrap_p50_ms"] = report(
+            "baseline: bare bwrap + python3 -I -S -B", await bare_bwrap(sandboxes)
+        )
         starts, closes = await create_to_first_exec(backend, spec, sandboxes)
-        report("create -> first exec (default spec)", starts)
-        report("close (default spec)", closes)
+        figures["create_p50_ms"] = report("create -> first exec (default spec)", starts)
+        figures["close_p50_ms"] = report("close (default spec)", closes)
         limited = SandboxSpec(memory_mb=512, cpus=1, storage_mb=256)
         starts, closes = await create_to_first_exec(backend, limited, sandboxes)
-        report("create -> first exec (memory, cpu, storage)", starts)
+        figures["create_limits_p50_ms"] = report(
+            "create -> first exec (memory, cpu, storage)", starts
+        )
         report("close (memory, cpu, storage)", closes)
         if warm:
             pooled = LocalBackend(run_id="bench-warm", state_dir=Path(state_dir), warm=warm)
@@ -220,12 +229,12 @@ async def main(
 
         async with await backend.create(spec) as sandbox:
             direct = [await timed(lambda: sandbox.exec(["true"])) for _ in range(execs)]
-            report("exec(['true']) round trip", direct)
+            figures["exec_p50_ms"] = report("exec(['true']) round trip", direct)
             shell = [await timed(lambda: sandbox.exec("true")) for _ in range(execs)]
             report("exec('true') via bash -c", shell)
             async with sandbox.shell() as sh:
                 runs = [await timed(lambda: sh.run("true")) for _ in range(execs // 5)]
-            report("shell session run('true')", runs)
+            figures["shell_p50_ms"] = report("shell session run('true')", runs)
             start = time.perf_counter()
             for _ in range(execs // 10):
                 await asyncio.gather(*(sandbox.exec(["true"]) for _ in range(10)))
@@ -252,6 +261,7 @@ async def main(
         if idle_n:
             await idle(backend, idle_n)
         await backend.aclose()
+    headline("sandbox", **figures)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from headline import headline
+
 from palaestra import CodeEnv
 from palaestra.llm import LLMResponse
 from palaestra.llm.types import ToolCall
@@ -104,12 +106,15 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         task = _task(Path(tmp))
         print(f"{'scaffold':<12} {'step p50':>9} {'step p99':>9} {'reset p50':>10}  (ms)")
+        figures = {}
         for case in CASES:
             steps, resets = await measure(task, case, args.steps, args.episodes)
+            figures[f"{case.replace('/', '_')}_step_p50_ms"] = round(_ms(steps, 0.5), 2)
             print(
                 f"{case:<12} {_ms(steps, 0.5):9.2f} {_ms(steps, 0.99):9.2f} "
                 f"{statistics.median(resets) * 1000:10.1f}"
             )
+    headline("scaffolds", **figures)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from headline import headline
+
 from palaestra.run.metrics import percentile
 from palaestra.run.store import EpisodeRow, ResultStore, StepRecord
 
@@ -139,6 +141,11 @@ def main() -> None:
     print(f"  throughput: {args.n / total:.0f} episodes/s, i.e. {1e3 * total / args.n:.2f} ms of "
           "the writer thread per episode")  # fmt: skip
     print(f"  trajectory JSON per episode: {payload / 1024:.1f} KiB")
+    headline(
+        "store",
+        write_p50_ms=round(1e3 * percentile(latencies, 0.5), 2),
+        episodes_per_s=round(args.n / total),
+    )
     print(
         f"  run directory: {size / 2**20:.1f} MiB, {size / args.n * 1000 / 2**20:.1f} MiB per 1,000 episodes"
     )

@@ -28,6 +28,8 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 
+from headline import headline
+
 from palaestra.env.registry import load_tasks
 from palaestra.rl.sampling import GroupOutcome, TaskDraw
 from palaestra.rl.stream import RolloutStream
@@ -92,6 +94,7 @@ async def main() -> None:
 
     header = f"{'concurrency':>11} {'evaluate':>9} {'stream':>9} {'ratio':>6} {'groups/8':>9} {'ratio':>6}"
     print(header + (f" {'+store':>9} {'ratio':>6}" if args.store else "") + "   (episodes/s)")
+    figures = {}
     for c in args.concurrency:
         rates = []
         runs = [
@@ -108,6 +111,9 @@ async def main() -> None:
         for rate in rates[1:]:
             line += f" {rate:>9.2f} {rate / rates[0]:>6.2f}"
         print(line, flush=True)
+        figures[f"evaluate_eps_c{c}"] = round(rates[0], 2)
+        figures[f"stream_ratio_c{c}"] = round(rates[1] / rates[0], 2)
+    headline("stream", **figures)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,8 @@ import random
 import statistics
 import time
 
+from headline import headline
+
 import palaestra
 from palaestra.env import EpisodeEnd, EpisodeStatus
 from palaestra.llm import LLMRequest, LLMResponse
@@ -140,6 +142,11 @@ def main() -> None:
     print(
         f"bookkeeping at {args.turns} turns: {per_turn_us:.1f} us a turn = "
         f"{per_turn_us / step_us:.2%} of one env step"
+    )
+    headline(
+        "trajectory",
+        bookkeeping_us_per_turn=round(per_turn_us, 1),
+        step_share=round(per_turn_us / step_us, 4),
     )
 
 

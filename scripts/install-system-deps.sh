@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs the system packages palaestra needs when missing: bubblewrap for the local sandbox
-# (required); tmux (terminus scaffold), chromium (report test), docker.io, debootstrap and
-# btrfs-progs (docker backend) are optional: their tests skip without them, except in CI.
-# Runs apt-get only as root; otherwise says what to install. --required-only (what `make demo`
-# passes) leaves the optional packages alone.
+# (required); tmux (terminus scaffold), chromium (report test), docker.io, debootstrap,
+# xfsprogs and btrfs-progs (docker backend) are optional: their tests skip without them, except
+# in CI. Runs apt-get only as root; otherwise says what to install. --required-only (what
+# `make demo` passes) leaves the optional packages alone.
 set -euo pipefail
 required_only=false
 [ "${1:-}" = "--required-only" ] && required_only=true
@@ -14,9 +14,11 @@ optional=()
 command -v tmux >/dev/null 2>&1 || optional+=(tmux)
 # headless Chromium for the HTML report's browser test (tests/run/test_report.py)
 command -v chromium >/dev/null 2>&1 || optional+=(chromium)
-# the docker backend: the engine, and debootstrap + btrfs-progs for the base image and disk quotas
+# the docker backend: the engine, debootstrap for the base image, xfsprogs (or, on kernels
+# without XFS quotas, btrfs-progs) for disk quotas
 command -v dockerd >/dev/null 2>&1 || optional+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || optional+=(debootstrap)
+command -v mkfs.xfs >/dev/null 2>&1 || optional+=(xfsprogs)
 command -v mkfs.btrfs >/dev/null 2>&1 || optional+=(btrfs-progs)
 if $required_only; then
   :

@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # Makes the docker backend usable on this machine, idempotently (run as root):
 #   1. starts dockerd when no engine answers (log: /var/log/palaestra/dockerd.log). Its data
-#      root goes on a btrfs filesystem in a sparse loop file (/var/lib/palaestra/docker.btrfs,
-#      mounted at /var/lib/palaestra/docker) so that containers' disk size can be limited
-#      (storage_mb; overlay2 on ext4 cannot). Configurations are tried in turn: that, the same
-#      without iptables/bridge, then the default data root, then the vfs storage driver (for
-#      machines that are themselves containers);
+#      root (/var/lib/palaestra/docker) is a filesystem in a sparse loop file that lets Docker
+#      limit a container's disk size (storage_mb; overlay2 on ext4 cannot):
+#      * XFS mounted with project quotas (/var/lib/palaestra/docker.xfs) and the overlay2
+#        driver: containers start in ~0.4 s and are removed in ~0.1 s;
+#      * where the kernel has no XFS quota support, btrfs with quotas
+#        (/var/lib/palaestra/docker.btrfs) and the btrfs driver: limits hold, but a container
+#        costs ~1 s to start and as much to remove.
+#      Configurations are tried in turn: that, the same without iptables/bridge, then the
+#      default data root, then the vfs storage driver (for machines that are themselves
+#      containers);
 #   2. builds the base image locally when missing, since no registry is reachable: a minimal
 #      Debian bookworm with python3 (debootstrap, cached in /var/cache/palaestra/bookworm.tar),
 #      imported as palaestra/base:bookworm and tagged debian:bookworm-slim, the base the task
@@ -13,7 +18,7 @@
 # Environment: PALAESTRA_DEBIAN_MIRROR (default http://deb.debian.org/debian),
 #              PALAESTRA_CACHE_DIR (default /var/cache/palaestra),
 #              PALAESTRA_DOCKER_QUOTA=0 to keep dockerd's default data root,
-#              PALAESTRA_DOCKER_DISK_GB (default 64, at most the free space): the btrfs size.
+#              PALAESTRA_DOCKER_DISK_GB (default 64, at most the free space): the loop file's size.
 set -euo pipefail
 
 BASE_IMAGE=palaestra/base:bookworm
@@ -22,7 +27,6 @@ MIRROR=${PALAESTRA_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 CACHE_DIR=${PALAESTRA_CACHE_DIR:-/var/cache/palaestra}
 LOG_DIR=/var/log/palaestra
 ROOTFS_TAR=$CACHE_DIR/bookworm.tar
-QUOTA_IMG=/var/lib/palaestra/docker.btrfs
 QUOTA_ROOT=/var/lib/palaestra/docker
 
 say() { echo "provision-docker: $*" >&2; }
@@ -50,35 +54,67 @@ wait_for_engine() {
   return 1
 }
 
-# Prints dockerd's arguments for a data root with disk quotas (btrfs on a loop file), or nothing
-# when one cannot be made here.
+# Makes a sparse loop file $1 of PALAESTRA_DOCKER_DISK_GB (at most the free space) holding a
+# fresh filesystem made by the command $2..., unless it is there already.
+make_loop_file() {
+  local img=$1 free_gb size_gb
+  shift
+  [ -s "$img" ] && return 0
+  mkdir -p "$(dirname "$img")"
+  free_gb=$(df -P -BG "$(dirname "$img")" | awk 'NR==2 {sub("G", "", $4); print $4}')
+  size_gb=${PALAESTRA_DOCKER_DISK_GB:-64}
+  [ "$free_gb" -lt "$size_gb" ] && size_gb=$free_gb
+  truncate -s "${size_gb}G" "$img.partial"
+  "$@" "$img.partial" >/dev/null 2>&1 && mv "$img.partial" "$img" || {
+    rm -f "$img.partial"
+    return 1
+  }
+}
+
+# Mounts XFS with project quotas at $QUOTA_ROOT (overlay2 limits a container's size with them).
+mount_xfs_root() {
+  local img=/var/lib/palaestra/docker.xfs
+  command -v mkfs.xfs >/dev/null 2>&1 || { say "no mkfs.xfs (apt-get install xfsprogs)"; return 1; }
+  make_loop_file "$img" mkfs.xfs -q || return 1
+  mount -o loop,prjquota "$img" "$QUOTA_ROOT" 2>>"$LOG_DIR/dockerd.log" && return 0
+  say "cannot mount XFS with project quotas (kernel without XFS quota support, or no loop devices)"
+  rm -f "$img" # it would fail the same way next time: the btrfs data root takes its place
+  return 1
+}
+
+# Mounts btrfs at $QUOTA_ROOT, quotas on (the btrfs driver limits a container's size with them).
+mount_btrfs_root() {
+  local img=/var/lib/palaestra/docker.btrfs
+  command -v mkfs.btrfs >/dev/null 2>&1 || { say "no mkfs.btrfs (apt-get install btrfs-progs)"; return 1; }
+  grep -qw btrfs /proc/filesystems || modprobe btrfs 2>/dev/null || return 1
+  make_loop_file "$img" mkfs.btrfs -q || return 1
+  mount -o loop "$img" "$QUOTA_ROOT" 2>>"$LOG_DIR/dockerd.log" || {
+    say "cannot mount $img (no loop devices?)"
+    return 1
+  }
+}
+
+# Prints dockerd's arguments for a data root with disk quotas, or nothing when one cannot be
+# made here. The data root stays what it is when mounted already (a re-run changes nothing).
 quota_data_root() {
   [ "${PALAESTRA_DOCKER_QUOTA:-1}" = 1 ] || return 0
-  command -v mkfs.btrfs >/dev/null 2>&1 || { say "no mkfs.btrfs (apt-get install btrfs-progs): storage_mb will not be enforced"; return 0; }
-  grep -qw btrfs /proc/filesystems || modprobe btrfs 2>/dev/null || return 0
   if ! mountpoint -q "$QUOTA_ROOT"; then
     mkdir -p "$QUOTA_ROOT"
-    if [ ! -s "$QUOTA_IMG" ]; then
-      local free_gb size_gb
-      free_gb=$(df -P -BG "$(dirname "$QUOTA_IMG")" | awk 'NR==2 {sub("G", "", $4); print $4}')
-      size_gb=${PALAESTRA_DOCKER_DISK_GB:-64}
-      [ "$free_gb" -lt "$size_gb" ] && size_gb=$free_gb
-      truncate -s "${size_gb}G" "$QUOTA_IMG.partial"
-      mkfs.btrfs -q "$QUOTA_IMG.partial" >/dev/null && mv "$QUOTA_IMG.partial" "$QUOTA_IMG" || {
-        rm -f "$QUOTA_IMG.partial"
-        return 0
-      }
-    fi
-    mount -o loop "$QUOTA_IMG" "$QUOTA_ROOT" 2>>"$LOG_DIR/dockerd.log" || {
-      say "cannot mount $QUOTA_IMG (no loop devices?): storage_mb will not be enforced"
+    mount_xfs_root || mount_btrfs_root || {
+      say "no data root with disk quotas: storage_mb will not be enforced"
       return 0
     }
   fi
-  # Quotas on from the start, and accounting rescanned: a qgroup limit is not enforced while the
-  # accounting of subvolumes made before quotas were enabled is inconsistent.
-  btrfs quota enable "$QUOTA_ROOT" >/dev/null 2>&1 || return 0
-  btrfs quota rescan -w "$QUOTA_ROOT" >/dev/null 2>&1 || true
-  echo "--data-root=$QUOTA_ROOT --storage-driver=btrfs"
+  case $(stat -f -c %T "$QUOTA_ROOT") in
+    xfs) echo "--data-root=$QUOTA_ROOT --storage-driver=overlay2" ;;
+    btrfs)
+      # Quotas on from the start, and accounting rescanned: a qgroup limit is not enforced
+      # while the accounting of subvolumes made before quotas were enabled is inconsistent.
+      btrfs quota enable "$QUOTA_ROOT" >/dev/null 2>&1 || return 0
+      btrfs quota rescan -w "$QUOTA_ROOT" >/dev/null 2>&1 || true
+      echo "--data-root=$QUOTA_ROOT --storage-driver=btrfs"
+      ;;
+  esac
 }
 
 start_dockerd() {

@@ -59,6 +59,28 @@ async def test_scripted_episode_time_steps(make_task):
             await env.step(SUBMIT_ACTION)
 
 
+async def test_later_turns_leave_earlier_observations_as_handed_out(make_task):
+    # The scaffold's conversation is append-only and shared between requests: a trainer that
+    # keeps every observation must still see each one as it was handed out.
+    async with env_for(make_task()) as env:
+        ts = await env.reset()
+        kept = [(ts.observation, ts.observation.model_copy(deep=True))]
+        for action in (bash_action("echo one"), "no block: a format error", bash_action("echo 2")):
+            ts = await env.step(action)
+            kept.append((ts.observation, ts.observation.model_copy(deep=True)))
+        kept[0][0].messages.append({"role": "user", "content": "the caller's own message"})
+        ts = await env.step(SUBMIT_ACTION)
+    assert ts.last() and ts.terminated
+    observations = [obs for obs, _ in kept]
+    assert [len(obs.messages) for obs in observations] == [3, 4, 6, 8]  # 2 + the caller's
+    assert kept[0][0].messages[:-1] == kept[0][1].messages
+    for obs, copy in kept[1:]:
+        assert obs == copy
+        assert obs.messages[:2] == kept[0][1].messages  # the caller's append reached no later one
+    assert "one" in observations[1].messages[-1]["content"]
+    assert "```bash" in observations[2].messages[-1]["content"]  # the format error's guidance
+
+
 async def test_tests_are_hidden_from_the_agent(make_task):
     async with env_for(make_task()) as env:
         await env.reset()

@@ -219,18 +219,40 @@ class Sandbox(abc.ABC):
 
 # Runs one command of a shell session: restores the state the previous one saved (variables,
 # functions, options, cwd), evals the command, and saves the state again on any exit, `exit`
-# included. Bash's own read-only and dynamic variables are not saved.
+# included. Bash's own read-only and dynamic variables are not saved. Only builtins run besides
+# the command (no grep, no mv: one process per run). The state alternates between two files,
+# each ending in its generation once complete: a run loads the newer complete one and saves to
+# the other, so a run killed while saving leaves the state it started from. Needs bash 4.4+.
 _SHELL_SCRIPT = r"""
-__palaestra_state=$1 __palaestra_cmd=$2
+__palaestra_state=$1 __palaestra_cmd=$2 __palaestra_gen=0 __palaestra_load=
+__palaestra_save=$__palaestra_state.0
 shift 2
-if [ -f "$__palaestra_state" ]; then . "$__palaestra_state"; fi
-trap '__palaestra_rc=$?
+for __palaestra_f in "$__palaestra_state.0" "$__palaestra_state.1"; do
+    __palaestra_s=
+    [ -f "$__palaestra_f" ] && IFS= read -r -d '' __palaestra_s <"$__palaestra_f"
+    if [[ $__palaestra_s =~ __palaestra_saved=([0-9]+)$'\n'$ ]] \
+        && ((BASH_REMATCH[1] > __palaestra_gen)); then
+        __palaestra_gen=${BASH_REMATCH[1]} __palaestra_load=$__palaestra_s
+        __palaestra_save=${__palaestra_f%.?}.$((1 - ${__palaestra_f##*.}))
+    fi
+done
+eval "$__palaestra_load"
+trap '__palaestra_rc=$? __palaestra_names=()
 {
-    declare -p | grep -Ev "^declare -[^ ]*r|^declare -[^ ]* (BASH[A-Z_]*|COMP_[A-Z]*|DIRSTACK|EPOCH[A-Z]*|FUNCNAME|GROUPS|HISTCMD|LINENO|OPTIND|OPTERR|PIPESTATUS|PPID|RANDOM|SECONDS|SHLVL|SRANDOM|_|__palaestra_[a-z]*)(=|$)"
+    for __palaestra_v in ${!A*} ${!B*} ${!C*} ${!D*} ${!E*} ${!F*} ${!G*} ${!H*} ${!I*} ${!J*} ${!K*} ${!L*} ${!M*} ${!N*} ${!O*} ${!P*} ${!Q*} ${!R*} ${!S*} ${!T*} ${!U*} ${!V*} ${!W*} ${!X*} ${!Y*} ${!Z*} \
+        ${!a*} ${!b*} ${!c*} ${!d*} ${!e*} ${!f*} ${!g*} ${!h*} ${!i*} ${!j*} ${!k*} ${!l*} ${!m*} ${!n*} ${!o*} ${!p*} ${!q*} ${!r*} ${!s*} ${!t*} ${!u*} ${!v*} ${!w*} ${!x*} ${!y*} ${!z*} ${!_*}; do
+        case $__palaestra_v in
+        BASH*|COMP_*|DIRSTACK|EPOCH*|FUNCNAME|GROUPS|HISTCMD|LINENO|OPTIND|OPTERR|PIPESTATUS) ;;
+        PPID|RANDOM|SECONDS|SHLVL|SRANDOM|_|__palaestra_*) ;;
+        *) [[ ${!__palaestra_v@a} == *r* ]] || __palaestra_names+=("$__palaestra_v") ;;
+        esac
+    done
+    declare -p "${__palaestra_names[@]}"
     declare -f
     shopt -po
     printf "cd -- %q\n" "$PWD"
-} > "$__palaestra_state.new" 2>/dev/null && mv -f "$__palaestra_state.new" "$__palaestra_state"
+    printf "__palaestra_saved=%d\n" $((__palaestra_gen + 1))
+} >"$__palaestra_save" 2>/dev/null
 exit $__palaestra_rc' EXIT
 eval "$__palaestra_cmd"
 """
@@ -245,7 +267,7 @@ class ShellSession:
     on every backend, keeps per-command timeouts, exit codes and separate stdout/stderr, and a
     command that times out or is killed leaves the state as it was before it. Background jobs
     do not carry over (each command has its own process group), nor does stdin.
-    The state lives in a file in the sandbox's /tmp, removed by :meth:`close`.
+    The state lives in two files in the sandbox's /tmp, removed by :meth:`close`.
     """
 
     def __init__(
@@ -282,7 +304,9 @@ class ShellSession:
     async def close(self) -> None:
         """Forget the session's state (a no-op once the sandbox is closed)."""
         if not self.sandbox.closed:
-            await self.sandbox.exec(["rm", "-f", self._state, f"{self._state}.new"], timeout=30)
+            await self.sandbox.exec(
+                ["rm", "-f", f"{self._state}.0", f"{self._state}.1"], timeout=30
+            )
 
     async def __aenter__(self) -> ShellSession:
         return self

@@ -16,9 +16,9 @@ Limits: ``cpus`` (CPU quota), ``memory_mb`` (no swap on top), ``pids_limit`` (by
 local backend's :data:`~palaestra.sandbox.limits.DEFAULT_PIDS_LIMIT`) and ``network``
 (``none``: no interface but loopback; ``public``: the default bridge) are enforced by the
 engine. ``storage_mb`` (what the container may write) becomes a ``size`` storage option where
-the engine's storage driver supports one: btrfs (the data root ``scripts/provision-docker.sh``
-sets up; the image's size is added, since btrfs counts it), overlay2 on xfs with project quotas,
-zfs. Elsewhere it is not enforced and a warning says so once per backend. The image must provide ``python3`` (3.9+).
+the engine's storage driver supports one: overlay2 on xfs with project quotas or btrfs (the
+data roots ``scripts/provision-docker.sh`` sets up; on btrfs the image's size is added, since
+btrfs counts it), zfs. Elsewhere it is not enforced and a warning says so once per backend. The image must provide ``python3`` (3.9+).
 
 Every container carries ``palaestra.run_id``, ``palaestra.sandbox`` and its owner (boot id, pid
 namespace, pid and start time of the process that made it: :func:`owner_label`). It is created with ``AutoRemove`` and ``StdinOnce``: when the owning
@@ -324,8 +324,8 @@ class DockerBackend(SandboxBackend):
         if self._storage_opt_supported is None:
             log.warning(
                 "the Docker storage driver cannot limit a container's disk size (it needs "
-                "btrfs, as scripts/provision-docker.sh sets up, overlay2 on xfs with pquota, or "
-                "zfs): storage_mb is not enforced"
+                "overlay2 on xfs with pquota or btrfs, as scripts/provision-docker.sh sets up, "
+                "or zfs): storage_mb is not enforced"
             )
         self._storage_opt_supported = False
         del config["HostConfig"]["StorageOpt"]

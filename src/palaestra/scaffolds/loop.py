@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from jinja2 import StrictUndefined
 from jinja2.sandbox import SandboxedEnvironment
+from pydantic import TypeAdapter
 
 from palaestra.llm.types import LLMRequest, LLMResponse, SamplingParams
 from palaestra.scaffolds.actions import ProtocolActions
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
     from palaestra.tasks import Task
 
 Message = dict[str, Any]
+#: Validates (and copies) a message once, when it joins the conversation.
+_message = TypeAdapter(Message)
 A = TypeVar("A")
 C = TypeVar("C", bound="LoopConfig")
 
@@ -151,7 +154,7 @@ class TurnLoop(abc.ABC, Generic[S, A]):
         self.format_errors = 0
 
     async def run(self, llm: LLMClient) -> Outcome:
-        self.messages = await self.opening()
+        self.extend(await self.opening())
         limit = self.config.step_limit
         for turn in range(limit):
             observation = await self.step(await self.query(llm, turn))
@@ -166,7 +169,7 @@ class TurnLoop(abc.ABC, Generic[S, A]):
                     f"{self.format_errors} malformed responses in a row",
                     self.trajectory,
                 )
-            self.messages += observation.messages
+            self.extend(observation.messages)
         message = f"reached {limit} steps"
         return Outcome(
             "step_limit", limit, message, self.trajectory, next_request=self.request(limit)
@@ -184,12 +187,27 @@ class TurnLoop(abc.ABC, Generic[S, A]):
             },
         ]
 
+    def extend(self, messages: list[Message]) -> None:
+        """Append messages to the conversation, each validated (and copied) here, once.
+
+        The conversation is append-only: a message in it is never changed, so every later
+        request shares it instead of validating and copying the whole history again, and a
+        request handed out keeps its content however the episode goes on.
+        """
+        self.messages.extend(_message.validate_python(m) for m in messages)
+
     def request(self, turn: int) -> LLMRequest:
         """Turn ``turn``'s request: the conversation so far. Its metadata names the task, the
         turn and the scaffold, and counts the format errors in a row just before this turn
         (``format_errors``: above 0 when the previous response was a format error), which the
-        environment reports per turn (its shaping hook)."""
-        return LLMRequest(
+        environment reports per turn (its shaping hook).
+
+        Built without validation, in time independent of the conversation's length: its parts
+        are validated already (each message as it joined, the sampling and tool specs with the
+        scaffold). The message list is the request's own; the messages are shared with later
+        requests, so a caller that edits one copies it first.
+        """
+        return LLMRequest.model_construct(
             messages=list(self.messages),
             tools=self.tools,
             sampling=self.config.sampling,
@@ -204,7 +222,7 @@ class TurnLoop(abc.ABC, Generic[S, A]):
     async def query(self, llm: LLMClient, turn: int) -> LLMResponse:
         """Ask the policy; its response joins the conversation."""
         response = await llm.complete(self.request(turn))
-        self.messages.append(response.to_message())
+        self.extend([response.to_message()])
         return response
 
     async def step(self, response: LLMResponse) -> Observation:
