@@ -29,6 +29,7 @@ from palaestra.sandbox import make_backend
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 import self_play as demo  # noqa: E402  (the example's demo mix and proposals)
+from headline import headline  # noqa: E402
 
 
 def variant(base: dict, i: int) -> str:
@@ -39,7 +40,7 @@ def variant(base: dict, i: int) -> str:
     return "```json\n" + json.dumps(proposal) + "\n```"
 
 
-async def throughput(base: dict, proposals: int, concurrency: int, root: Path) -> None:
+async def throughput(base: dict, proposals: int, concurrency: int, root: Path) -> float:
     backend = make_backend("local")
     gate = asyncio.Semaphore(concurrency)
 
@@ -57,6 +58,7 @@ async def throughput(base: dict, proposals: int, concurrency: int, root: Path) -
         await backend.aclose()
     print(f"validation  concurrency {concurrency:>2}: {proposals} proposals in {wall:5.2f}s = "
           f"{proposals / wall:5.2f} proposals/s ({sum(accepted)} accepted)")  # fmt: skip
+    return proposals / wall
 
 
 async def main() -> None:
@@ -64,9 +66,10 @@ async def main() -> None:
     parser.add_argument("--proposals", type=int, default=16)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4])
     args = parser.parse_args()
+    rates = {}
     with tempfile.TemporaryDirectory() as tmp:
         for c in args.concurrency:
-            await throughput(demo.VALID_SUM, args.proposals, c, Path(tmp))
+            rates[c] = await throughput(demo.VALID_SUM, args.proposals, c, Path(tmp))
         started = time.perf_counter()
         results = await demo.run(Path(tmp) / "pool", ScriptedPolicy(demo.demo_answers()))
         wall = time.perf_counter() - started
@@ -74,6 +77,9 @@ async def main() -> None:
     print(f"demo mix: {len(results)} proposals in {wall:.2f}s (with calibration, 4 attempts)")
     for reason, n in shares.most_common():
         print(f"  {reason:<12} {n}/{len(results)} = {n / len(results):.1%}")
+    best = max(rates, key=rates.__getitem__)
+    headline("creator", proposals_per_s=round(rates[best], 2), at_concurrency=best,
+             accepted_share=round(shares["accepted"] / len(results), 3))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ BENCHMARKS: list[tuple[str, str, list[str]]] = [
     ("proxy", "bench_proxy.py", ["--calls", "100", "--calls-each", "10", "--clients", "httpx"]),
     ("local_policy", "bench_local_policy.py", ["--rounds", "3"]),
     ("generators", "bench_generators.py", []),
+    ("creator", "bench_creator.py", ["--proposals", "8"]),
 ]
 PEERS = HERE / "peers" / "results.json"
 
