@@ -33,3 +33,19 @@ def test_stream_groups_example_prints_every_kept_group_with_its_advantages():
         advantages = ast.literal_eval(line.split("advantages ")[1])
         assert len(rewards) == 4 and 0.0 in rewards and 1.0 in rewards
         assert abs(sum(advantages)) < 0.05
+
+
+def test_grpo_cpu_example_trains_a_step(tmp_path):
+    """One step with a tiny random model (SmolLM2 itself is the default; too slow for CI)."""
+    from palaestra.llm.local_hf import write_tiny_model
+
+    model = write_tiny_model(tmp_path / "tiny")
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLES / "grpo_cpu.py"), "--model", f"hf:{model}", "--steps", "1"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    (line,) = proc.stdout.strip().splitlines()
+    assert line.startswith("step 1: mean reward ") and "tokens trained" in line

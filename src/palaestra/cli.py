@@ -25,13 +25,14 @@ from palaestra.cli_tasks import app as tasks_app
 from palaestra.env.registry import POLICIES, list_envs, load_tasks, make_policy
 from palaestra.env.types import EpisodeStatus
 from palaestra.llm.anthropic import AnthropicPolicy
+from palaestra.llm.types import SamplingParams
 from palaestra.run.evaluate import EpisodeRecord, evaluate
 from palaestra.run.report import write_report
 from palaestra.run.scalars import JsonlScalarWriter, ScalarStream
 from palaestra.run.store import DB_NAME, RunMismatchError, read_episodes
 from palaestra.run.store import export as store_export
 from palaestra.run.tensorboard import ScalarWriter
-from palaestra.scaffolds import SCAFFOLDS
+from palaestra.scaffolds import SCAFFOLDS, make_scaffold
 from palaestra.scaffolds.proxy import ProxyServer
 
 app = typer.Typer(
@@ -227,6 +228,12 @@ def eval_cmd(
         str, typer.Option(help="Scaffold name: bash, tools (function calling), terminus (tmux).")
     ] = "bash",
     sandbox: Annotated[str, typer.Option(help="Sandbox backend.")] = "local",
+    step_limit: Annotated[
+        int | None, typer.Option(min=1, help="Responses per episode (the scaffold's default: 50).")
+    ] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option(min=1, help="Tokens per response (default: the policy's).")
+    ] = None,
     seed: Annotated[int, typer.Option(help="Base seed of the episodes.")] = 0,
     retries: Annotated[
         int,
@@ -262,6 +269,17 @@ def eval_cmd(
             f"unknown scaffold {scaffold!r}; choose one of: {', '.join(sorted(SCAFFOLDS))}",
             param_hint="--scaffold",
         )
+    limits: dict[str, Any] = {} if step_limit is None else {"step_limit": step_limit}
+    if max_tokens is not None:
+        limits["sampling"] = SamplingParams(max_tokens=max_tokens)
+    try:
+        chosen = make_scaffold(scaffold, **limits) if limits else scaffold
+    except TypeError:
+        raise typer.BadParameter(
+            f"the {scaffold} scaffold takes no step limit or sampling options; drop "
+            "--step-limit and --max-tokens",
+            param_hint="--scaffold",
+        ) from None
     try:
         tasks = load_tasks(env_id)
     except (KeyError, ValueError) as e:
@@ -309,7 +327,7 @@ def eval_cmd(
                     overwrite=overwrite,
                     on_episode=live,
                     tasks=tasks,
-                    scaffold=scaffold,
+                    scaffold=chosen,
                     sandbox=sandbox,
                 )  # fmt: skip
             )

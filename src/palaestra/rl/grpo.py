@@ -69,8 +69,9 @@ class StepStats:
     updated: bool
     groups: int
     samples: int
-    completion_tokens: int
-    tokens: int
+    generated_tokens: int  # every completion token of the step's episodes, signal or not
+    completion_tokens: int  # the policy's tokens trained on
+    tokens: int  # every token of the samples trained on (prompts and observations too)
     mean_reward: float
     loss: float
     grad_norm: float
@@ -159,6 +160,7 @@ class GRPOTrainer:
             updated=False,
             groups=len(groups),
             samples=len(samples),
+            generated_tokens=sum(e.usage.completion_tokens for g in groups for e in g.episodes),
             completion_tokens=sum(s.completion_tokens for s in samples),
             tokens=sum(len(s) for s in samples),
             mean_reward=sum(rewards) / len(rewards) if rewards else 0.0,
@@ -292,6 +294,7 @@ async def train(
     sampler: TaskSampler | None = None,
     concurrency: int | None = None,
     seed: int = 0,
+    time_limit_s: float | None = None,
     on_step: Callable[[StepStats], Awaitable[None] | None] | None = None,
     **stream_kwargs: Any,
 ) -> list[StepStats]:
@@ -300,7 +303,8 @@ async def train(
     ``mode="async"``: one stream runs episodes all along, also while a step trains; groups
     that started more than ``max_staleness`` versions ago are dropped. ``mode="sync"``: each
     step runs its groups to the end, then trains, with no episode in flight (on-policy, no
-    overlap). ``on_step`` is called (and awaited when it returns an awaitable) after each step,
+    overlap). With ``time_limit_s`` training also stops after the first step that ends past
+    that many seconds. ``on_step`` is called (and awaited when it returns an awaitable) after each step,
     e.g. to evaluate. Other keywords go to :class:`RolloutStream` (``scaffold=``,
     ``sandbox=``, ``group_filter=``...).
     """
@@ -314,6 +318,11 @@ async def train(
     await trainer.load()
     width = concurrency or group_size * groups_per_step
     history: list[StepStats] = []
+    started = time.perf_counter()
+
+    def done() -> bool:
+        late = time_limit_s is not None and time.perf_counter() - started >= time_limit_s
+        return late or len(history) >= steps
 
     async def record(stats: StepStats, stream: RolloutStream) -> None:
         stats.stream = copy.deepcopy(stream.stats)
@@ -335,8 +344,8 @@ async def train(
         )
 
     if mode == "sync":
-        for i in range(steps):
-            async with stream(seed + i * 1_000_003, None) as s:
+        while not done():
+            async with stream(seed + len(history) * 1_000_003, None) as s:
                 groups = [g async for g in s.groups(group_size, draws=groups_per_step)]
             await record(await trainer.astep(groups), s)
         return history
@@ -348,6 +357,6 @@ async def train(
                 continue
             await record(await trainer.astep(pending), s)
             pending = []
-            if len(history) >= steps:
+            if done():
                 break
     return history
