@@ -224,3 +224,13 @@ def test_ctrl_c_stops_cleanly_and_the_run_resumes(tmp_path):
     points = _tensorboard(tb, "pass_rate")
     assert [step for step, _ in points] == steps + list(range(len(before) + 1, 19))
     assert all(value == 1.0 for _, value in points)
+
+
+def test_cli_step_limit_and_max_tokens_configure_the_scaffold(tmp_path):
+    # the oracle runs its solution then submits: a limit of one response cuts it before submitting
+    proc = _cli("eval", "starter:0:1", "-p", "oracle", "--step-limit", "1", "--max-tokens", "64",
+                "--json", "--out", str(tmp_path))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["end_reasons"] == {"step_limit": 1}
+    (row,) = read_episodes(tmp_path)
+    assert row["steps"] == 1
