@@ -129,3 +129,23 @@ async def test_no_signal_no_update(tiny):
 def test_bad_options_are_named():
     with pytest.raises(ValueError, match="temperature must be > 0"):
         GRPOTrainer(object(), GRPOConfig(temperature=0))  # type: ignore[arg-type]
+
+
+async def test_lora_trains_the_adapter_and_serves_merged_weights(tiny):
+    pytest.importorskip("peft", reason="peft (the dev extra) not installed")
+    async with HFLocalPolicy(tiny, seed=3, max_batch_size=16) as policy:
+        trainer = GRPOTrainer(policy, GRPOConfig(lr=1e-2, lora_rank=4))
+        await trainer.load()
+        base = {k: v.clone() for k, v in trainer.policy_state().items()}
+        history = await train(
+            trainer, EvenFirstToken, steps=2, group_size=8, groups_per_step=2, mode="sync"
+        )
+        assert any(s.updated for s in history)
+        served = policy._model.state_dict()
+        merged = trainer.policy_state()
+        assert set(merged) == set(served)  # the plain model's keys, no adapter keys
+        assert all(served[k].equal(merged[k]) for k in merged)
+        changed = [k for k in merged if not merged[k].equal(base[k])]
+        assert changed and all("proj" in k for k in changed)  # only the adapted linears moved
+        trainable = [n for n, p in trainer.model.named_parameters() if p.requires_grad]
+        assert trainable and all("lora_" in n for n in trainable)

@@ -249,7 +249,7 @@ def _with_lora(model: Any, config: GRPOConfig) -> Any:
     import importlib.util
 
     if importlib.util.find_spec("peft") is None:
-        raise ImportError("GRPOConfig(lora_rank=...) needs peft: pip install peft")
+        raise ImportError("GRPOConfig(lora_rank=...) needs peft: pip install 'palaestra[lora]'")
     from peft import LoraConfig, get_peft_model
 
     lora = LoraConfig(
