@@ -187,6 +187,10 @@ async def main() -> None:
     p.add_argument("--lr", type=float, default=2e-6)
     p.add_argument("--out", type=Path, default=Path("runs/bench-learning"))
     args = p.parse_args()
+    if not args.model.startswith("hf:"):
+        p.error(
+            f"--model {args.model!r}: the trainer trains a local model, hf:<dir|file.gguf|name>"
+        )
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     if not variants or set(variants) - {"async", "sync"}:
         p.error(f"--variants {args.variants!r}: a comma-separated list of async and sync")

@@ -18,6 +18,7 @@ from palaestra.env.types import Environment, EpisodeStatus, TimeStep, restart, t
 from palaestra.llm.local_hf import HFLocalPolicy, write_tiny_model
 from palaestra.llm.types import LLMRequest, LLMResponse, SamplingParams
 from palaestra.rl.grpo import GRPOConfig, GRPOTrainer, train
+from palaestra.scaffolds import NopPolicy
 from palaestra.scaffolds.base import EndReason
 
 PROMPT = [{"role": "user", "content": "ls -la && cat README.md"}]
@@ -126,9 +127,11 @@ async def test_no_signal_no_update(tiny):
         assert policy.policy_version == 0
 
 
-def test_bad_options_are_named():
+def test_bad_options_are_named(tiny):
     with pytest.raises(ValueError, match="temperature must be > 0"):
-        GRPOTrainer(object(), GRPOConfig(temperature=0))  # type: ignore[arg-type]
+        GRPOTrainer(HFLocalPolicy(tiny), GRPOConfig(temperature=0))
+    with pytest.raises(TypeError, match="not NopPolicy: pass an HFLocalPolicy"):
+        GRPOTrainer(NopPolicy())  # type: ignore[arg-type]
 
 
 async def test_lora_trains_the_adapter_and_serves_merged_weights(tiny):

@@ -92,6 +92,11 @@ class GRPOTrainer:
     :func:`train`) before the first step."""
 
     def __init__(self, policy: HFLocalPolicy, config: GRPOConfig | None = None) -> None:
+        if not isinstance(policy, HFLocalPolicy):
+            raise TypeError(
+                f"GRPOTrainer trains a local model in process, not {type(policy).__name__}: "
+                "pass an HFLocalPolicy (make_policy('hf:<dir|file.gguf|name>'))"
+            )
         self.policy = policy
         self.config = config or GRPOConfig()
         if self.config.temperature <= 0:
