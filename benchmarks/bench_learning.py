@@ -79,7 +79,7 @@ async def run_variant(mode: str, args: argparse.Namespace, out: Path) -> list[di
     paused = 0.0  # seconds spent saving weights, taken off the training clock
     started = time.perf_counter()
     async with make_policy(args.model) as policy:
-        trainer = GRPOTrainer(policy, GRPOConfig(lr=args.lr))
+        trainer = GRPOTrainer(policy, GRPOConfig(lr=args.lr, temperature=args.temperature))
         await trainer.load()
 
         def snapshot(step: int, version: int) -> None:
@@ -117,7 +117,7 @@ async def run_variant(mode: str, args: argparse.Namespace, out: Path) -> list[di
             mode=mode,  # type: ignore[arg-type]
             max_staleness=args.max_staleness,
             sampler=Uniform(train_ids),
-            scaffold=scaffold(args, temperature=1.0),
+            scaffold=scaffold(args, temperature=args.temperature),
             concurrency=args.concurrency,
             on_step=on_step,
         )
@@ -185,6 +185,7 @@ async def main() -> None:
     p.add_argument("--step-limit", type=int, default=2)
     p.add_argument("--max-tokens", type=int, default=96)
     p.add_argument("--lr", type=float, default=2e-6)
+    p.add_argument("--temperature", type=float, default=1.0, help="sampling while training")
     p.add_argument("--out", type=Path, default=Path("runs/bench-learning"))
     args = p.parse_args()
     if not args.model.startswith("hf:"):
