@@ -44,8 +44,9 @@ Mode = Literal["async", "sync"]
 
 @dataclass(frozen=True)
 class GRPOConfig:
-    """The trainer's knobs. ``temperature`` must be the one the policy sampled with (the
-    ratio compares logprobs of the same distribution); ``micro_batch_tokens`` bounds the
+    """The trainer's knobs. ``temperature`` must be the one the policy sampled with, and the
+    policy must sample with ``top_p`` 1 (the default): the ratio compares logprobs of the same
+    distribution, and a nucleus is not recomputed here. ``micro_batch_tokens`` bounds the
     padded tokens of one forward and backward pass (memory), not the step's size."""
 
     lr: float = 1e-5
