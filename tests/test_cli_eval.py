@@ -262,3 +262,13 @@ def test_eval_dir_skips_an_invalid_task_and_says_what_errored(tmp_path, make_tas
     text = " ".join(all_errors.output.split())
     assert "2 of 2 episodes ended in an error" in text and "every episode errored" in text
     assert "no-reward: VerifierError:" in text and "deterministic: not retried" in text
+
+
+def test_cli_step_limit_and_max_tokens_configure_the_scaffold(tmp_path):
+    # the oracle runs its solution then submits: a limit of one response cuts it before submitting
+    proc = _cli("eval", "starter:0:1", "-p", "oracle", "--step-limit", "1", "--max-tokens", "64",
+                "--json", "--out", str(tmp_path))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["end_reasons"] == {"step_limit": 1}
+    (row,) = read_episodes(tmp_path)
+    assert row["steps"] == 1

@@ -47,3 +47,19 @@ def test_self_play_example_runs_its_demo_mix():
     assert [line.split()[0] for line in proposals].count("accepted") == 2 and len(proposals) == 8
     assert "accepted sum-numbers solve rate 0.75: creator reward 0.50" in proposals
     assert shares.startswith("shares: accepted 25%")
+
+
+def test_grpo_cpu_example_trains_a_step(tmp_path):
+    """One step with a tiny random model (SmolLM2 itself is the default; too slow for CI)."""
+    from palaestra.llm.local_hf import write_tiny_model
+
+    model = write_tiny_model(tmp_path / "tiny")
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLES / "grpo_cpu.py"), "--model", f"hf:{model}", "--steps", "1"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    (line,) = proc.stdout.strip().splitlines()
+    assert line.startswith("step 1: mean reward ") and "tokens trained" in line

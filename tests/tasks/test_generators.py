@@ -1,7 +1,7 @@
 """Procedural generators: the contract every family keeps, and the measured strength of its verifier.
 
-The sample: for every family, SEEDS_PER_TIER seeds in each tier (20 tasks a family; 600 over the
-30 families). On every sampled task the reference solution must score 1.0, doing nothing 0.0
+The sample: for every family, SEEDS_PER_TIER seeds in each tier (20 tasks a family; 620 over the
+31 families). On every sampled task the reference solution must score 1.0, doing nothing 0.0
 and every shipped wrong solution 0.0, with the checker's checks actually run.
 """
 

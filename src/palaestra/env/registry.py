@@ -136,8 +136,9 @@ POLICIES = ("oracle", "nop", "openai:<model>", "hf:<model-dir>")
 def make_policy(name: str, tasks: Iterable[Any] = ()) -> LLMClient:
     """A policy by name: ``oracle`` (needs ``tasks``, anything with ``id`` and
     ``solution_dir``), ``nop``, ``openai:<model>`` (an OpenAI-compatible endpoint from
-    ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``), or ``hf:<model-dir>`` (a local Hugging Face model
-    directory; needs the ``local`` extra)."""
+    ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``), or ``hf:<model>`` (a local Hugging Face model
+    directory, a ``.gguf`` file or a short name such as ``smollm2-135m``; needs the ``local``
+    extra)."""
     check_policy(name)
     if name == "oracle":
         return OraclePolicy.from_tasks(tasks)
@@ -160,7 +161,7 @@ def check_policy(name: str) -> str:
     raise ValueError(f"unknown policy {name!r}; choose one of: {', '.join(POLICIES)}")
 
 
-#: Seeds per (family, tier) in the generated presets: 30 families x 3 tiers x 120 = 10,800 tasks.
+#: Seeds per (family, tier) in the generated presets: 31 families x 3 tiers x 120 = 11,160 tasks.
 GEN_SEEDS = 120
 
 

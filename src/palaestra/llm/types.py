@@ -129,6 +129,9 @@ class LLMResponse(BaseModel):
     completion_token_ids: list[int] | None = None
     logprobs: list[float] | None = None
     policy_version: int | None = None
+    activations: dict[str, list[list[float]]] | None = None
+    """Recorded activations, module name -> positions x hidden values (a local policy with
+    ``record_activations``; :mod:`palaestra.llm.local_hf.activations`)."""
 
     @classmethod
     def text(cls, content: str, **kw: Any) -> LLMResponse:

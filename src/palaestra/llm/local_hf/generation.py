@@ -4,9 +4,11 @@ the distribution it was drawn from. Runs in the policy's worker thread."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from palaestra.llm.local_hf.activations import ActivationRecorder, ActivationTokens
 from palaestra.llm.types import FinishReason
 
 if TYPE_CHECKING:
@@ -29,6 +31,7 @@ class Row:
     tokens: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     finish: FinishReason = "length"
+    activations: dict[str, list[list[float]]] | None = None  # when recording
 
 
 def sampling_logprobs(logits: torch.Tensor, rows: list[Row]) -> torch.Tensor:
@@ -58,10 +61,32 @@ def _stopped(tokenizer: Any, row: Row) -> bool:
 
 
 def generate(
-    model: Any, tokenizer: Any, rows: list[Row], *, device: Any, pad_id: int, eos_ids: set[int]
+    model: Any,
+    tokenizer: Any,
+    rows: list[Row],
+    *,
+    device: Any,
+    pad_id: int,
+    eos_ids: set[int],
+    record: Sequence[str] = (),
+    record_tokens: ActivationTokens = "last",
 ) -> None:
     """Sample every row's completion (its ``tokens``, ``logprobs`` and ``finish``),
-    left-padded in one batch with a KV cache."""
+    left-padded in one batch with a KV cache; with ``record``, also the activations of those
+    modules (:mod:`.activations`) in each row's ``activations``."""
+    if not record:
+        _generate(model, tokenizer, rows, device=device, pad_id=pad_id, eos_ids=eos_ids)
+        return
+    with ActivationRecorder(model, record, record_tokens) as recorder:
+        _generate(model, tokenizer, rows, device=device, pad_id=pad_id, eos_ids=eos_ids)
+    per_row = recorder.rows([len(r.prompt_ids) for r in rows], [len(r.tokens) for r in rows])
+    for row, activations in zip(rows, per_row, strict=True):
+        row.activations = activations
+
+
+def _generate(
+    model: Any, tokenizer: Any, rows: list[Row], *, device: Any, pad_id: int, eos_ids: set[int]
+) -> None:
     import torch
 
     with torch.inference_mode():

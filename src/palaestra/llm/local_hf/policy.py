@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from palaestra.llm.local_hf.activations import ActivationTokens, check_modules
 from palaestra.llm.local_hf.batching import Batcher
 from palaestra.llm.local_hf.chat import Conversations, Turn, parse_tool_calls, prefix_keys
 from palaestra.llm.local_hf.generation import Row, generate
@@ -18,7 +19,7 @@ from palaestra.llm.local_hf.loading import (
     default_device,
     load_checkpoint,
     load_model,
-    model_directory,
+    model_source,
     require_local_extra,
 )
 from palaestra.llm.types import LLMRequest, LLMResponse, Usage
@@ -27,8 +28,9 @@ from palaestra.llm.types import LLMRequest, LLMResponse, Usage
 class HFLocalPolicy:
     """Serves requests from a local model directory; see :mod:`palaestra.llm.local_hf`.
 
-    ``model_dir`` holds ``config.json``, the weights and a tokenizer with a chat template (or
-    pass ``chat_template``). ``device`` defaults to ``cuda`` when available, else ``cpu``;
+    ``model`` is a directory holding ``config.json``, the weights and a tokenizer with a chat
+    template (or pass ``chat_template``), a ``.gguf`` file, or a short name such as
+    ``smollm2-135m`` (:data:`~palaestra.llm.local_hf.loading.SHORT_NAMES`). ``device`` defaults to ``cuda`` when available, else ``cpu``;
     ``dtype`` (``"bfloat16"``, ...) to the checkpoint's. ``default_max_tokens`` applies when a
     request sets no ``max_tokens``. ``seed`` seeds requests that carry none. The model loads on
     the first request (off the event loop), or on :meth:`load`. Use ``async with`` or
@@ -37,7 +39,7 @@ class HFLocalPolicy:
 
     def __init__(
         self,
-        model_dir: str | Path,
+        model: str | Path,
         *,
         device: str | None = None,
         dtype: str | None = None,
@@ -48,10 +50,14 @@ class HFLocalPolicy:
         seed: int | None = None,
         policy_version: int = 0,
         max_conversations: int = 4096,
+        record_activations: Sequence[str] = (),
+        activation_tokens: ActivationTokens = "last",
     ) -> None:
         require_local_extra()
-        self.model_dir = model_directory(model_dir)
-        self.name = f"hf:{self.model_dir.name}"
+        if activation_tokens not in ("last", "all"):
+            raise ValueError(f"activation_tokens={activation_tokens!r}: choose 'last' or 'all'")
+        self.source = model_source(model)
+        self.name = f"hf:{self.source.name}"
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="palaestra-hf")
         self._batcher = Batcher(
             self._run_batch,
@@ -65,6 +71,8 @@ class HFLocalPolicy:
         self.default_max_tokens = default_max_tokens
         self.chat_template = chat_template
         self.policy_version = policy_version
+        self.record_activations = list(record_activations)
+        self.activation_tokens: ActivationTokens = activation_tokens
         self._rng = random.Random(seed)
         self._conversations = Conversations(max_conversations)
         self._model: Any = None
@@ -79,11 +87,12 @@ class HFLocalPolicy:
         if self.device is None:
             self.device = default_device()
         checkpoint = load_checkpoint(
-            self.model_dir, device=self.device, dtype=self.dtype, chat_template=self.chat_template
+            self.source, device=self.device, dtype=self.dtype, chat_template=self.chat_template
         )
         self._eos_ids = checkpoint.eos_ids
         self._pad_id = checkpoint.pad_id
         self._context = checkpoint.context
+        check_modules(checkpoint.model, self.record_activations)
         self._tokenizer, self._model = checkpoint.tokenizer, checkpoint.model
 
     async def load(self) -> None:
@@ -104,7 +113,8 @@ class HFLocalPolicy:
             if isinstance(weights, Mapping):
                 self._model.load_state_dict(weights, strict=True)
             else:
-                self._model = load_model(Path(weights), dtype=self.dtype, device=self.device)
+                source = model_source(weights)
+                self._model = load_model(source, dtype=self.dtype, device=self.device)
             self.policy_version = self.policy_version + 1 if version is None else version
             return self.policy_version
 
@@ -196,6 +206,8 @@ class HFLocalPolicy:
             device=self.device,
             pad_id=self._pad_id,
             eos_ids=self._eos_ids,
+            record=self.record_activations,
+            record_tokens=self.activation_tokens,
         )
 
     def _finish(self, row: Row, version: int, tools: bool) -> LLMResponse:
@@ -230,4 +242,5 @@ class HFLocalPolicy:
             completion_token_ids=row.tokens,
             logprobs=row.logprobs,
             policy_version=version,
+            activations=row.activations,
         )

@@ -1,0 +1,368 @@
+"""GRPO for the local Hugging Face policy: groups in, weights updated in process.
+
+:class:`GRPOTrainer` keeps its own copy of the policy's model (float32, in training mode) and an
+AdamW optimiser. :meth:`GRPOTrainer.step` takes finished :class:`~palaestra.rl.stream.Group` s,
+turns each episode into token-exact samples (:func:`~palaestra.rl.trajectory.to_trajectories`:
+the ids the policy saw and wrote, the loss mask, the logprobs it sampled with), gives every
+sample its group-relative advantage (:func:`~palaestra.rl.advantages.group_advantages`) and
+takes one optimiser step on the clipped surrogate
+
+    loss = - sum_t mask_t * min(r_t A, clip(r_t, 1 - eps, 1 + eps) A) / sum_t mask_t,
+    r_t = exp(logp_now(t) - logp_rollout(t))
+
+(token-level normalisation over the whole step, as DAPO). The rollout's logprobs are the
+behaviour policy's, so an episode sampled a few versions ago is corrected by the ratio and
+bounded by the clip. The new weights go to the policy with
+:meth:`~palaestra.llm.local_hf.HFLocalPolicy.load_weights`, which bumps its version.
+
+The backward pass runs in a thread (:meth:`GRPOTrainer.astep`), off the event loop, so the
+stream keeps running episodes while the trainer learns: rollouts overlap training, and the
+stream's ``max_staleness`` drops groups that started too many versions ago. :func:`train`
+runs the whole loop, async (one stream, overlapping) or sync (a stream per step, no overlap).
+
+LoRA (``lora_rank``) needs ``peft``; the adapter is merged into the weights sent to the policy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from palaestra.llm.local_hf import HFLocalPolicy
+from palaestra.llm.local_hf.loading import default_device, load_model
+from palaestra.rl.advantages import Estimator, group_advantages
+from palaestra.rl.sampling import TaskSampler, has_reward_variance
+from palaestra.rl.stream import Group, RolloutStream, StreamStats
+from palaestra.rl.trajectory import Trajectory, collate, to_trajectories
+
+Mode = Literal["async", "sync"]
+
+
+@dataclass(frozen=True)
+class GRPOConfig:
+    """The trainer's knobs. ``temperature`` must be the one the policy sampled with, and the
+    policy must sample with ``top_p`` 1 (the default): the ratio compares logprobs of the same
+    distribution, and a nucleus is not recomputed here. ``micro_batch_tokens`` bounds the
+    padded tokens of one forward and backward pass (memory), not the step's size."""
+
+    lr: float = 1e-5
+    advantage: Estimator = "grpo"
+    clip: float = 0.2
+    max_grad_norm: float = 1.0
+    weight_decay: float = 0.0
+    temperature: float = 1.0
+    micro_batch_tokens: int = 4096
+    lora_rank: int | None = None
+    lora_alpha: float = 16.0
+
+
+@dataclass
+class StepStats:
+    """What one step did. ``updated`` is False when no group had any signal (all rewards of
+    each group equal): no optimiser step, no new version."""
+
+    step: int
+    version: int
+    updated: bool
+    groups: int
+    samples: int
+    generated_tokens: int  # every completion token of the step's episodes, signal or not
+    completion_tokens: int  # the policy's tokens trained on
+    tokens: int  # every token of the samples trained on (prompts and observations too)
+    mean_reward: float
+    loss: float
+    grad_norm: float
+    clip_fraction: float
+    train_s: float
+    lag: int = 0
+    """How many versions the oldest turn trained on was behind the policy (0: on-policy)."""
+    stream: StreamStats | None = None
+    """A copy of the stream's counters after this step (set by :func:`train`)."""
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.train_s if self.train_s > 0 else 0.0
+
+
+class GRPOTrainer:
+    """GRPO on ``policy``'s model; see the module docstring. Call :meth:`load` (or use
+    :func:`train`) before the first step."""
+
+    def __init__(self, policy: HFLocalPolicy, config: GRPOConfig | None = None) -> None:
+        if not isinstance(policy, HFLocalPolicy):
+            raise TypeError(
+                f"GRPOTrainer trains a local model in process, not {type(policy).__name__}: "
+                "pass an HFLocalPolicy (make_policy('hf:<dir|file.gguf|name>'))"
+            )
+        self.policy = policy
+        self.config = config or GRPOConfig()
+        if self.config.temperature <= 0:
+            raise ValueError("GRPOConfig.temperature must be > 0 (the sampling temperature)")
+        self.steps = 0
+        self.model: Any = None
+        self._optimizer: Any = None
+
+    async def load(self) -> None:
+        """Load the trainer's copy of the model (off the event loop)."""
+        if self.model is None:
+            await asyncio.to_thread(self._load)
+
+    def _load(self) -> None:
+        import torch
+
+        device = self.policy.device or default_device()
+        model = load_model(self.policy.source, dtype="float32", device=device)
+        if self.config.lora_rank is not None:
+            model = _with_lora(model, self.config)
+        model.train()
+        params = [p for p in model.parameters() if p.requires_grad]
+        self._optimizer = torch.optim.AdamW(
+            params, lr=self.config.lr, weight_decay=self.config.weight_decay
+        )
+        self.model = model
+
+    # -- one step ------------------------------------------------------------------------------
+
+    async def astep(self, groups: Sequence[Group]) -> StepStats:
+        """:meth:`step` in a thread, then the new weights to the policy (a new version)."""
+        await self.load()
+        stats = await asyncio.to_thread(self.step, groups)
+        if stats.updated:
+            stats.version = await self.policy.load_weights(self.policy_state())
+        return stats
+
+    def step(self, groups: Sequence[Group]) -> StepStats:
+        """One optimiser step on ``groups`` (blocking: run it off the event loop). Does not
+        touch the policy; :meth:`astep` does."""
+        import torch
+
+        if self.model is None:
+            self._load()
+        started = time.perf_counter()
+        samples: list[Trajectory] = []
+        rows: list[list[float]] = []
+        rewards: list[float] = []
+        for group in groups:
+            attempts = [to_trajectories(e) for e in group.episodes]
+            rewards += [a.reward for a in attempts]
+            if not has_reward_variance(group.outcome):
+                continue  # equal rewards: zero advantage everywhere, nothing to learn
+            for sample, row in zip(
+                [s for a in attempts for s in a],
+                group_advantages(attempts, self.config.advantage),
+                strict=True,
+            ):
+                if sample.completion_tokens:
+                    samples.append(sample)
+                    rows.append(row)
+        self.steps += 1
+        stats = StepStats(
+            step=self.steps,
+            version=self.policy.policy_version,
+            updated=False,
+            groups=len(groups),
+            samples=len(samples),
+            generated_tokens=sum(e.usage.completion_tokens for g in groups for e in g.episodes),
+            completion_tokens=sum(s.completion_tokens for s in samples),
+            tokens=sum(len(s) for s in samples),
+            mean_reward=sum(rewards) / len(rewards) if rewards else 0.0,
+            loss=0.0,
+            grad_norm=0.0,
+            clip_fraction=0.0,
+            train_s=0.0,
+            lag=max(
+                (
+                    self.policy.policy_version - v
+                    for s in samples
+                    for v in s.versions
+                    if v is not None
+                ),
+                default=0,
+            ),
+        )
+        if not samples:
+            stats.train_s = time.perf_counter() - started
+            return stats
+        self._optimizer.zero_grad(set_to_none=True)
+        loss_sum, clipped = 0.0, 0.0
+        for chunk in _micro_batches(samples, rows, self.config.micro_batch_tokens):
+            part_loss, part_clipped = self._backward(chunk, stats.completion_tokens)
+            loss_sum += part_loss
+            clipped += part_clipped
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        norm = torch.nn.utils.clip_grad_norm_(params, self.config.max_grad_norm)
+        self._optimizer.step()
+        stats.updated = True
+        stats.loss = loss_sum
+        stats.grad_norm = float(norm)
+        stats.clip_fraction = clipped / stats.completion_tokens
+        stats.train_s = time.perf_counter() - started
+        return stats
+
+    def _backward(
+        self, chunk: list[tuple[Trajectory, list[float]]], total_tokens: int
+    ) -> tuple[float, float]:
+        import torch
+
+        device = next(self.model.parameters()).device
+        batch = collate([s for s, _ in chunk], pad_id=0, advantages=[r for _, r in chunk])
+        ids = torch.tensor(batch.input_ids, device=device)
+        attention = torch.tensor(batch.attention_mask, device=device)
+        mask = torch.tensor(batch.loss_mask, device=device, dtype=torch.float32)[:, 1:]
+        adv = torch.tensor(batch.advantages, device=device)[:, 1:]
+        logits = self.model(input_ids=ids, attention_mask=attention).logits[:, :-1].float()
+        logp = torch.log_softmax(logits / self.config.temperature, dim=-1)
+        logp = logp.gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+        if batch.logprobs is None:  # no behaviour logprobs: on-policy (ratio 1, gradient kept)
+            old = logp.detach()
+        else:
+            old = torch.tensor(batch.logprobs, device=device)[:, 1:]
+        ratio = torch.exp(logp - old)
+        eps = self.config.clip
+        surrogate = torch.minimum(ratio * adv, ratio.clamp(1 - eps, 1 + eps) * adv)
+        loss = -(surrogate * mask).sum() / total_tokens
+        loss.backward()
+        outside = ((ratio - 1).abs() > eps).float() * mask
+        return float(loss.detach()), float(outside.sum())
+
+    def policy_state(self) -> dict[str, Any]:
+        """The weights the policy serves: the model's state dict (LoRA merged in)."""
+        if self.config.lora_rank is None:
+            return {k: v.detach() for k, v in self.model.state_dict().items()}
+        return _merged_lora_state(self.model)
+
+
+def _micro_batches(
+    samples: list[Trajectory], rows: list[list[float]], budget: int
+) -> list[list[tuple[Trajectory, list[float]]]]:
+    """Samples grouped by length so each chunk's padded size stays within ``budget`` tokens
+    (a sample longer than the budget is a chunk of its own)."""
+    pairs = sorted(zip(samples, rows, strict=True), key=lambda p: len(p[0]))
+    chunks: list[list[tuple[Trajectory, list[float]]]] = []
+    for pair in pairs:
+        if chunks and len(pair[0]) * (len(chunks[-1]) + 1) <= budget:
+            chunks[-1].append(pair)
+        else:
+            chunks.append([pair])
+    return chunks
+
+
+def _with_lora(model: Any, config: GRPOConfig) -> Any:
+    import importlib.util
+
+    if importlib.util.find_spec("peft") is None:
+        raise ImportError("GRPOConfig(lora_rank=...) needs peft: pip install 'palaestra[lora]'")
+    from peft import LoraConfig, get_peft_model
+
+    lora = LoraConfig(
+        r=config.lora_rank,
+        lora_alpha=config.lora_alpha,
+        target_modules="all-linear",
+        task_type="CAUSAL_LM",
+    )
+    return get_peft_model(model, lora)
+
+
+def _merged_lora_state(model: Any) -> dict[str, Any]:
+    """The base model's state dict with every LoRA delta added in (the peft model is kept)."""
+    import torch
+
+    with torch.no_grad():
+        model.merge_adapter()
+        try:
+            base = model.get_base_model()
+            state = {
+                k.replace(".base_layer", ""): v.detach().clone()
+                for k, v in base.state_dict().items()
+                if "lora_" not in k
+            }
+        finally:
+            model.unmerge_adapter()
+    return state
+
+
+# -- the loop -----------------------------------------------------------------------------------
+
+
+async def train(
+    trainer: GRPOTrainer,
+    env: str,
+    *,
+    steps: int,
+    group_size: int = 8,
+    groups_per_step: int = 4,
+    mode: Mode = "async",
+    max_staleness: int = 1,
+    sampler: TaskSampler | None = None,
+    concurrency: int | None = None,
+    seed: int = 0,
+    time_limit_s: float | None = None,
+    on_step: Callable[[StepStats], Awaitable[None] | None] | None = None,
+    **stream_kwargs: Any,
+) -> list[StepStats]:
+    """Train for ``steps`` steps of ``groups_per_step`` groups of ``group_size`` attempts.
+
+    ``mode="async"``: one stream runs episodes all along, also while a step trains; groups
+    that started more than ``max_staleness`` versions ago are dropped. ``mode="sync"``: each
+    step runs its groups to the end, then trains, with no episode in flight (on-policy, no
+    overlap). With ``time_limit_s`` training also stops after the first step that ends past
+    that many seconds. ``on_step`` is called (and awaited when it returns an awaitable) after each step,
+    e.g. to evaluate. Other keywords go to :class:`RolloutStream` (``scaffold=``,
+    ``sandbox=``, ``group_filter=``...).
+    """
+    if mode not in ("async", "sync"):
+        raise ValueError(f"mode={mode!r}: choose 'async' or 'sync'")
+    if steps < 1 or group_size < 2 or groups_per_step < 1:
+        raise ValueError(
+            f"steps={steps} and groups_per_step={groups_per_step} must be >= 1 and "
+            f"group_size={group_size} >= 2 (GRPO compares attempts)"
+        )
+    await trainer.load()
+    width = concurrency or group_size * groups_per_step
+    history: list[StepStats] = []
+    started = time.perf_counter()
+
+    def done() -> bool:
+        late = time_limit_s is not None and time.perf_counter() - started >= time_limit_s
+        return late or len(history) >= steps
+
+    async def record(stats: StepStats, stream: RolloutStream) -> None:
+        stats.stream = copy.deepcopy(stream.stats)
+        history.append(stats)
+        if on_step is not None:
+            result = on_step(stats)
+            if isinstance(result, Awaitable):
+                await result
+
+    def stream(step_seed: int, staleness: int | None) -> RolloutStream:
+        return RolloutStream(
+            env,
+            trainer.policy,
+            concurrency=width,
+            sampler=sampler,
+            seed=step_seed,
+            max_staleness=staleness,
+            **stream_kwargs,
+        )
+
+    if mode == "sync":
+        while not done():
+            async with stream(seed + len(history) * 1_000_003, None) as s:
+                groups = [g async for g in s.groups(group_size, draws=groups_per_step)]
+            await record(await trainer.astep(groups), s)
+        return history
+    async with stream(seed, max_staleness) as s:
+        pending: list[Group] = []
+        async for group in s.groups(group_size):
+            pending.append(group)
+            if len(pending) < groups_per_step:
+                continue
+            await record(await trainer.astep(pending), s)
+            pending = []
+            if done():
+                break
+    return history

@@ -1,0 +1,144 @@
+"""TRL's ``GRPOTrainer`` driving palaestra episodes, through its ``rollout_func`` hook.
+
+TRL (1.x) lets a ``rollout_func(prompts, trainer) -> dict`` replace its generation: it returns
+``prompt_ids``, ``completion_ids`` and ``logprobs`` per completion, optionally ``env_mask`` (1 on
+the model's tokens, 0 on tokens the environment inserted), and any other key is passed to the
+reward functions as a keyword argument. :class:`PalaestraRollout` is such a function:
+
+* each prompt of the training dataset is a palaestra **task id** (a plain string); every
+  occurrence of it in the batch (TRL repeats a prompt ``num_generations`` times) is one episode
+  of that task, all reset with the same seed, so the group compares attempts at one task;
+* the episodes run on an :class:`~palaestra.llm.local_hf.HFLocalPolicy` that serves the TRL
+  model's current weights (copied in with ``load_weights`` whenever TRL's ``global_step`` moved,
+  as TRL syncs vLLM) in a background event loop, ``concurrency`` at a time;
+* each episode becomes one token-exact sequence (:func:`~palaestra.rl.trajectory.to_trajectory`):
+  the first prompt is the prompt, everything after it the "completion", whose ``env_mask``
+  is the trajectory's loss mask (the policy's tokens 1, tool outputs and later prompts 0) and
+  whose ``logprobs`` are the ones the policy sampled with;
+* the verifier's reward is returned as ``palaestra_reward``: pass :func:`episode_reward` as
+  ``reward_funcs``.
+
+An episode that ends in an error (sandbox, verifier) is run again, up to ``max_retries`` times;
+then the batch fails with the error named (TRL has no way to drop one completion).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from palaestra.env.registry import make
+from palaestra.env.types import EpisodeStatus
+from palaestra.llm.local_hf import HFLocalPolicy
+from palaestra.rl.trajectory import to_trajectory
+from palaestra.run.rollout import Episode, rollout
+
+
+def episode_reward(prompts: Any, completions: Any, palaestra_reward: list[float], **_: Any):
+    """The reward function to pass to TRL: the verifier's reward of each episode."""
+    return list(palaestra_reward)
+
+
+class PalaestraRollout:
+    """A TRL ``rollout_func`` that runs palaestra episodes; see the module docstring.
+
+    ``env``: an env id (each episode gets ``palaestra.make(env, **env_kwargs)``) or a factory
+    of environments. ``policy``: the local policy on the same checkpoint as the TRL model.
+    Call :meth:`close` when training is done (it stops the background loop and the policy).
+    """
+
+    def __init__(
+        self,
+        env: str | Callable[[], Any],
+        policy: HFLocalPolicy,
+        *,
+        concurrency: int = 8,
+        max_retries: int = 2,
+        seed: int = 0,
+        **env_kwargs: Any,
+    ) -> None:
+        if concurrency < 1 or max_retries < 0:
+            raise ValueError(f"concurrency={concurrency} >= 1 and max_retries={max_retries} >= 0")
+        self.env, self.env_kwargs = env, env_kwargs
+        self.policy, self.concurrency, self.max_retries = policy, concurrency, max_retries
+        self.seed = seed
+        self.calls = 0
+        self._synced_step: int | None = None
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="palaestra-trl-rollout", daemon=True
+        )
+        self._thread.start()
+
+    def __call__(self, prompts: Sequence[Any], trainer: Any) -> dict[str, list[Any]]:
+        self.calls += 1
+        step = int(trainer.state.global_step)
+        if self._synced_step is not None and step != self._synced_step:
+            model = trainer.accelerator.unwrap_model(trainer.model)
+            state = {k: v.detach() for k, v in model.state_dict().items()}
+            self._run(self.policy.load_weights(state, version=step))
+        self._synced_step = step
+        episodes = self._run(self._episodes([_task_id(p) for p in prompts], step))
+        out: dict[str, list[Any]] = {
+            "prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [],
+            "palaestra_reward": [],
+        }  # fmt: skip
+        for episode in episodes:
+            sample = to_trajectory(episode)
+            cut = sample.prompt_length
+            out["prompt_ids"].append(sample.token_ids[:cut])
+            out["completion_ids"].append(sample.token_ids[cut:])
+            out["logprobs"].append((sample.logprobs or [0.0] * len(sample))[cut:])
+            out["env_mask"].append(sample.loss_mask[cut:])
+            out["palaestra_reward"].append(episode.reward)
+        return out
+
+    def _run(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    async def _episodes(self, task_ids: list[str], step: int) -> list[Episode]:
+        slots = asyncio.Semaphore(self.concurrency)
+
+        async def one(task_id: str) -> Episode:
+            for _ in range(self.max_retries + 1):
+                async with slots:
+                    env = (
+                        make(self.env, **self.env_kwargs)
+                        if isinstance(self.env, str)
+                        else self.env()
+                    )
+                    try:
+                        episode = await rollout(
+                            env, self.policy, seed=self.seed + step,
+                            options={"task_id": task_id} if task_id else None,
+                        )  # fmt: skip
+                    finally:
+                        await env.close()
+                if episode.status != EpisodeStatus.ERROR and episode.turns:
+                    return episode
+            raise RuntimeError(
+                f"task {task_id!r}: {self.max_retries + 1} episodes ended in errors, the last "
+                f"{episode.end.error_class}: {episode.end.error_message}"
+            )
+
+        return list(await asyncio.gather(*(one(t) for t in task_ids)))
+
+    def close(self) -> None:
+        """Stop the policy and the background loop."""
+        if self._loop.is_closed():
+            return
+        self._run(self.policy.aclose())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+
+
+def _task_id(prompt: Any) -> str:
+    if isinstance(prompt, str):
+        return prompt
+    raise TypeError(
+        "PalaestraRollout expects each dataset prompt to be a task id string (the episode builds "
+        f"its own conversation), got {type(prompt).__name__}; use a 'prompt' column of task ids"
+    )

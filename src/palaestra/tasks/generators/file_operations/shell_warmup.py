@@ -1,0 +1,363 @@
+"""shell-warmup: one shell command or a one-line fix, the warm-up rung of a curriculum.
+
+A small instruct model (SmolLM2-135M) solves almost none of the other families; RL needs tasks
+it solves sometimes. Each task here asks for one thing that one command does, and says exactly
+which file to touch:
+
+* easy: write a word to a file, make a directory, copy a file;
+* medium: append a line, count the lines that contain a word, fix the one wrong word a shell
+  script prints;
+* hard: replace every occurrence of a word, fix a one-line bug in a Python function, count the
+  files of an extension in a tree.
+
+The difficulty picks the kind (from its tier) and scales the inputs (lines, files, depth). The
+checker is cheap: it reads the named file (never through a symlink), or runs the fixed script or
+function as ``nobody`` on inputs drawn from a secret.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from palaestra.tasks.generators import family, python_test_sh
+from palaestra.tasks.generators.base import GeneratedTask, GenSpec
+
+_WORDS = ["apple", "river", "copper", "violet", "harbor", "maple", "falcon", "quartz",
+          "meadow", "ember", "tundra", "cobalt", "lantern", "pebble", "saffron", "willow"]  # fmt: skip
+_NAMES = ["notes", "result", "answer", "output", "label", "token", "status", "summary",
+          "record", "entry"]  # fmt: skip
+_DIRS = ["data", "logs", "build", "cache", "docs", "assets", "reports", "backup"]
+_EXTS = ["txt", "csv", "log", "md", "json"]
+
+
+@dataclass
+class _Kind:
+    """One task: what to say, what to ship, how to solve it and how to check it."""
+
+    instruction: str
+    check: dict  # the hidden test's parameters
+    solve: str  # the reference command(s)
+    wrong: dict[str, str]  # name -> a plausible wrong command
+    workspace: dict[str, str] = field(default_factory=dict)
+
+
+def _pick(rng, pool: list[str], k: int) -> list[str]:
+    return rng.sample(pool, k)
+
+
+def _lines(rng, n: int, words: list[str]) -> list[str]:
+    return [" ".join(rng.choice(words) for _ in range(rng.randint(2, 5))) for _ in range(n)]
+
+
+def _write(spec: GenSpec) -> _Kind:
+    word, other = _pick(spec.rng, _WORDS, 2)
+    name, other_name = _pick(spec.rng, _NAMES, 2)
+    path = f"/app/{name}.txt"
+    return _Kind(
+        f"Create the file `{path}` containing the single word `{word}`.",
+        {"kind": "file", "path": path, "want": word + "\n"},
+        f"echo {word} > {path}",
+        {
+            "wrong-word": f"echo {other} > {path}",
+            "wrong-file": f"echo {word} > /app/{other_name}.txt",
+            "extra-words": f"echo '{word} {other}' > {path}",
+        },
+    )
+
+
+def _mkdir(spec: GenSpec) -> _Kind:
+    a, b = _pick(spec.rng, _DIRS, 2)
+    return _Kind(
+        f"Create the directory `/app/{a}/{b}` (and `/app/{a}` if needed).",
+        {"kind": "dir", "path": f"/app/{a}/{b}"},
+        f"mkdir -p /app/{a}/{b}",
+        {
+            "parent-only": f"mkdir -p /app/{a}",
+            "swapped": f"mkdir -p /app/{b}/{a}",
+            "a-file": f"mkdir -p /app/{a} && touch /app/{a}/{b}",
+        },
+    )
+
+
+def _copy(spec: GenSpec) -> _Kind:
+    src, dst, other = _pick(spec.rng, _NAMES, 3)
+    body = "\n".join(_lines(spec.rng, spec.iscale(3, 8), _WORDS)) + "\n"
+    return _Kind(
+        f"Copy the file `/app/{src}.txt` to `/app/{dst}.txt`. Keep the original.",
+        {"kind": "files", "want": {f"/app/{src}.txt": body, f"/app/{dst}.txt": body}},
+        f"cp /app/{src}.txt /app/{dst}.txt",
+        {
+            "moved": f"mv /app/{src}.txt /app/{dst}.txt",
+            "wrong-name": f"cp /app/{src}.txt /app/{other}.txt",
+            "first-line": f"head -n 1 /app/{src}.txt > /app/{dst}.txt",
+        },
+        {f"{src}.txt": body},
+    )
+
+
+def _append(spec: GenSpec) -> _Kind:
+    name = spec.rng.choice(_NAMES)
+    word, other = _pick(spec.rng, _WORDS, 2)
+    lines = _lines(spec.rng, spec.iscale(3, 10), _WORDS)
+    body = "\n".join(lines) + "\n"
+    path = f"/app/{name}.txt"
+    return _Kind(
+        f"Append the line `{word}` to the end of `{path}`, keeping its other lines.",
+        {"kind": "file", "path": path, "want": body + word + "\n"},
+        f"echo {word} >> {path}",
+        {
+            "overwrote": f"echo {word} > {path}",
+            "prepended": f"{{ echo {word}; cat {path}; }} > /tmp/x && cp /tmp/x {path}",
+            "wrong-word": f"echo {other} >> {path}",
+        },
+        {f"{name}.txt": body},
+    )
+
+
+def _count_lines(spec: GenSpec) -> _Kind:
+    rng = spec.rng
+    name = rng.choice(_NAMES)
+    word, other = _pick(rng, ["ERROR", "WARN", "INFO", "DEBUG"], 2)
+    n = spec.iscale(6, 40)
+    hits = rng.randint(2, n // 2)
+    others = rng.randint(1, n - hits - 1)
+    if others == hits:
+        others += 1 if hits + others < n else -1
+    tags = [word] * hits + [other] * others + ["OK"] * (n - hits - others)
+    rng.shuffle(tags)
+    body = "".join(f"{i:04d} {t} {' '.join(_pick(rng, _WORDS, 2))}\n" for i, t in enumerate(tags))
+    path = f"/app/{name}.log"
+    return _Kind(
+        f"Write the number of lines of `{path}` that contain `{word}` to `/app/count.txt` "
+        "(just the number).",
+        {"kind": "number", "path": "/app/count.txt", "want": hits},
+        f"grep -c {word} {path} > /app/count.txt",
+        {
+            "all-lines": f"wc -l < {path} > /app/count.txt",
+            "other-word": f"grep -c {other} {path} > /app/count.txt",
+            "off-by-one": f"echo $(( $(grep -c {word} {path}) + 1 )) > /app/count.txt",
+        },
+        {f"{name}.log": body},
+    )
+
+
+def _fix_echo(spec: GenSpec) -> _Kind:
+    rng = spec.rng
+    right, wrong, third = (w.capitalize() for w in _pick(rng, _WORDS, 3))
+    words = _pick(rng, _WORDS, spec.iscale(1, 5))
+    extra = [f"echo 'line {i}: {w}'" for i, w in enumerate(words)]
+    script = "#!/bin/bash\n" + "\n".join([f'echo "Hello, {wrong}!"', *extra]) + "\n"
+    want = f"Hello, {right}!\n" + "".join(f"line {i}: {w}\n" for i, w in enumerate(words))
+    return _Kind(
+        f"`/app/greet.sh` prints `Hello, {wrong}!` on its first line but it must print "
+        f"`Hello, {right}!`. Fix that line; leave the rest of the script as it is.",
+        {"kind": "script", "path": "/app/greet.sh", "want": want},
+        f"sed -i 's/Hello, {wrong}/Hello, {right}/' /app/greet.sh",
+        {
+            "printed-only": f"echo 'Hello, {right}!'",
+            "other-name": f"sed -i 's/Hello, {wrong}/Hello, {third}/' /app/greet.sh",
+            "rewrote-script": f"printf '#!/bin/bash\\necho \"Hello, {right}!\"\\n' > /app/greet.sh",
+        },
+        {"greet.sh": script},
+    )
+
+
+def _replace_all(spec: GenSpec) -> _Kind:
+    rng = spec.rng
+    name = rng.choice(_NAMES)
+    old, new, third = _pick(rng, _WORDS, 3)
+    lines = _lines(rng, spec.iscale(4, 16), [w for w in _WORDS if w not in (old, new, third)])
+    lines[0] = f"{old} and {old} again"
+    lines[rng.randrange(1, len(lines))] += f" {old}"
+    body = "\n".join(lines) + "\n"
+    path = f"/app/{name}.txt"
+    return _Kind(
+        f"In `{path}` replace every occurrence of the word `{old}` with `{new}`.",
+        {"kind": "file", "path": path, "want": body.replace(old, new)},
+        f"sed -i 's/{old}/{new}/g' {path}",
+        {
+            "first-per-line": f"sed -i 's/{old}/{new}/' {path}",
+            "third-word": f"sed -i 's/{old}/{third}/g' {path}",
+            "deleted": f"sed -i 's/{old}//g' {path}",
+        },
+        {f"{name}.txt": body},
+    )
+
+
+_OPS = {
+    "add": ("+", "the sum of `a` and `b`"),
+    "sub": ("-", "`a` minus `b`"),
+    "mul": ("*", "the product of `a` and `b`"),
+}
+
+
+def _fix_python(spec: GenSpec) -> _Kind:
+    rng = spec.rng
+    names = sorted(_OPS)
+    broken = rng.choice(names)
+    bad_op = rng.choice([_OPS[n][0] for n in names if n != broken])
+    body = ['"""Small arithmetic helpers."""', ""]
+    for n in names:
+        op = bad_op if n == broken else _OPS[n][0]
+        body += [
+            "",
+            f"def {n}(a, b):",
+            f'    """Return {_OPS[n][1]}."""',
+            f"    return a {op} b",
+            "",
+        ]
+    source = "\n".join(body).strip() + "\n"
+    good, bad = f"return a {_OPS[broken][0]} b", f"return a {bad_op} b"
+    pattern = bad.replace("*", "\\*")  # a sed pattern: `*` is special there
+    # The same line may be right in another function: every command edits `broken`'s only.
+    other = rng.choice([n for n in names if n != broken])
+    third_op = next(o for o, _ in _OPS.values() if o not in (_OPS[broken][0], bad_op))
+    return _Kind(
+        f"In `/app/calc.py` the function `{broken}(a, b)` should return {_OPS[broken][1]} but "
+        "its one line of code is wrong. Fix that line.",
+        {
+            "kind": "python",
+            "module": "calc",
+            "ops": {n: _OPS[n][0] for n in names},
+            "secret": rng.randrange(2**31),
+            "trials": spec.iscale(3, 8),
+        },
+        f"sed -i '/def {broken}/,+2 s/{pattern}/{good}/' /app/calc.py",
+        {
+            "other-function": f"sed -i '/def {other}/,+2 s/return a .* b/{good}/' /app/calc.py",
+            "third-operator": f"sed -i '/def {broken}/,+2 s/{pattern}/return a {third_op} b/' "
+            "/app/calc.py",
+            "commented-out": f"sed -i '/def {broken}/,+2 s/{pattern}/return 0  # {good}/' "
+            "/app/calc.py",
+        },
+        {"calc.py": source},
+    )
+
+
+def _count_files(spec: GenSpec) -> _Kind:
+    rng = spec.rng
+    top = rng.choice(_DIRS)
+    ext, other = _pick(rng, _EXTS, 2)
+    depth = spec.iscale(2, 4)
+    files: dict[str, str] = {}
+    for i in range(spec.iscale(6, 20)):
+        sub = "/".join(_pick(rng, _DIRS, rng.randint(0, depth - 1)))
+        e = ext if i % 2 == 0 else rng.choice([other, ext, "bak"])
+        files[f"{top}/{sub}/f{i}.{e}".replace("//", "/")] = rng.choice(_WORDS) + "\n"
+    files[f"{top}/{rng.choice(_DIRS)}/deep{len(files)}.{ext}"] = "nested\n"
+    files[f"{top}/top.{other}"] = "other\n"
+    want = sum(1 for p in files if p.endswith(f".{ext}"))
+    if want == sum(1 for p in files if p.endswith(f".{other}")):  # keep `other-ext` wrong
+        files[f"{top}/more.{other}"] = "other\n"
+    return _Kind(
+        f"Write the number of files whose name ends in `.{ext}` anywhere under `/app/{top}` "
+        "(in every subdirectory too) to `/app/count.txt` (just the number).",
+        {"kind": "number", "path": "/app/count.txt", "want": want},
+        f"find /app/{top} -type f -name '*.{ext}' | wc -l > /app/count.txt",
+        {
+            "top-level-only": f"ls /app/{top}/*.{ext} 2>/dev/null | wc -l > /app/count.txt",
+            "every-file": f"find /app/{top} -type f | wc -l > /app/count.txt",
+            "other-ext": f"find /app/{top} -type f -name '*.{other}' | wc -l > /app/count.txt",
+        },
+        files,
+    )
+
+
+_TIER_KINDS: dict[str, list[Callable[[GenSpec], _Kind]]] = {
+    "easy": [_write, _mkdir, _copy],
+    "medium": [_append, _count_lines, _fix_echo],
+    "hard": [_replace_all, _fix_python, _count_files],
+}
+
+
+def _solve_sh(command: str, note: str) -> str:
+    return f"#!/usr/bin/env bash\n# {note}\ncd /app\n{command}\n"
+
+
+@family(
+    "shell-warmup",
+    category="file-operations",
+    summary="one shell command or a one-line fix (a warm-up curriculum rung for small models)",
+)
+def generate(spec: GenSpec) -> GeneratedTask:
+    kind = spec.rng.choice(_TIER_KINDS[spec.tier])(spec)
+    instruction = (
+        "# A one-command task\n\n" + kind.instruction + "\n\nOne shell command is enough.\n"
+    )
+    return GeneratedTask(
+        instruction=instruction,
+        workspace=kind.workspace or {".keep": ""},
+        tests={"test.sh": python_test_sh(timeout=60), "test_hidden.py": _hidden_test(kind.check)},
+        solution={"solve.sh": _solve_sh(kind.solve, "the one command")},
+        wrong_solutions={
+            name: {"solve.sh": _solve_sh(cmd, f"wrong: {name}")} for name, cmd in kind.wrong.items()
+        },
+        tags=("shell", "warm-up"),
+        agent_timeout_sec=120.0,
+        verifier_timeout_sec=90.0,
+    )
+
+
+_CHECKER = r'''
+import operator
+import os
+import random
+
+from palaestra_check import Checker, run_command, run_python
+
+LIMIT = 1 << 20
+OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul}
+
+
+def linked(path):
+    """Whether the path, or a directory on it, is a symlink."""
+    parts = path.strip("/").split("/")
+    return any(os.path.islink("/" + "/".join(parts[:i])) for i in range(1, len(parts) + 1))
+
+
+def read(path):
+    """The file's text, or None: missing, not a regular file, or reached through a symlink."""
+    if linked(path) or not os.path.isfile(path):
+        return None
+    with open(path, "rb") as f:
+        return f.read(LIMIT).decode("utf-8", "replace")
+
+
+ck = Checker()
+kind = CHECK["kind"]
+if kind == "file":
+    got = read(CHECK["path"])
+    ck.check(CHECK["path"] + " exists", got is not None)
+    ck.equal(CHECK["path"] + " content", (got or "").rstrip("\n"), CHECK["want"].rstrip("\n"))
+elif kind == "files":
+    for path, want in sorted(CHECK["want"].items()):
+        ck.equal(path + " content", read(path), want)
+elif kind == "dir":
+    path = CHECK["path"]
+    ck.check(path + " is a directory", os.path.isdir(path) and not linked(path))
+elif kind == "number":
+    got = (read(CHECK["path"]) or "").strip()
+    ck.equal(CHECK["path"] + " holds the count", got, str(CHECK["want"]))
+elif kind == "script":
+    res = run_command(["bash", CHECK["path"]], timeout=10)
+    ck.equal(CHECK["path"] + " prints", res.stdout if res.ok else res.error, CHECK["want"])
+elif kind == "python":
+    rng = random.Random(CHECK["secret"])
+    cases = [[rng.randint(-50, 50), rng.randint(-50, 50)] for _ in range(CHECK["trials"])]
+    code = "import " + CHECK["module"] + " as m\nemit({n: [getattr(m, n)(a, b) for a, b in INPUT] for n in " + repr(sorted(CHECK["ops"])) + "})"
+    res = run_python(code, cases, timeout=10)
+    for name, op in sorted(CHECK["ops"].items()):
+        want = [OPS[op](a, b) for a, b in cases]
+        ck.equal(name + " on " + str(cases[:2]), res.value.get(name) if res.ok and isinstance(res.value, dict) else res.error, want)
+ck.finish()
+'''
+
+
+def _hidden_test(check: dict) -> str:
+    return (
+        '"""Hidden test of a shell-warmup task: reads the named file or runs the fixed code."""\n'
+        + f"CHECK = {check!r}\n"
+        + textwrap.dedent(_CHECKER)
+    )
