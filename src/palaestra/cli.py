@@ -21,6 +21,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from palaestra.cli_summary import console, pct, print_summary, report_errors, usd
 from palaestra.cli_tasks import app as tasks_app
 from palaestra.cli_tasks import select_tasks
 from palaestra.env.registry import POLICIES, check_policy, list_envs, make_policy
@@ -42,78 +43,6 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
 )
-console = Console()
-
-
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f}%"
-
-
-def _usd(x: float | None) -> str:
-    return "unknown" if x is None else f"${x:.4f}"
-
-
-def _rates_table(title: str, groups: dict[str, dict[str, Any]]) -> Table:
-    table = Table(title=title, title_justify="left")
-    for col in ("", "episodes", "passed", "pass rate", "mean reward", "errors"):
-        table.add_column(col, justify="left" if not col else "right")
-    for name, g in groups.items():
-        table.add_row(
-            name,
-            str(g["episodes"]),
-            str(g["passed"]),
-            _pct(g["pass_rate"]),
-            f"{g['mean_reward']:.3f}",
-            str(g["errors"]),
-        )
-    return table
-
-
-def print_summary(summary: dict[str, Any]) -> None:
-    """The tables of ``palaestra eval``: rates, pass@k, errors, cost, tokens, phase times."""
-    overall = {k: summary[k] for k in ("episodes", "passed", "pass_rate", "mean_reward", "errors")}
-    console.print(_rates_table(f"{summary['env_id']} / {summary['policy']}", {"all": overall}))
-    console.print(_rates_table("By category", summary["by_category"]))
-    console.print(_rates_table("By difficulty", summary["by_difficulty"]))
-    console.print(_rates_table("By family", summary["by_family"]))
-    passk = Table("k", "pass@k", title="pass@k (unbiased)", title_justify="left")
-    for k, v in summary["pass_at_k"].items():
-        passk.add_row(str(k), _pct(v))
-    console.print(passk)
-    if summary["errors_by_class"]:
-        errors = Table("error class", "episodes", "rate", title="Errors", title_justify="left")
-        for name, e in summary["errors_by_class"].items():
-            errors.add_row(name, str(e["count"]), _pct(e["rate"]))
-        console.print(errors)
-    cost, tokens = summary["cost"], summary["tokens"]
-    money = Table("", "value", title="Cost and tokens", title_justify="left")
-    money.add_row("total", _usd(cost["total_usd"]))
-    money.add_row("per trial", _usd(cost["per_trial_usd"]))
-    money.add_row("per solved task", _usd(cost["per_solved_usd"]))
-    money.add_row("trials with unknown cost", str(cost["unknown_trials"]))
-    for key, value in tokens.get("per_trial", {}).items():
-        money.add_row(f"{key.replace('_', ' ')} per trial", f"{value:.1f}")
-    console.print(money)
-    phases = Table("phase", "mean s", "p50 s", "p90 s", title="Wall time per phase",
-                   title_justify="left")  # fmt: skip
-    for phase, t in summary["timings"].items():
-        if t is not None:
-            phases.add_row(
-                phase.removesuffix("_s"), *(f"{t[q]:.3f}" for q in ("mean", "p50", "p90"))
-            )
-    console.print(phases)
-    console.print(
-        f"mean steps {summary['mean_steps']:.1f} · planned {summary['planned']} · skipped "
-        f"(already done) {summary['skipped']} · retried {summary['retried']} · "
-        f"{summary['episodes_per_s']:.2f} episodes/s"
-    )
-    if summary["invalid_tasks"]:
-        console.print(
-            f"[yellow]skipped {len(summary['invalid_tasks'])} invalid task(s)[/yellow]: "
-            + ", ".join(t["task"] for t in summary["invalid_tasks"])
-        )
-    if summary["stop_reason"]:
-        console.print(f"[yellow]stopped early: {summary['stop_reason']}")
 
 
 class _Live:
@@ -141,11 +70,11 @@ class _Live:
 
     def fields(self) -> dict[str, str]:
         elapsed = time.perf_counter() - self.started
-        cost = "cost unknown" if self.cost is None else _usd(self.cost)
+        cost = "cost unknown" if self.cost is None else usd(self.cost)
         if self.cost is not None and self.unknown_cost:
             cost += f" (+{self.unknown_cost} unknown)"
         return {
-            "rate": _pct(self.passed / self.done) if self.done else "-",
+            "rate": pct(self.passed / self.done) if self.done else "-",
             "errors": str(self.errors),
             "cost": cost,
             "speed": f"{self.new / elapsed:.2f}" if elapsed > 0 else "-",
@@ -370,27 +299,7 @@ def eval_cmd(
     else:
         print_summary(summary)
         console.print(f"results: {out_dir}/results.db, {out_dir}/summary.json")
-    _report_errors(summary)
-
-
-def _report_errors(summary: dict[str, Any]) -> None:
-    """Say on stderr that episodes errored, quoting the first errors; exit 1 when all did."""
-    if not summary["errors"]:
-        return
-    err = Console(stderr=True, soft_wrap=True)
-    every = summary["errors"] == summary["episodes"]
-    color = "red" if every else "yellow"
-    err.print(f"[{color}]{summary['errors']} of {summary['episodes']} episodes ended in an "
-              f"error[/{color}]; the first:", highlight=False)  # fmt: skip
-    for e in summary["first_errors"]:
-        message = (e["error_message"] or "").strip().splitlines()
-        first = message[0][:300] if message else ""
-        kind = "transient" if e["infra_error"] else "deterministic: not retried"
-        err.print(f"  {e['task_id']}: {e['error_class']}: {first} ({kind})",
-                  markup=False, highlight=False)  # fmt: skip
-    if every:
-        err.print("[red]error:[/red] every episode errored; no result to report")
-        raise typer.Exit(1)
+    report_errors(summary)
 
 
 @app.command("export")
