@@ -60,12 +60,17 @@ _LDD_LINE = re.compile(r"^\s*(?:(\S+)\s+=>\s+)?(/\S+)\s+\(0x[0-9a-f]+\)\s*$")
 _lock = threading.Lock()
 
 
-def helper_argv(config: str | None = None) -> list[str]:
-    """The command that starts the helper inside a sandbox (the bundle mounted at
-    :data:`HELPER_DIR_IN_SANDBOX`); ``config`` is its optional JSON configuration."""
+def helper_python() -> list[str]:
+    """The bundle's interpreter, started through its own loader, inside a sandbox (the bundle
+    mounted at :data:`HELPER_DIR_IN_SANDBOX`)."""
     root = HELPER_DIR_IN_SANDBOX
-    argv = [f"{root}/ld.so", "--library-path", f"{root}/so", f"{root}/bin/python3"]
-    argv += ["-I", "-S", "-B", "-c", HELPER_BOOT]
+    return [f"{root}/ld.so", "--library-path", f"{root}/so", f"{root}/bin/python3"]
+
+
+def helper_argv(config: str | None = None) -> list[str]:
+    """The command that starts the helper inside a sandbox; ``config`` is its optional JSON
+    configuration."""
+    argv = [*helper_python(), "-I", "-S", "-B", "-c", HELPER_BOOT]
     return argv if config is None else [*argv, config]
 
 
