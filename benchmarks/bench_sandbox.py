@@ -5,6 +5,8 @@ Prints figures; asserts nothing. Run: ``.venv/bin/python benchmarks/bench_sandbo
 memory each costs.
 
 0. Baseline: a bare ``bwrap ... python3 -I -S -B -c pass`` (namespaces plus an interpreter),
+   with the host's ``python3`` and, interleaved with it, with the helper's own runtime (the
+   bundle of :mod:`palaestra.sandbox.helper_runtime`, started through its own loader),
    the floor of any sandbox start on this machine under its current load.
 1. Create to first exec: ``create()`` plus one ``exec(["true"])``, one sandbox after another,
    with the default spec (cgroup with the default pids limit) and with memory, cpu and storage
@@ -38,6 +40,7 @@ from pathlib import Path
 from headline import headline
 
 from palaestra.sandbox import SandboxSpec
+from palaestra.sandbox.helper_runtime import HELPER_DIR_IN_SANDBOX, helper_python, helper_runtime
 from palaestra.sandbox.local import LocalBackend, LocalSandbox
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,8 +68,9 @@ async def timed(fn: Callable[[], Awaitable[object]]) -> float:
     return time.perf_counter() - start
 
 
-def bare_bwrap_argv() -> list[str]:
+def bare_bwrap_argv(interpreter: tuple[str, ...] = ("/usr/bin/python3",)) -> list[str]:
     argv = ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--die-with-parent"]
+    argv += ["--ro-bind", str(helper_runtime()), HELPER_DIR_IN_SANDBOX]
     for path in ("/usr", "/etc"):
         argv += ["--ro-bind", path, path]
     for path in ("/bin", "/lib", "/lib64", "/sbin"):
@@ -74,17 +78,19 @@ def bare_bwrap_argv() -> list[str]:
             argv += ["--symlink", os.readlink(path), path]
         elif os.path.isdir(path):
             argv += ["--ro-bind", path, path]
-    return [*argv, "--proc", "/proc", "--dev", "/dev", "--", "/usr/bin/python3", "-I", "-S", "-B"]
+    return [*argv, "--proc", "/proc", "--dev", "/dev", "--", *interpreter, "-I", "-S", "-B"]
 
 
-async def bare_bwrap(n: int) -> list[float]:
-    argv = bare_bwrap_argv()
-    times = []
+async def bare_bwrap(n: int) -> tuple[list[float], list[float]]:
+    """Start times with the host's python3 and with the helper's runtime, interleaved."""
+    argvs = (bare_bwrap_argv(), bare_bwrap_argv(tuple(helper_python())))
+    times: tuple[list[float], list[float]] = ([], [])
     for _ in range(n):
-        start = time.perf_counter()
-        proc = await asyncio.create_subprocess_exec(*argv, "-c", "pass")
-        await proc.wait()
-        times.append(time.perf_counter() - start)
+        for argv, found in zip(argvs, times, strict=True):
+            start = time.perf_counter()
+            proc = await asyncio.create_subprocess_exec(*argv, "-c", "pass")
+            await proc.wait()
+            found.append(time.perf_counter() - start)
     return times
 
 
@@ -204,9 +210,9 @@ async def main(
         await (await backend.create(spec)).close()  # warm caches, reclaim once
 
         figures = {}
-        figures["bwrap_p50_ms"] = report(
-            "baseline: bare bwrap + python3 -I -S -B", await bare_bwrap(sandboxes)
-        )
+        host_python, own_runtime = await bare_bwrap(sandboxes)
+        figures["bwrap_p50_ms"] = report("baseline: bare bwrap + python3 -I -S -B", host_python)
+        figures["bwrap_runtime_p50_ms"] = report("same, the helper's runtime (bundle)", own_runtime)
         starts, closes = await create_to_first_exec(backend, spec, sandboxes)
         figures["create_p50_ms"] = report("create -> first exec (default spec)", starts)
         figures["close_p50_ms"] = report("close (default spec)", closes)

@@ -9,6 +9,12 @@ required_only=false
 [ "${1:-}" = "--required-only" ] && required_only=true
 missing=()
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
+# the built-in tasks' Dockerfiles `apt-get install python3`: the local backend replays that
+# without an image build when the host has the Debian package (a pyenv/conda Python is not it)
+if command -v dpkg-query >/dev/null 2>&1 &&
+  ! dpkg-query -W -f '${Status}' python3 2>/dev/null | grep -q 'ok installed'; then
+  missing+=(python3)
+fi
 optional=()
 # the terminus scaffold runs tmux inside the sandbox (the local one binds the host's /usr)
 command -v tmux >/dev/null 2>&1 || optional+=(tmux)

@@ -11,10 +11,13 @@
 #      Configurations are tried in turn: that, the same without iptables/bridge, then the
 #      default data root, then the vfs storage driver (for machines that are themselves
 #      containers);
-#   2. builds the base image locally when missing, since no registry is reachable: a minimal
-#      Debian bookworm with python3 (debootstrap, cached in /var/cache/palaestra/bookworm.tar),
-#      imported as palaestra/base:bookworm and tagged debian:bookworm-slim, the base the task
-#      Dockerfiles name.
+#   2. builds the base images locally when missing, since no registry may be reachable: a
+#      minimal Debian bookworm (debootstrap --variant=minbase, cached in
+#      /var/cache/palaestra/bookworm-minbase.tar) imported as debian:bookworm-slim and
+#      debian:bookworm, the base the task Dockerfiles name, with the official image's contents
+#      (no python3: tasks install what they need); and palaestra/base:bookworm, the default image
+#      of sandboxes that name none: that plus python3. An alias an older version of this script
+#      made with python3 in it is replaced.
 # Environment: PALAESTRA_DEBIAN_MIRROR (default http://deb.debian.org/debian),
 #              PALAESTRA_CACHE_DIR (default /var/cache/palaestra),
 #              PALAESTRA_DOCKER_QUOTA=0 to keep dockerd's default data root,
@@ -26,7 +29,7 @@ ALIASES=(debian:bookworm-slim debian:bookworm)
 MIRROR=${PALAESTRA_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 CACHE_DIR=${PALAESTRA_CACHE_DIR:-/var/cache/palaestra}
 LOG_DIR=/var/log/palaestra
-ROOTFS_TAR=$CACHE_DIR/bookworm.tar
+ROOTFS_TAR=$CACHE_DIR/bookworm-minbase.tar
 QUOTA_ROOT=/var/lib/palaestra/docker
 
 say() { echo "provision-docker: $*" >&2; }
@@ -148,8 +151,8 @@ build_rootfs_tar() {
   local dir
   dir=$(mktemp -d "$CACHE_DIR/bookworm.XXXXXX")
   trap 'rm -rf "$dir" "$ROOTFS_TAR.partial"' EXIT
-  say "debootstrap bookworm (minbase + python3) from $MIRROR"
-  debootstrap --variant=minbase --include=python3 bookworm "$dir" "$MIRROR" \
+  say "debootstrap bookworm (minbase) from $MIRROR"
+  debootstrap --variant=minbase bookworm "$dir" "$MIRROR" \
     >"$LOG_DIR/debootstrap.log" 2>&1 || {
     say "debootstrap failed; see $LOG_DIR/debootstrap.log"
     exit 1
@@ -164,17 +167,31 @@ build_rootfs_tar() {
 
 engine_up || start_dockerd
 
-if ! docker image inspect "$BASE_IMAGE" >/dev/null 2>&1; then
-  mkdir -p "$LOG_DIR"
-  [ -s "$ROOTFS_TAR" ] || build_rootfs_tar
-  say "importing $ROOTFS_TAR as $BASE_IMAGE"
-  docker import \
-    --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-    --change 'ENV LANG=C.UTF-8' \
-    --change 'CMD ["bash"]' \
-    "$ROOTFS_TAR" "$BASE_IMAGE" >/dev/null
-fi
+# Whether $1 is there without python3 (as Debian's official images are).
+official() {
+  docker image inspect "$1" >/dev/null 2>&1 &&
+    docker run --rm --network none --entrypoint /bin/sh "$1" -c '! test -e /usr/bin/python3'
+}
+
 for alias in "${ALIASES[@]}"; do
-  docker image inspect "$alias" >/dev/null 2>&1 || docker tag "$BASE_IMAGE" "$alias"
+  official "$alias" && continue
+  if ! official "${ALIASES[0]}"; then
+    mkdir -p "$LOG_DIR"
+    [ -s "$ROOTFS_TAR" ] || build_rootfs_tar
+    say "importing $ROOTFS_TAR as ${ALIASES[0]}"
+    docker import \
+      --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+      --change 'CMD ["bash"]' \
+      "$ROOTFS_TAR" "${ALIASES[0]}" >/dev/null
+  fi
+  [ "$alias" = "${ALIASES[0]}" ] || docker tag "${ALIASES[0]}" "$alias"
 done
-say "ready: $(docker image inspect -f '{{.Id}}' "$BASE_IMAGE") as $BASE_IMAGE ${ALIASES[*]}"
+if ! docker image inspect "$BASE_IMAGE" >/dev/null 2>&1 || official "$BASE_IMAGE"; then
+  say "building $BASE_IMAGE (${ALIASES[0]} + python3)"
+  printf 'FROM %s\nENV LANG=C.UTF-8\nRUN apt-get update && apt-get install -y --no-install-recommends python3 && rm -rf /var/lib/apt/lists/*\n' \
+    "${ALIASES[0]}" | docker build -q -t "$BASE_IMAGE" - >"$LOG_DIR/base-image.log" 2>&1 || {
+    say "building $BASE_IMAGE failed; see $LOG_DIR/base-image.log"
+    exit 1
+  }
+fi
+say "ready: $(docker image inspect -f '{{.Id}}' "$BASE_IMAGE") as $BASE_IMAGE; ${ALIASES[*]} official"

@@ -61,8 +61,9 @@ ROOTFS_COMMANDS = (
 )  # fmt: skip
 
 
-def build_test_rootfs(dest: Path) -> Path:
-    """A small Debian-like root filesystem made of hard links to the host's own files.
+def build_test_rootfs(dest: Path, commands: tuple[str, ...] = ROOTFS_COMMANDS) -> Path:
+    """A small Debian-like root filesystem made of hard links to the host's own files: the
+    ``commands``, their libraries and, with ``python3``, Python's stdlib.
 
     Hard links make it cost no disk and about a second (no debootstrap, works offline in CI).
     /usr is merged (bin, lib... are symlinks into it), as on Debian 12.
@@ -98,16 +99,18 @@ def build_test_rootfs(dest: Path) -> Path:
     stdlib = f"/usr/lib/{os.path.basename(python)}"
     elfs = [
         next(p for p in (f"/usr/bin/{c}", f"/bin/{c}", shutil.which(c)) if p and os.path.exists(p))
-        for c in ROOTFS_COMMANDS
+        for c in commands
     ]
-    elfs += [str(p) for p in Path(stdlib, "lib-dynload").glob("*.so")]
+    if "python3" in commands:
+        elfs += [str(p) for p in Path(stdlib, "lib-dynload").glob("*.so")]
     for path in elfs:
         link(path)
         out = subprocess.run(["ldd", path], capture_output=True, text=True).stdout
         libs.update(w for w in out.split() if w.startswith("/"))
     for lib in libs:
         link(lib)
-    subprocess.run(["cp", "-al", stdlib, str(usr / "lib")], check=True)
+    if "python3" in commands:
+        subprocess.run(["cp", "-al", stdlib, str(usr / "lib")], check=True)
     return dest
 
 

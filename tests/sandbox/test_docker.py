@@ -359,15 +359,61 @@ async def test_janitor_removes_dead_owners_containers_only() -> None:
 # -- images --------------------------------------------------------------------------------------
 
 
-async def test_image_without_python3_is_refused_clearly(
-    backend: DockerBackend, tmp_path: Path
-) -> None:
+async def test_image_without_python3_runs(backend: DockerBackend, tmp_path: Path) -> None:
+    """The helper brings its own runtime (interpreter, libc, loader): nothing of the image."""
     (tmp_path / "Dockerfile").write_text(
-        f"FROM {DEFAULT_IMAGE}\nRUN rm -f /usr/bin/python3 /usr/bin/python3.*\n"
+        f"FROM {DEFAULT_IMAGE}\nRUN rm -rf /usr/bin/python3* /usr/lib/python3* /usr/local/lib\n"
     )
     tag = await build_image(tmp_path, timeout=300)
-    with pytest.raises(SandboxError, match=r"has no python3.*apt-get install -y python3"):
-        await backend.create(SandboxSpec(image=tag))
+    async with await backend.create(SandboxSpec(image=tag)) as sandbox:
+        res = await sandbox.exec("command -v python3 || echo none; id -un")
+        assert res.stdout == "none\nroot\n", res
+        assert (await sandbox.exec("id -un", user="nobody")).stdout == "nobody\n"
+
+
+#: An image whose entrypoint starts a service (a heartbeat file), then runs its command.
+ENTRYPOINT_SCRIPT = """\
+#!/bin/sh
+( while :; do echo "$SERVICE_WORD" > /tmp/heartbeat; sleep 0.1; done ) &
+exec "$@"
+"""
+
+
+async def test_image_entrypoint_runs_as_a_service_that_kill_all_spares(
+    backend: DockerBackend, tmp_path: Path
+) -> None:
+    (tmp_path / "entry.sh").write_text(ENTRYPOINT_SCRIPT)
+    (tmp_path / "Dockerfile").write_text(
+        f"FROM {DEFAULT_IMAGE}\nENV SERVICE_WORD=beat\nCOPY entry.sh /entry.sh\n"
+        'ENTRYPOINT ["/bin/sh", "/entry.sh"]\nCMD ["false"]\n'
+    )
+    tag = await build_image(tmp_path, timeout=300)
+    async with await backend.create(SandboxSpec(image=tag)) as sandbox:
+        beat = "for i in $(seq 50); do [ -s /tmp/heartbeat ] && break; sleep 0.1; done; "
+        ps = "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done"
+        res = await sandbox.exec(beat + "cat /tmp/heartbeat")
+        assert res.stdout == "beat\n", res
+        await sandbox.exec("sleep 300 &")
+        await sandbox.kill_all()
+        res = await sandbox.exec("rm /tmp/heartbeat; " + beat + "cat /tmp/heartbeat; " + ps)
+        assert res.stdout.startswith("beat\n") and "sleep 300" not in res.stdout, res
+        assert "sleep infinity" in res.stdout  # Harbor's command, after the entrypoint
+
+
+async def test_cpus_beyond_the_host_are_lowered_to_it(
+    backend: DockerBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    host_cpus = os.cpu_count() or 1
+    for _ in range(2):
+        async with await backend.create(SandboxSpec(cpus=host_cpus + 3)) as sandbox:
+            host_config = (await inspect(sandbox.container_id))["HostConfig"]
+            assert host_config["NanoCpus"] == host_cpus * 10**9
+            assert (
+                sandbox.limits
+                == f"cpus {host_cpus} (asked for {host_cpus + 3}; the host has {host_cpus})"
+            )
+    warnings = [r for r in caplog.records if "CPUs" in r.getMessage()]
+    assert len(warnings) == 1 and f"{host_cpus + 3} CPUs" in warnings[0].getMessage()
 
 
 async def test_missing_unpullable_image_says_how_to_provide_it(backend: DockerBackend) -> None:

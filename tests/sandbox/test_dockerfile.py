@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import io
 import tarfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from palaestra.sandbox import dockerfile_replay
 from palaestra.sandbox.dockerfile import DockerfileError, Instruction, parse_dockerfile
 from palaestra.sandbox.dockerfile_replay import (
     DEFAULT_WORKDIR,
     LocalEnvironmentPlan,
+    needs_image_build,
     plan_local_environment,
 )
 
@@ -305,15 +308,54 @@ def test_dockerignore_is_refused(tmp_path: Path) -> None:
 def test_run_is_refused_naming_the_line_and_the_docker_backend(tmp_path: Path) -> None:
     dockerfile = (
         "FROM ubuntu:24.04\nWORKDIR /app\n# install\nRUN apt-get update && \\\n"
-        "  apt-get install -y git\n"
+        "  apt-get install -y git && pip install requests\n"
     )
     error = refused(tmp_path, dockerfile)
     assert error.line == 4
     assert str(error) == (
         "line 4: RUN is not supported by the local sandbox backend (it runs on the host's root "
-        'filesystem). Fix: run this task with sandbox="docker", or move the setup into files '
-        "COPY'd from environment/"
+        "filesystem), except to install Debian packages the host has. Fix: run this task with "
+        'sandbox="docker", or move the setup into files COPY\'d from environment/'
     )
+
+
+@pytest.fixture
+def host_packages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """This host's dpkg status, as the test writes it."""
+    status = tmp_path / "dpkg-status"
+    monkeypatch.setattr(dockerfile_replay, "_DPKG_STATUS", status)
+    dockerfile_replay._host_packages.cache_clear()
+    yield status
+    dockerfile_replay._host_packages.cache_clear()
+
+
+APT_RUN = (
+    "FROM debian:bookworm-slim\nRUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get "
+    "install -y --no-install-recommends {} \\\n    && rm -rf /var/lib/apt/lists/*\nWORKDIR /app\n"
+)
+
+
+def test_installing_debian_packages_the_host_has_is_replayed(
+    tmp_path: Path, host_packages: Path
+) -> None:
+    """The local backend runs on the host's system directories: they provide the packages."""
+    host_packages.write_text(
+        "Package: python3\nStatus: install ok installed\nVersion: 3.11\n\n"
+        "Package: jq\nStatus: deinstall ok config-files\n"
+    )
+    env = context(tmp_path / "has", APT_RUN.format("python3"))
+    assert plan_local_environment(env).workdir == "/app"
+    assert not needs_image_build(env)
+    env = context(tmp_path / "lacks", APT_RUN.format("python3 jq"))
+    assert needs_image_build(env)  # so the task runs from its built image
+    with pytest.raises(DockerfileError) as info:
+        plan_local_environment(env)
+    assert info.value.problem.startswith("RUN installs jq, which this host has not installed")
+    assert "`apt-get install jq`" in info.value.fix
+
+
+def test_without_dpkg_every_run_needs_an_image_build(tmp_path: Path, host_packages: Path) -> None:
+    assert needs_image_build(context(tmp_path, APT_RUN.format("python3")))
 
 
 @pytest.mark.parametrize(

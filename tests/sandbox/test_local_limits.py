@@ -14,7 +14,7 @@ from palaestra.sandbox import SandboxError, SandboxSpec
 from palaestra.sandbox import limits as limits_mod
 from palaestra.sandbox.local import LocalBackend
 from tests.procs import eventually, host_pids, new_marker
-from tests.sandbox.conftest import RUN_PREFIX, new_run_id
+from tests.sandbox.conftest import RUN_PREFIX, build_test_rootfs, new_run_id
 
 pytestmark = pytest.mark.skipif(
     shutil.which("bwrap") is None or os.geteuid() != 0, reason="needs bubblewrap, as root"
@@ -200,12 +200,21 @@ async def test_rootfs_runs_on_it_with_a_discarded_overlay(
         assert (await sandbox.exec("test -e /etc/added")).exit_code == 1
 
 
-async def test_rootfs_without_python_is_a_clear_error(
-    backend: LocalBackend, tmp_path: Path
-) -> None:
-    (tmp_path / "empty-root/usr/bin").mkdir(parents=True)
-    with pytest.raises(SandboxError, match=r"has no /usr/bin/python3.*python3-minimal"):
-        await backend.create(SandboxSpec(rootfs=tmp_path / "empty-root"))
+async def test_rootfs_without_python_or_shell_runs(backend: LocalBackend, tmp_path: Path) -> None:
+    """The helper brings its own runtime: a distroless-like root (no python3, no /bin/sh) works,
+    and its users come from its own /etc/passwd."""
+    rootfs = build_test_rootfs(tmp_path / "bare-root", commands=("cat", "id"))
+    (rootfs / "etc/passwd").write_text("root:x:0:0::/root:/x\napp:x:1234:99::/home/app:/x\n")
+    async with await backend.create(SandboxSpec(rootfs=rootfs)) as sandbox:
+        assert not (rootfs / "usr/bin/python3").exists() and not (rootfs / "bin/sh").exists()
+        res = await sandbox.exec(["cat", "/etc/os-release"])
+        assert res.stdout == "ID=palaestra-test-rootfs\n", res
+        assert (await sandbox.exec(["sh", "-c", "true"])).exit_code == 127
+        res = await sandbox.exec(["id", "-u"], user="app", env={"SEEN": "1"})
+        assert res.stdout == "1234\n", res
+
+
+async def test_bad_rootfs_specs_are_clear_errors(backend: LocalBackend, tmp_path: Path) -> None:
     with pytest.raises(SandboxError, match="is not a directory"):
         await backend.create(SandboxSpec(rootfs=tmp_path / "missing"))
     with pytest.raises(SandboxError, match="rootfs"):

@@ -1,36 +1,41 @@
 """The docker backend: each sandbox is a container on the real Docker engine.
 
-The container's main process (pid 1) is the same stdlib-only helper the local backend uses
-(:mod:`palaestra.sandbox._helper`, bind-mounted read-only at ``/.palaestra/_helper`` and run
-by the image's ``python3``). The host attaches to the container's stdin/stdout once, before
-starting it, and drives the helper over that stream with :class:`~palaestra.sandbox._channel.
-HelperChannel` (exec and file transfers are :class:`~palaestra.sandbox.channel_sandbox.
-ChannelSandbox`'s): an exec is one round trip on an open connection, not a ``docker exec``.
+The container's pid 1 is the helper the local backend uses, on its own runtime (bound read-only at
+``/.palaestra``: :mod:`palaestra.sandbox.helper_runtime`), so any image works. The image's
+``ENTRYPOINT`` is kept (Harbor overrides only the command): the helper runs it, followed by
+:data:`HARBOR_COMMAND`, as the sandbox's *service*, which ``kill_all`` spares. The host attaches to
+the container's stdin/stdout once, before starting it, and drives the helper over that stream with
+:class:`~palaestra.sandbox._channel.HelperChannel` (exec and file transfers are
+:class:`~palaestra.sandbox.channel_sandbox.ChannelSandbox`'s): an exec is one round trip on an open
+connection, not a ``docker exec``.
 
 Engine calls (create, start, remove, list, images) go through aiodocker. The attach stream is
 opened on a raw connection to the engine's unix socket (:mod:`palaestra.sandbox.docker_attach`):
-the protocol needs a writer that sends at once (a cancel frame is written without waiting),
-which aiodocker's attach stream does not offer, and the engine's stdout framing is decoded there.
+the protocol needs a writer that sends at once (a cancel frame is written without waiting), which
+aiodocker's attach stream does not offer, and the engine's stdout framing is decoded there.
 
-Limits: ``cpus`` (CPU quota), ``memory_mb`` (no swap on top), ``pids_limit`` (by default the
-local backend's :data:`~palaestra.sandbox.limits.DEFAULT_PIDS_LIMIT`) and ``network``
-(``none``: no interface but loopback; ``public``: the default bridge) are enforced by the
-engine. ``storage_mb`` (what the container may write) becomes a ``size`` storage option where
-the engine's storage driver supports one: overlay2 on xfs with project quotas or btrfs (the
-data roots ``scripts/provision-docker.sh`` sets up; on btrfs the image's size is added, since
-btrfs counts it), zfs. Elsewhere it is not enforced and a warning says so once per backend. The image must provide ``python3`` (3.9+).
+Limits: ``cpus`` (CPU quota; more than the host's CPU count is lowered to it, warning once, and
+:attr:`DockerSandbox.limits` says so), ``memory_mb`` (no swap on top), ``pids_limit`` (by default
+the local backend's :data:`~palaestra.sandbox.limits.DEFAULT_PIDS_LIMIT`) and ``network``
+(``none``: no interface but loopback; ``public``: the default bridge) are enforced by the engine.
+``storage_mb`` (what the container may write) becomes a ``size`` storage option where the engine's
+storage driver supports one: overlay2 on xfs with project quotas or btrfs (the data roots
+``scripts/provision-docker.sh`` sets up; on btrfs the image's size is added, since btrfs counts
+it), zfs. Elsewhere it is not enforced and a warning says so once per backend.
 
 Every container carries ``palaestra.run_id``, ``palaestra.sandbox`` and its owner (boot id, pid
-namespace, pid and start time of the process that made it: :func:`owner_label`). It is created with ``AutoRemove`` and ``StdinOnce``: when the owning
-process dies, its attach connection closes, the helper reads EOF and exits, and the engine
-removes the container. :func:`reclaim_docker_leftovers` removes what remains of dead owners
-(e.g. a container created but never started) when a backend creates its first sandbox.
+namespace, pid and start time of the process that made it: :func:`owner_label`). It is created with
+``AutoRemove`` and ``StdinOnce``: when the owning process dies, its attach connection closes, the
+helper reads EOF and exits, and the engine removes the container. :func:`reclaim_docker_leftovers`
+removes what remains of dead owners (e.g. a container created but never started) when a backend
+creates its first sandbox.
 """
 
 from __future__ import annotations
 
 import asyncio
 import io
+import json
 import logging
 import os
 import re
@@ -45,12 +50,7 @@ from typing import Any
 import aiodocker
 from aiodocker.exceptions import DockerError
 
-from palaestra.sandbox._channel import (
-    HELPER_BOOT,
-    HELPER_DIR_IN_SANDBOX,
-    HelperChannel,
-    sandbox_path,
-)
+from palaestra.sandbox._channel import HELPER_DIR_IN_SANDBOX, HelperChannel, sandbox_path
 from palaestra.sandbox.base import (
     Command,
     ExecResult,
@@ -63,6 +63,7 @@ from palaestra.sandbox.base import (
 )
 from palaestra.sandbox.channel_sandbox import ChannelSandbox
 from palaestra.sandbox.docker_attach import AttachedStream, attach
+from palaestra.sandbox.helper_runtime import helper_argv, helper_runtime
 from palaestra.sandbox.janitor import RUN_ID_LABEL, proc_stat, process_start_time
 from palaestra.sandbox.limits import DEFAULT_PIDS_LIMIT
 
@@ -79,8 +80,8 @@ PROVISION_HINT = (
     "debian:bookworm-slim; no registry needed)"
 )
 
-_HELPER = Path(__file__).with_name("_helper")
-_HELPER_IN_SANDBOX = f"{HELPER_DIR_IN_SANDBOX}/_helper"
+#: What Harbor runs as the command of a task's container (after the image's ENTRYPOINT).
+HARBOR_COMMAND = ["sh", "-c", "sleep infinity"]
 _STICKY_DIRS = frozenset({"/tmp", "/var/tmp"})
 _START_TIMEOUT_S = 60.0
 _CLOSE_TIMEOUT_S = 30.0
@@ -103,10 +104,8 @@ def docker_socket() -> str:
 
 
 async def docker_unavailable() -> str | None:
-    """Why the docker backend cannot run here (with the fix), or None when it can.
-
-    Checks that the engine answers and that the default image is present.
-    """
+    """Why the docker backend cannot run here (with the fix), or None when it can: the engine
+    must answer and have the default image."""
     try:
         socket_path = docker_socket()
     except SandboxError as exc:
@@ -169,9 +168,7 @@ def _owner_gone(label: str, machine: str) -> bool:
 
 async def reclaim_docker_leftovers(docker: aiodocker.Docker | None = None) -> int:
     """Remove the palaestra containers whose owning process is gone; return how many.
-
-    Containers of live owners (this process included) are never touched.
-    """
+    Containers of live owners (this process included) are never touched."""
     if docker is None:
         async with _client() as client:
             return await reclaim_docker_leftovers(client)
@@ -218,11 +215,9 @@ async def ensure_image(docker: aiodocker.Docker, image: str) -> dict[str, Any]:
 
 
 class DockerBackend(SandboxBackend):
-    """Creates sandboxes as containers on the local Docker engine.
-
-    ``image`` is used for specs that name none. Before its first sandbox, a backend removes the
-    containers of dead owners (see :func:`reclaim_docker_leftovers`).
-    """
+    """Creates sandboxes as containers on the local Docker engine. ``image`` is used for specs
+    that name none. Before its first sandbox, a backend removes the containers of dead owners
+    (see :func:`reclaim_docker_leftovers`)."""
 
     name = "docker"
 
@@ -236,6 +231,8 @@ class DockerBackend(SandboxBackend):
         self._storage_opt_supported: bool | None = None
         self._storage_driver: str | None = None
         self._owner = owner_label()
+        self._runtime: Path | None = None
+        self._cpus_warned = False
 
     async def create(self, spec: SandboxSpec) -> DockerSandbox:
         if spec.rootfs is not None:
@@ -257,7 +254,11 @@ class DockerBackend(SandboxBackend):
             image_info = await ensure_image(docker, image)
             if self._storage_driver is None:
                 self._storage_driver = (await docker.system.info()).get("Driver", "")
-            config = self._container_config(spec, image, workdir, sandbox_id)
+            if self._runtime is None:
+                self._runtime = await asyncio.to_thread(helper_runtime)
+            entrypoint = (image_info.get("Config") or {}).get("Entrypoint") or []
+            config = self._container_config(spec, image, workdir, sandbox_id, entrypoint)
+            sandbox.limits = self._cpus(spec, config)
             if "StorageOpt" in config["HostConfig"] and self._storage_driver == "btrfs":
                 # btrfs limits what a container references, the image's files included.
                 size_mb = spec.storage_mb + (image_info.get("Size", 0) >> 20) + 1
@@ -273,10 +274,10 @@ class DockerBackend(SandboxBackend):
         await asyncio.gather(*(sandbox.close() for sandbox in list(self._open)))
 
     def _container_config(
-        self, spec: SandboxSpec, image: str, workdir: str, sandbox_id: str
+        self, spec: SandboxSpec, image: str, workdir: str, sandbox_id: str, entrypoint: list[str]
     ) -> dict[str, Any]:
         host: dict[str, Any] = {
-            "Binds": [f"{_HELPER}:{_HELPER_IN_SANDBOX}:ro"]
+            "Binds": [f"{self._runtime}:{HELPER_DIR_IN_SANDBOX}:ro"]
             + [
                 f"{m.source.absolute()}:{sandbox_path(m.target)}:{'ro' if m.read_only else 'rw'}"
                 for m in spec.mounts
@@ -288,17 +289,17 @@ class DockerBackend(SandboxBackend):
             "SecurityOpt": ["no-new-privileges"],
             "Init": False,
         }
-        if spec.cpus is not None:
-            host["NanoCpus"] = int(spec.cpus * 1e9)
         if spec.memory_mb is not None:
             host["Memory"] = host["MemorySwap"] = spec.memory_mb << 20
         host["PidsLimit"] = spec.pids_limit or DEFAULT_PIDS_LIMIT
         if spec.storage_mb is not None and self._storage_opt_supported is not False:
             host["StorageOpt"] = {"size": f"{spec.storage_mb}M"}
+        service = {"service": [*entrypoint, *HARBOR_COMMAND]} if entrypoint else {}
+        helper = helper_argv(json.dumps(service) if service else None)
         return {
             "Image": image,
-            "Entrypoint": ["python3"],
-            "Cmd": ["-I", "-S", "-B", "-c", HELPER_BOOT],
+            "Entrypoint": helper[:1],
+            "Cmd": helper[1:],
             "WorkingDir": workdir,
             "Env": [f"{k}={v}" for k, v in spec.env.items()],
             "Hostname": spec.hostname,
@@ -316,6 +317,19 @@ class DockerBackend(SandboxBackend):
             "Tty": False,
             "HostConfig": host,
         }
+
+    def _cpus(self, spec: SandboxSpec, config: dict[str, Any]) -> str:
+        """Set ``spec.cpus`` as the quota, at most the host's CPUs; the sandbox's limits."""
+        cpus, host_cpus = spec.cpus, os.cpu_count() or 1
+        if cpus is None:
+            return "cpus unlimited"
+        config["HostConfig"]["NanoCpus"] = int(min(cpus, host_cpus) * 1e9)
+        if cpus <= host_cpus:
+            return f"cpus {cpus:g}"
+        if not self._cpus_warned:
+            self._cpus_warned = True
+            log.warning("sandboxes ask for %g CPUs; this host has %d", cpus, host_cpus)
+        return f"cpus {host_cpus} (asked for {cpus:g}; the host has {host_cpus})"
 
     def _storage_opt_refused(self, config: dict[str, Any]) -> bool:
         """After the engine refused StorageOpt: drop it (warning once) and say to retry."""
@@ -351,6 +365,7 @@ class DockerSandbox(ChannelSandbox):
         self._attach: AttachedStream | None = None
         self._closing: asyncio.Future[None] | None = None
         self._oom_kills_seen = 0
+        self.limits = "not started"  # the CPU quota applied: see DockerBackend._cpus
 
     @property
     def closed(self) -> bool:
@@ -382,7 +397,7 @@ class DockerSandbox(ChannelSandbox):
         try:
             await container.start()
         except DockerError as exc:
-            raise SandboxError(_start_failure(config["Image"], exc.message, self.id)) from exc
+            raise SandboxError(f"cannot start container for {self.id}: {exc.message}") from exc
         await self._channel.ready(_START_TIMEOUT_S)
 
     def _name(self) -> str:
@@ -390,9 +405,6 @@ class DockerSandbox(ChannelSandbox):
 
     async def _death_report(self) -> SandboxError:
         tail = self._attach.stderr_tail() if self._attach is not None else ""
-        missing = "python3" in tail and ("not found" in tail or "No such file" in tail)
-        if missing:
-            return SandboxError(_start_failure(self.spec.image or DEFAULT_IMAGE, tail, self.id))
         return SandboxError(
             f"sandbox {self.id} (container {self.container_id}) stopped unexpectedly"
             + (f": {tail}" if tail else "")
@@ -467,18 +479,6 @@ async def _remove(docker: aiodocker.Docker, container_id: str) -> None:
     raise SandboxError(
         f"container {container_id} was still there {_CLOSE_TIMEOUT_S:.0f}s after removal"
     )
-
-
-def _start_failure(image: str, message: str, sandbox_id: str) -> str:
-    if "python3" in message:
-        return (
-            f"sandbox {sandbox_id}: image {image!r} has no python3, which the docker backend "
-            "needs for its in-container helper; add it to the image (e.g. `RUN apt-get install "
-            "-y python3` on Debian, `RUN apk add python3` on Alpine) or base the task on "
-            f"{DEFAULT_IMAGE} / debian:bookworm-slim as built by scripts/provision-docker.sh "
-            f"(engine said: {message.strip()})"
-        )
-    return f"cannot start container for {sandbox_id}: {message.strip()}"
 
 
 def _initial_files(spec: SandboxSpec) -> bytes | None:

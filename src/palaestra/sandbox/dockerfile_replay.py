@@ -23,7 +23,12 @@ What each instruction does here (Docker's semantics unless said otherwise):
   ``--from`` (another stage or image), ``--chmod`` and other flags, heredocs, ``ADD`` of a URL or
   of a local tar archive (Docker would download or unpack it), and any ``COPY`` while
   ``environment/.dockerignore`` exists (it is not applied here).
-* ``RUN``: refused; its effects on the filesystem cannot be replayed.
+* ``RUN``: refused (its effects on the filesystem cannot be replayed), except a step that only
+  installs Debian packages (``apt-get update``, ``apt-get install [-y] [--no-install-recommends]
+  PACKAGES``, ``apt-get clean``, ``rm -rf /var/lib/apt/lists/*``, joined by ``&&``) whose
+  packages are all installed on this host: the local backend runs on the host's system
+  directories, which then provide them (:func:`host_packages_missing`). Otherwise the task runs
+  from its built image (see :func:`needs_image_build`).
 * ``ENTRYPOINT``: refused; Harbor's Docker environment starts the container through it, so it
   may start services the task needs.
 * ``USER``: ``root`` (or ``0``) is accepted; any other user is refused, since the local backend
@@ -41,9 +46,11 @@ Windows-image backtick) is refused.
 
 from __future__ import annotations
 
+import functools
 import glob
 import posixpath
 import re
+import shlex
 import tarfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -78,6 +85,14 @@ _IGNORED = frozenset(
         "MAINTAINER",
     }
 )
+_APT_FLAGS = frozenset({"-y", "--yes", "-q", "-qq", "--quiet", "--no-install-recommends"})
+_APT_HOUSEKEEPING = (
+    ["apt-get", "update"],
+    ["apt-get", "clean"],
+    ["rm", "-rf", "/var/lib/apt/lists/*"],
+)
+_PACKAGE = re.compile(r"[a-z0-9][a-z0-9+.-]+")
+_DPKG_STATUS = Path("/var/lib/dpkg/status")
 _URL = re.compile(r"^([a-z][a-z0-9+.-]*://|git@)", re.IGNORECASE)
 _GLOB_CHARS = re.compile(r"[*?\[]")
 
@@ -135,14 +150,64 @@ def plan_local_environment(
 
 
 def needs_image_build(environment_dir: Path) -> bool:
-    """Whether ``environment_dir/Dockerfile`` has steps only an image build can do: ``RUN``, or
-    several ``FROM`` (a multi-stage build). Such a task runs on the local backend only from a
-    root filesystem exported from the built image (see :mod:`palaestra.sandbox.images`)."""
+    """Whether ``environment_dir/Dockerfile`` has steps only an image build can do: ``RUN``
+    (but an install of Debian packages this host has), or several ``FROM`` (a multi-stage
+    build). Such a task runs on the local backend only from a root filesystem exported from
+    the built image (see :mod:`palaestra.sandbox.images`)."""
     dockerfile = Path(environment_dir) / "Dockerfile"
     if not dockerfile.is_file():
         return False
-    keywords = [i.keyword for i in parse_dockerfile(dockerfile.read_text(encoding="utf-8"))]
-    return "RUN" in keywords or keywords.count("FROM") > 1
+    instructions = parse_dockerfile(dockerfile.read_text(encoding="utf-8"))
+    keywords = [i.keyword for i in instructions]
+    replayable = all(
+        (packages := apt_packages(i.value)) is not None and not host_packages_missing(packages)
+        for i in instructions
+        if i.keyword == "RUN"
+    )
+    return not replayable or keywords.count("FROM") > 1
+
+
+def apt_packages(command: str) -> tuple[str, ...] | None:
+    """The packages a ``RUN`` command installs when all it does is install Debian packages with
+    apt-get (see the module's docstring), else None."""
+    packages: list[str] = []
+    for part in command.split("&&"):
+        try:
+            step = shlex.split(part)
+        except ValueError:
+            return None
+        while step and step[0].startswith("DEBIAN_FRONTEND="):
+            del step[0]
+        if step in _APT_HOUSEKEEPING:
+            continue
+        names = [word for word in step[2:] if word not in _APT_FLAGS]
+        if step[:2] != ["apt-get", "install"] or not names:
+            return None
+        if not all(_PACKAGE.fullmatch(name) for name in names):
+            return None
+        packages += names
+    return tuple(packages) or None
+
+
+def host_packages_missing(packages: tuple[str, ...]) -> list[str]:
+    """Which of ``packages`` this host has not installed (all of them without dpkg)."""
+    installed = _host_packages()
+    return [p for p in packages if p not in installed]
+
+
+@functools.cache
+def _host_packages() -> frozenset[str]:
+    """The Debian packages installed on this host, from dpkg's status file (read once)."""
+    try:
+        text = _DPKG_STATUS.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return frozenset()
+    names = set()
+    for stanza in text.split("\n\n"):
+        fields = dict(re.findall(r"^(Package|Status): (.*)$", stanza, re.MULTILINE))
+        if fields.get("Status", "").endswith(" installed") and "Package" in fields:
+            names.add(fields["Package"])
+    return frozenset(names)
 
 
 class _Replay:
@@ -181,11 +246,7 @@ class _Replay:
             elif ins.keyword == "USER":
                 self._user(ins.value)
             elif ins.keyword == "RUN":
-                self._fail(
-                    "RUN is not supported by the local sandbox backend (it runs on the host's "
-                    "root filesystem)",
-                    fix=f"{_DOCKER_BACKEND}, or move the setup into files COPY'd from environment/",
-                )
+                self._run(ins.value)
             elif ins.keyword == "ENTRYPOINT":
                 self._fail(
                     "ENTRYPOINT is not supported by the local sandbox backend (Harbor starts the "
@@ -202,6 +263,22 @@ class _Replay:
             env=dict(self.env),
             files=dict(self.files),
         )
+
+    def _run(self, command: str) -> None:
+        packages = apt_packages(command)
+        if packages is None:
+            self._fail(
+                "RUN is not supported by the local sandbox backend (it runs on the host's "
+                "root filesystem), except to install Debian packages the host has",
+                fix=f"{_DOCKER_BACKEND}, or move the setup into files COPY'd from environment/",
+            )
+        if missing := host_packages_missing(packages):
+            self._fail(
+                f"RUN installs {', '.join(missing)}, which this host has not installed (the "
+                "local backend runs on the host's system directories)",
+                fix=f"install them on the host (`apt-get install {' '.join(missing)}`), or "
+                f"{_DOCKER_BACKEND}",
+            )
 
     def _fail(self, problem: str, *, fix: str) -> NoReturn:
         raise DockerfileError(problem, fix=fix, line=self.line)

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from palaestra.env.sandbox_spec import local_plan
+from palaestra.sandbox.dockerfile import parse_dockerfile
+from palaestra.sandbox.dockerfile_replay import apt_packages
 from tests.tasks.starter.pack import (
     ALLOWED_DOCKERFILE_INSTRUCTIONS,
     CATEGORIES,
@@ -45,9 +47,9 @@ def test_task_layout_and_metadata(task_id: str) -> None:
     for rel in ("instruction.md", "environment/Dockerfile", "tests/test.sh", "solution/solve.sh"):
         assert (task_dir / rel).is_file(), f"{task_id}: {rel} is missing"
     assert len((task_dir / "instruction.md").read_text().strip()) > 200
-    for line in (task_dir / "environment" / "Dockerfile").read_text().splitlines():
-        if line.strip() and not line.lstrip().startswith("#"):
-            assert line.split()[0].upper() in ALLOWED_DOCKERFILE_INSTRUCTIONS, line
+    for ins in parse_dockerfile((task_dir / "environment" / "Dockerfile").read_text()):
+        assert ins.keyword in ALLOWED_DOCKERFILE_INSTRUCTIONS, ins
+        assert ins.keyword != "RUN" or apt_packages(ins.value) == ("python3",), ins
     task = TASKS.get(task_id)  # what the Harbor loader makes of it
     assert (task.category, task.difficulty) == (meta["category"], meta["difficulty"])
     assert task.network == task.verifier_network == "none", "starter tasks run offline"

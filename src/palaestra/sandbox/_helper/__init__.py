@@ -1,13 +1,16 @@
 """The sandbox's pid 1: it runs commands for the host and reaps orphans.
 
-This package is not imported by palaestra to run it: the sandbox's own Python imports it.
-bubblewrap (local backend) or Docker (docker backend) puts this directory at
-``/.palaestra/_helper`` and starts ``python3 -I -S`` with a one-line boot that puts
-``/.palaestra`` on ``sys.path`` and calls :func:`_helper.server.main`, as pid 1 of the sandbox
-(``--as-pid-1``). So it uses the standard library only, imports its own modules relatively,
-runs on the sandbox's Python (3.9+) and must start fast: it imports only modules built into
+This package is not imported by palaestra to run it: a Python inside the sandbox imports it.
+bubblewrap (local backend) or Docker (docker backend) mounts the helper's runtime bundle
+(:mod:`palaestra.sandbox.helper_runtime`: the host's interpreter, its libraries and loader, the
+stdlib modules used here and this package, compiled) at ``/.palaestra`` and starts its
+``python3 -I -S`` with a one-line boot that puts ``/.palaestra`` on ``sys.path`` and calls
+:func:`_helper.server.main`, as pid 1 of the sandbox (``--as-pid-1``). Nothing of the image is
+used but ``/bin/sh`` (when there is one) and ``/etc/passwd``. So it uses the standard library
+only, imports its own modules relatively and must start fast: it imports only modules built into
 the interpreter or tiny ones (no ``json``, ``subprocess``, ``signal``, ``selectors``: each costs
-milliseconds; ``ctypes`` is imported for one prctl).
+milliseconds; ``ctypes`` is imported for one prctl). A module imported inside a function must
+be named in the bundle's probe (module-level imports are found by importing this package).
 
 The host talks to it over stdin/stdout in frames: an 8-byte header (JSON length, blob length;
 big-endian u32), a JSON object, then raw bytes. Every request carries an ``id`` that its
@@ -21,7 +24,8 @@ Requests (``op``): ``exec`` (blob = stdin) answered with ``exit_code``, ``timed_
 ``truncated``, ``oom_killed`` and ``stdout_len`` (blob = stdout + stderr); ``kill_all``
 answered once every other process is gone; ``cancel`` (no answer) kills a running command's
 tree. A failed request is answered with ``error``. The optional first argument is a JSON
-configuration (cgroup file descriptors, rlimits; see :class:`~.server.Helper`); without it, a
+configuration (cgroup file descriptors, rlimits, a ``service`` to start: the image's
+entrypoint, which ``kill_all`` spares; see :class:`~.server.Helper`); without it, a
 command is tracked by its process group, its session, its descendants and a marker in its
 environment (``PALAESTRA_EXEC=<id>``, inherited by everything it starts, so a ``setsid`` double
 fork is still found).

@@ -78,6 +78,8 @@ class Helper:
         self.oom_fd: int | None = config.get("oom_fd")
         self.oom_file: str = config.get("oom_file", "")
         self.rlimit_as: int | None = config.get("rlimit_as")
+        # The image's entrypoint (docker backend), started beside the helper: its session.
+        self.service: int | None = None
         self.leftover_cgroups: set[str] = set()  # of answered commands, still holding processes
         self.poll = select.poll()
         self.handlers: dict[int, Callable[[int], None]] = {}
@@ -157,8 +159,8 @@ class Helper:
         op = head["op"]
         if op == "exec":
             self._start(head, blob)
-        elif op == "kill_all":
-            kill_tree(lambda pid, ppid, pgrp, sid: True, self._reap)
+        elif op == "kill_all":  # all but the service
+            kill_tree(lambda pid, ppid, pgrp, sid: sid != self.service, self._reap)
             self._remove_cgroups(self.leftover_cgroups)
             self._send({"id": head["id"]})
         elif op == "cancel":
@@ -212,6 +214,15 @@ class Helper:
             os.set_blocking(in_fd, False)
             self.writers[in_fd] = cmd
             self._watch(in_fd, _OUT, self._on_stdin)
+
+    def start_service(self, argv: list[str]) -> None:
+        """Start ``argv`` (the image's entrypoint and Harbor's command) in a session of its own,
+        in the helper's directory and environment, its output on the helper's stderr."""
+        self.service = os.posix_spawnp(
+            argv[0], argv, self.env, setsid=True, setsigdef=(_signal.SIGPIPE, _signal.SIGXFSZ),
+            file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                          (os.POSIX_SPAWN_DUP2, 2, 1)],
+        )  # fmt: skip
 
     def _answer(self, cmd: _Command) -> None:
         del self.commands[cmd.request_id]
@@ -360,4 +371,8 @@ def main() -> None:
     is the JSON configuration of :class:`Helper`."""
     _make_undumpable()
     _keep_fds_to_self()
-    Helper(loads(sys.argv[1].encode()) if len(sys.argv) > 1 else {}).serve()
+    config = loads(sys.argv[1].encode()) if len(sys.argv) > 1 else {}
+    helper = Helper(config)
+    if config.get("service"):
+        helper.start_service(config["service"])
+    helper.serve()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import _signal  # not `signal`: its enums import `enum`, `re`... (milliseconds at every start)
 import errno
 import os
-import pwd
 
 
 def resolve_user(
@@ -14,20 +13,38 @@ def resolve_user(
     """``(uid, gid)`` for ``user`` (a name or id from /etc/passwd, or any numeric id).
 
     Like ``docker exec -u``, HOME follows the user's passwd entry unless the caller set it.
+    /etc/passwd is read directly, not through the C library's NSS (the helper's C library is
+    not the image's, whose NSS modules and configuration it must not load).
     """
     if user is None:
         return None, None
     if isinstance(user, str) and user.isdigit():
         user = int(user)
-    try:
-        entry = pwd.getpwnam(user) if isinstance(user, str) else pwd.getpwuid(user)
-    except KeyError:
+    entry = _passwd_entry(user)
+    if entry is None:
         if isinstance(user, str):
-            raise ValueError(f"no user {user!r} in the sandbox's /etc/passwd") from None
+            raise ValueError(f"no user {user!r} in the sandbox's /etc/passwd")
         return user, user
+    uid, gid, home = entry
     if "HOME" not in env_overrides:
-        env["HOME"] = entry.pw_dir
-    return entry.pw_uid, entry.pw_gid
+        env["HOME"] = home
+    return uid, gid
+
+
+def _passwd_entry(user: str | int) -> tuple[int, int, str] | None:
+    """``(uid, gid, home)`` of the first /etc/passwd line naming ``user`` (by name or uid)."""
+    try:
+        with open("/etc/passwd", "rb") as f:
+            lines = f.read().decode(errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        fields = line.split(":")
+        if len(fields) < 7 or not fields[2].isdigit() or not fields[3].isdigit():
+            continue
+        if fields[0] == user if isinstance(user, str) else int(fields[2]) == user:
+            return int(fields[2]), int(fields[3]), fields[5]
+    return None
 
 
 def spawn(

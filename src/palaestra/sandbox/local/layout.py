@@ -3,8 +3,9 @@ bubblewrap command line that builds its file system.
 
 A sandbox lives in ``<state_dir>/<run_id>/<sandbox_id>/``: ``meta.json`` (its record for the
 janitor), ``fs/`` (the host directories behind its writable directories, and a root
-filesystem's writable layer) and ``root/`` (the overlay a root filesystem runs on). The helper's
-source and bytecode live once per state directory, beside it. The functions that touch the disk
+filesystem's writable layer) and ``root/`` (the overlay a root filesystem runs on). The helper
+runs on its own runtime (:mod:`palaestra.sandbox.helper_runtime`), bound read-only at
+``/.palaestra``: a root filesystem needs no Python of its own. The functions that touch the disk
 are blocking: callers run them in a thread.
 """
 
@@ -13,19 +14,16 @@ from __future__ import annotations
 import dataclasses
 import errno
 import functools
-import hashlib
-import importlib.util
 import json
 import os
 import posixpath
-import py_compile
 import shutil
 import stat
-import threading
 from pathlib import Path
 
-from palaestra.sandbox._channel import HELPER_BOOT, HELPER_DIR_IN_SANDBOX, sandbox_path
+from palaestra.sandbox._channel import HELPER_DIR_IN_SANDBOX, sandbox_path
 from palaestra.sandbox.base import SandboxSpec, SandboxSpecError
+from palaestra.sandbox.helper_runtime import helper_argv, helper_runtime
 from palaestra.sandbox.janitor import RUN_ID_LABEL, SandboxMeta
 from palaestra.sandbox.limits import SandboxLimits, apply_limits, mounts_under, unmount
 from palaestra.sandbox.limits import mount as mount_fs
@@ -58,9 +56,6 @@ CAPABILITIES = (
     "CAP_AUDIT_WRITE", "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL",
     "CAP_NET_BIND_SERVICE", "CAP_SETFCAP", "CAP_SETGID", "CAP_SETUID", "CAP_SYS_CHROOT",
 )  # fmt: skip
-
-_HELPER = Path(__file__).parent.parent / "_helper"
-_PYTHON = "/usr/bin/python3"
 
 
 def _is_within(path: str, parent: str) -> bool:
@@ -126,7 +121,7 @@ def populate(
             if attempt == 2:
                 raise
     meta.write(sandbox_dir)
-    _helper_dir(state_dir)  # made once per process, here rather than on the event loop
+    helper_runtime()  # made once, here rather than on the event loop
     if spec.rootfs is None:
         _system_dir_args()
     else:
@@ -162,13 +157,6 @@ def _check_rootfs(rootfs: Path) -> None:
         raise SandboxSpecError(
             f"SandboxSpec.rootfs {rootfs}: overlayfs cannot take a path with ',', ':' or '\\'; "
             "move or link it elsewhere"
-        )
-    python = rootfs / _PYTHON.lstrip("/")
-    if not (python.exists() or python.is_symlink()):
-        raise SandboxSpecError(
-            f"SandboxSpec.rootfs {rootfs} has no {_PYTHON}: the local backend runs its helper "
-            "with the image's Python 3.9+. Install it in the image (Debian: "
-            "`apt-get install -y python3-minimal`) or use the docker backend"
         )
 
 
@@ -215,7 +203,7 @@ def bwrap_args(
         binds.append(
             ("--ro-bind" if mount.read_only else "--bind", str(mount.source), mount.target)
         )
-    binds.append(("--ro-bind", str(_helper_dir(sandbox_dir.parent.parent)), HELPER_DIR_IN_SANDBOX))
+    binds.append(("--ro-bind", str(helper_runtime()), HELPER_DIR_IN_SANDBOX))
     made: set[str] = set()
     for kind, source, target in binds:
         argv += [*_make_parents(sandbox_path(target), made), kind, source, target]
@@ -225,50 +213,7 @@ def bwrap_args(
     for key, value in {**BASE_ENV, **spec.env}.items():
         argv += ["--setenv", key, value]
     config = json.dumps(limits.helper, separators=(",", ":"))
-    return [*argv, "--", _PYTHON, "-I", "-S", "-B", "-c", HELPER_BOOT, config]
-
-
-_helper_dir_lock = threading.Lock()
-
-
-def _helper_dir(state_dir: Path) -> Path:
-    with _helper_dir_lock:  # creation threads run concurrently
-        made = _make_helper_dir(state_dir)
-        if not (made / "_helper").is_dir():  # removed by hand meanwhile
-            _make_helper_dir.cache_clear()
-            made = _make_helper_dir(state_dir)
-        return made
-
-
-@functools.cache
-def _make_helper_dir(state_dir: Path) -> Path:
-    """``<state_dir>-helper/<hash>/_helper/``: the helper package's sources and their bytecode
-    for this Python version, made once (beside the state directory, which janitors sweep). An
-    interpreter of another version inside a root filesystem finds no bytecode of its own there
-    and compiles the sources (a few milliseconds more per start)."""
-    sources = {path.name: path.read_bytes() for path in sorted(_HELPER.glob("*.py"))}
-    digest = hashlib.sha256(
-        b"".join(name.encode() + b"\0" + data for name, data in sources.items())
-    )
-    target = Path(f"{state_dir}-helper") / digest.hexdigest()[:16]
-    if not (target / "_helper").is_dir():
-        tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        (tmp / "_helper").mkdir(parents=True)
-        for name in sources:
-            copy = tmp / "_helper" / name
-            shutil.copy2(_HELPER / name, copy)
-            py_compile.compile(
-                str(copy),
-                cfile=importlib.util.cache_from_source(str(copy)),
-                dfile=f"{HELPER_DIR_IN_SANDBOX}/_helper/{name}",
-                doraise=True,
-            )
-        try:
-            tmp.rename(target)
-        except OSError:  # made meanwhile by another process
-            shutil.rmtree(tmp, ignore_errors=True)
-    return target
+    return [*argv, "--", *helper_argv(config)]
 
 
 @functools.cache

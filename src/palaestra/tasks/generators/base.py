@@ -209,6 +209,8 @@ def module_version(fn: Callable[..., object]) -> str:
 
 DOCKERFILE = """\
 FROM debian:bookworm-slim
+RUN apt-get update && apt-get install -y --no-install-recommends python3 \\
+    && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY workspace/ /app/
 """

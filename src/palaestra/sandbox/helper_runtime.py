@@ -1,0 +1,188 @@
+"""The helper's own runtime: a Python that runs in any sandbox, whatever its image holds.
+
+The helper (:mod:`palaestra.sandbox._helper`) must run in images without ``python3``
+(distroless, Alpine/musl, JDK-only, a shell-only task on ``debian:bookworm-slim``). So it never
+uses the image's Python, nor its C library: both backends mount a *runtime bundle*, built once on
+the host from the interpreter running palaestra, read-only at
+:data:`~palaestra.sandbox._channel.HELPER_DIR_IN_SANDBOX` and start it through the bundle's own
+dynamic loader (:func:`helper_argv`)::
+
+    /.palaestra/ld.so --library-path /.palaestra/so /.palaestra/bin/python3 -I -S -B -c <boot>
+
+The bundle (:func:`helper_runtime`) holds that interpreter binary, the shared libraries it and
+the helper's extension modules need (found with ``ldd``: libpython, libc, libffi...), the loader
+they name, the standard library modules the helper imports (with their bytecode) under
+``lib/pythonX.Y`` where the interpreter looks for them, and the helper package itself, compiled.
+Nothing is read from the image but ``/bin/sh`` when it has one (see :mod:`._helper.spawn`) and
+``/etc/passwd`` for user names.
+
+It lives in ``$PALAESTRA_HELPER_DIR`` (default ``~/.cache/palaestra/helper``) under a key made of
+the helper's sources and the interpreter's identity (path, size, modification time, version), is
+made atomically (a rename) and reused by every later process. Making it takes a few hundred
+milliseconds, once.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from palaestra.sandbox._channel import HELPER_BOOT, HELPER_DIR_IN_SANDBOX
+from palaestra.sandbox.base import SandboxError
+
+#: Changes whenever the bundle's layout does: part of its key.
+_FORMAT = "1"
+_HELPER = Path(__file__).with_name("_helper")
+#: The modules the helper may import besides its own (and what Python's start-up imports).
+_PROBE = """
+import os, sys
+sys.path.insert(0, sys.argv[1])
+import _helper.server, _helper.spawn, _helper.kill, ctypes, resource
+import encodings.ascii, encodings.latin_1, encodings.utf_8
+files = [m.__file__ for m in list(sys.modules.values()) if getattr(m, "__file__", None)]
+lib = "%s/python%d.%d" % (sys.platlibdir, *sys.version_info[:2])
+print("\\n".join([os.path.dirname(os.__file__), lib, *files]))
+"""
+#: Compiles ``path shown-as`` pairs with the bundle's interpreter (its bytecode tag and magic).
+_COMPILE = """
+import py_compile, sys
+for path, shown_as in zip(sys.argv[1::2], sys.argv[2::2]):
+    py_compile.compile(path, dfile=shown_as, doraise=True)
+"""
+_LDD_LINE = re.compile(r"^\s*(?:(\S+)\s+=>\s+)?(/\S+)\s+\(0x[0-9a-f]+\)\s*$")
+_lock = threading.Lock()
+
+
+def helper_python() -> list[str]:
+    """The bundle's interpreter, started through its own loader, inside a sandbox (the bundle
+    mounted at :data:`HELPER_DIR_IN_SANDBOX`)."""
+    root = HELPER_DIR_IN_SANDBOX
+    return [f"{root}/ld.so", "--library-path", f"{root}/so", f"{root}/bin/python3"]
+
+
+def helper_argv(config: str | None = None) -> list[str]:
+    """The command that starts the helper inside a sandbox; ``config`` is its optional JSON
+    configuration."""
+    argv = [*helper_python(), "-I", "-S", "-B", "-c", HELPER_BOOT]
+    return argv if config is None else [*argv, config]
+
+
+def helper_runtime() -> Path:
+    """The host directory of the runtime bundle, made when missing. Blocking."""
+    with _lock:  # creation threads run concurrently
+        made = _made()
+        if not (made / "ld.so").is_file():  # removed by hand meanwhile
+            _made.cache_clear()
+            made = _made()
+        return made
+
+
+def runtime_cache_dir() -> Path:
+    configured = os.environ.get("PALAESTRA_HELPER_DIR")
+    return Path(configured) if configured else Path.home() / ".cache" / "palaestra" / "helper"
+
+
+def _interpreter() -> Path:
+    """The host's ``/usr/bin/python3`` when there is one (distributions link it statically with
+    libpython: it starts faster), else the interpreter running palaestra (a virtual
+    environment's base)."""
+    system = Path("/usr/bin/python3")
+    if system.is_file():
+        return Path(os.path.realpath(system))
+    return Path(os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable))
+
+
+@functools.cache
+def _made() -> Path:
+    python = _interpreter()
+    digest = hashlib.sha256(f"{_FORMAT}\0{python}\0".encode())
+    st = python.stat()
+    digest.update(f"{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    for path in sorted(_HELPER.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    target = runtime_cache_dir() / digest.hexdigest()[:16]
+    if not (target / "ld.so").is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f"{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            _build(python, tmp)
+            tmp.rename(target)
+        except OSError:
+            if not (target / "ld.so").is_file():
+                raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)  # made meanwhile by another process
+    return target
+
+
+def _build(python: Path, dest: Path) -> None:
+    """Lay the bundle out in ``dest``: see the module's docstring."""
+    for sub in ("bin", "so", "_helper"):
+        (dest / sub).mkdir(parents=True)
+    shutil.copy2(python, dest / "bin" / "python3")
+    stdlib_dir, lib_dir, *modules = _run(
+        [str(python), "-I", "-S", "-c", _PROBE, str(_HELPER.parent)]
+    ).splitlines()
+    stdlib, lib = Path(os.path.realpath(stdlib_dir)), dest / lib_dir
+    binaries, sources = [python], []
+    for name in modules:
+        source = Path(os.path.realpath(name))
+        if not source.is_relative_to(stdlib):
+            continue  # the helper's own modules, copied below
+        copy = lib / source.relative_to(stdlib)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, copy)
+        if copy.suffix == ".py":
+            sources += [str(copy), f"{HELPER_DIR_IN_SANDBOX}/{copy.relative_to(dest)}"]
+        else:
+            binaries.append(source)
+    (lib / "lib-dynload").mkdir(exist_ok=True)  # where the interpreter looks for its prefix
+    if not (lib / "os.py").exists():  # its landmark (os itself may be frozen into it)
+        (lib / "os.py").touch()
+    loader = None
+    for binary in binaries:
+        for soname, path in _needed(binary):
+            if soname is None:
+                loader = path
+            elif not (dest / "so" / soname).exists():
+                shutil.copy2(path, dest / "so" / soname)
+    if loader is None:
+        raise SandboxError(f"cannot find the dynamic loader of {python} (ldd names none)")
+    shutil.copy2(loader, dest / "ld.so")
+    for source in sorted(_HELPER.glob("*.py")):
+        copy = dest / "_helper" / source.name
+        shutil.copy2(source, copy)
+        sources += [str(copy), f"{HELPER_DIR_IN_SANDBOX}/_helper/{source.name}"]
+    _run([str(python), "-I", "-S", "-c", _COMPILE, *sources])
+    for path in [dest, *dest.rglob("*")]:  # the sandbox's users (any uid) read it
+        path.chmod(0o755 if path.is_dir() or os.access(path, os.X_OK) else 0o644)
+
+
+def _needed(binary: Path) -> list[tuple[str | None, str]]:
+    """``(soname, host path)`` of each shared library ``binary`` loads (``ldd``); the loader
+    has no soname."""
+    found = []
+    for line in _run(["ldd", str(binary)]).splitlines():
+        match = _LDD_LINE.match(line)
+        if match:
+            found.append((match[1], os.path.realpath(match[2])))
+    return found
+
+
+def _run(argv: list[str]) -> str:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as exc:
+        detail = getattr(exc, "stderr", "") or exc
+        raise SandboxError(
+            f"cannot build the sandbox helper's runtime ({' '.join(argv[:2])}...: {detail}); "
+            "palaestra needs `ldd` (glibc's libc-bin) on this machine"
+        ) from exc
