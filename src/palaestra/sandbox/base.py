@@ -169,6 +169,16 @@ class Sandbox(abc.ABC):
         """Kill every process started in the sandbox so far (the sandbox stays usable)."""
 
     @abc.abstractmethod
+    async def changed_paths(self, under: tuple[str, ...]) -> list[str]:
+        """The paths inside the absolute directories ``under`` that processes in the sandbox
+        created, changed or deleted since it started, sorted, as the backend's storage sees
+        them (what a process inside cannot hide: a Docker container's diff, the writable layer
+        of a root filesystem's overlay). Directories the backend keeps read-only report
+        nothing; ``spec.files``, ``writable_dirs`` and mounts are not reported reliably (a
+        backend may keep them apart from the root filesystem): ask about system directories.
+        """
+
+    @abc.abstractmethod
     async def close(self) -> None:
         """Kill everything and free all resources. Idempotent."""
 
@@ -326,6 +336,11 @@ class SandboxBackend(abc.ABC):
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Close every sandbox this backend created that is still open; release its resources."""
+
+
+def is_within(path: str, directory: str) -> bool:
+    """Whether the absolute ``path`` is ``directory`` or inside it (no file system access)."""
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
 
 
 _T = TypeVar("_T")

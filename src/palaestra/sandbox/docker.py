@@ -61,8 +61,8 @@ from palaestra.sandbox.base import (
     SandboxSpecError,
     await_to_the_end,
 )
-from palaestra.sandbox.channel_sandbox import ChannelSandbox
 from palaestra.sandbox.docker_attach import AttachedStream, attach
+from palaestra.sandbox.docker_diff import ContainerSandbox
 from palaestra.sandbox.helper_runtime import helper_argv, helper_runtime
 from palaestra.sandbox.janitor import RUN_ID_LABEL, proc_stat, process_start_time
 from palaestra.sandbox.limits import DEFAULT_PIDS_LIMIT
@@ -346,7 +346,7 @@ class DockerBackend(SandboxBackend):
         return True
 
 
-class DockerSandbox(ChannelSandbox):
+class DockerSandbox(ContainerSandbox):
     """A running container driven through its helper; made by :meth:`DockerBackend.create`."""
 
     def __init__(

@@ -74,6 +74,13 @@ class Task:
         return frozenset(str(key) for key in declared)
 
     @property
+    def sealed_system(self) -> bool:
+        """``[metadata] sealed_system = true``: the agent may change only its workspace and the
+        writable directories, never the system's (interpreters, ``PATH`` directories, site
+        packages, ``/etc``); the verifier refuses to run the tests when it did."""
+        return self.config.metadata.get("sealed_system") is True
+
+    @property
     def agent_timeout_sec(self) -> float:
         """``[agent] timeout_sec``; ``math.inf`` when unset (Harbor then sets no limit)."""
         timeout = self.config.agent.timeout_sec

@@ -1,18 +1,22 @@
 """The Harbor verifier: run a task's hidden tests in the agent's sandbox and read the reward.
 
-Harbor's semantics, step by step:
+Harbor's semantics, step by step, inside the phase boundary of :mod:`.boundary`:
 
 1. every agent process is killed (nothing the agent left running may touch the result);
-2. stale reward files in ``/logs/verifier`` are deleted (the agent cannot plant a reward);
+2. ``/logs/verifier`` is created afresh, root-owned (the agent cannot plant a reward, nor a
+   link to one), and ``/tests`` is emptied and made root-only;
 3. ``tests/`` is uploaded to ``/tests`` only now (the agent never saw it);
 4. ``/tests/test.sh`` is made executable and run (its shebang honoured) under the task's
    verifier timeout, with ``[verifier].env`` (``${VAR}`` and ``${VAR:-default}`` resolved from
    the host's environment, as Harbor does);
-5. ``/logs/verifier/reward.json`` (a flat object of numbers) is read first, else
-   ``/logs/verifier/reward.txt`` (one number, stored as ``{"reward": x}``).
+5. every process in the sandbox is killed again, then ``/logs/verifier/reward.json`` (a flat
+   object of numbers) is read first, else ``/logs/verifier/reward.txt`` (one number, stored as
+   ``{"reward": x}``), once :func:`.boundary.check_reward_files` found it a regular root-owned
+   file that nothing changed after ``test.sh`` exited.
 
-A missing, empty or non-numeric reward, or a timeout, is an *error* outcome that keeps the test
-output, never a silent 0: a broken verifier must not look like a failing agent.
+A missing, empty or non-numeric reward, a reward file written after ``test.sh`` ended, or a
+timeout, is an *error* outcome that keeps the test output, never a silent 0: a broken verifier
+must not look like a failing agent.
 """
 
 from __future__ import annotations
@@ -26,11 +30,14 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from palaestra.tasks.paths import (
-    REWARD_JSON,
-    REWARD_TXT,
-    TESTS_DIR,
-    VERIFIER_DIR,
+from palaestra.tasks.paths import REWARD_JSON, REWARD_TXT, TESTS_DIR
+from palaestra.verify.boundary import (
+    PREPARE_SH,
+    RUN_SH,
+    STATE_SH,
+    SYSTEM_DIRS,
+    BoundaryError,
+    check_reward_files,
 )
 
 if TYPE_CHECKING:
@@ -169,11 +176,16 @@ class HarborVerifier:
     ) -> VerifierResult:
         started = time.perf_counter()
         await sandbox.kill_all()
-        prep = await sandbox.exec(
-            f"mkdir -p {TESTS_DIR} {VERIFIER_DIR} && find {TESTS_DIR} -mindepth 1 -delete"
-            f" && rm -rf {REWARD_JSON} {REWARD_TXT}",
-            timeout=60,
-        )
+        changed = await sandbox.changed_paths(SYSTEM_DIRS) if task.sealed_system else []
+        if changed:
+            shown = ", ".join(changed[:8]) + (f" (and {len(changed) - 8} more)" if len(changed) > 8 else "")
+            return VerifierResult(
+                VerifierStatus.ERROR,
+                error=f"the agent changed system paths, so the tests cannot be trusted: {shown}",
+                error_kind="SystemTampered",
+                duration_s=time.perf_counter() - started,
+            )
+        prep = await sandbox.exec(["sh", "-c", PREPARE_SH], timeout=60)
         if not prep.ok:
             return VerifierResult(
                 VerifierStatus.ERROR,
@@ -189,9 +201,8 @@ class HarborVerifier:
             )
         await sandbox.upload(task.tests_dir, TESTS_DIR)
         limit = timeout if timeout is not None else task.verifier_timeout_sec
-        run = await sandbox.exec(
-            f"chmod +x {TESTS_DIR}/test.sh && {TESTS_DIR}/test.sh", timeout=limit, env=env
-        )
+        run = await sandbox.exec(["sh", "-c", RUN_SH], timeout=limit, env=env)
+        await sandbox.kill_all()  # before the reward is read: what test.sh started is done
         output = run.output[-_OUTPUT_TAIL:]
         if run.timed_out:
             return VerifierResult(
@@ -201,9 +212,11 @@ class HarborVerifier:
                 duration_s=time.perf_counter() - started,
             )
         try:
+            state = await sandbox.exec(["sh", "-c", STATE_SH], timeout=60)
+            check_reward_files(state.stdout)
             rewards = await self._read_rewards(sandbox)
             reward = scalar_reward(rewards)
-        except RewardFileError as e:
+        except (RewardFileError, BoundaryError) as e:
             return VerifierResult(
                 VerifierStatus.ERROR,
                 error=str(e),

@@ -22,7 +22,7 @@ import stat
 from pathlib import Path
 
 from palaestra.sandbox._channel import HELPER_DIR_IN_SANDBOX, sandbox_path
-from palaestra.sandbox.base import SandboxSpec, SandboxSpecError
+from palaestra.sandbox.base import SandboxSpec, SandboxSpecError, is_within
 from palaestra.sandbox.helper_runtime import helper_argv, helper_runtime
 from palaestra.sandbox.janitor import RUN_ID_LABEL, SandboxMeta
 from palaestra.sandbox.limits import SandboxLimits, apply_limits, mounts_under, unmount
@@ -58,10 +58,6 @@ CAPABILITIES = (
 )  # fmt: skip
 
 
-def _is_within(path: str, parent: str) -> bool:
-    return path == parent or path.startswith(parent.rstrip("/") + "/")
-
-
 def writable_dirs(spec: SandboxSpec) -> list[str]:
     """Every writable directory, sorted (so a directory comes before the ones inside it)."""
     dirs = {sandbox_path(d) for d in (spec.workdir, *spec.writable_dirs, *EXTRA_WRITABLE_DIRS)}
@@ -74,7 +70,7 @@ def _outermost(dirs: list[str]) -> list[str]:
     """The sorted ``dirs`` that are not inside another one: only these need a bind mount."""
     roots: list[str] = []
     for d in dirs:
-        if not roots or not _is_within(d, roots[-1]):
+        if not roots or not is_within(d, roots[-1]):
             roots.append(d)
     return roots
 
@@ -83,7 +79,7 @@ def files_to_copy(spec: SandboxSpec, writable: list[str]) -> dict[str, Path]:
     files = {}
     for target, source in spec.files.items():
         path = sandbox_path(target)
-        if not any(_is_within(path, d) for d in writable):
+        if not any(is_within(path, d) for d in writable):
             raise SandboxSpecError(
                 f"spec.files target {target} is not inside a writable directory "
                 f"({', '.join(writable)}); add its directory to writable_dirs"
@@ -273,10 +269,26 @@ def _make_parents(path: str, made: set[str]) -> list[str]:
         parent = posixpath.dirname(parent)
     args = []
     for parent in reversed(parents):
-        if parent not in made and not any(_is_within(parent, d) for d in SYSTEM_DIRS):
+        if parent not in made and not any(is_within(parent, d) for d in SYSTEM_DIRS):
             made.add(parent)
             args += ["--dir", parent]
     return args
+
+
+def overlay_changes(sandbox_dir: Path, under: tuple[str, ...]) -> list[str]:
+    """What the overlay's writable layer holds inside the directories ``under``: every path
+    made, changed or deleted (a whiteout) on top of the root filesystem. Blocking."""
+    upper = sandbox_dir / "fs" / ".overlay" / "upper"
+    found: set[str] = set()
+    for directory in under:
+        top = upper / sandbox_path(directory).lstrip("/")
+        if top.is_symlink() or not top.exists():
+            continue
+        found.add(sandbox_path(directory))
+        for here, dirs, files in os.walk(top):
+            for name in dirs + files:
+                found.add("/" + str((Path(here) / name).relative_to(upper)))
+    return sorted(found)
 
 
 def hand_out(sandbox_dir: Path, files: dict[str, Path], meta: SandboxMeta) -> None:

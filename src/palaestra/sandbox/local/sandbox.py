@@ -23,7 +23,7 @@ from palaestra.sandbox.base import SandboxError, SandboxSpec, await_to_the_end
 from palaestra.sandbox.channel_sandbox import ChannelSandbox
 from palaestra.sandbox.janitor import SandboxMeta, proc_stat, wait_gone
 from palaestra.sandbox.limits import SandboxLimits, kill_and_thaw
-from palaestra.sandbox.local.layout import release_and_remove
+from palaestra.sandbox.local.layout import overlay_changes, release_and_remove
 
 _START_TIMEOUT_S = 60.0
 _CLOSE_TIMEOUT_S = 10.0
@@ -84,6 +84,12 @@ class LocalSandbox(ChannelSandbox):
             and self._watch_task is not None
             and not self._watch_task.done()
         )
+
+    async def changed_paths(self, under: tuple[str, ...]) -> list[str]:
+        self._usable_channel()
+        if self.spec.rootfs is None:
+            return []  # only writable directories are writable: the rest is bound read-only
+        return await in_thread(overlay_changes, self.sandbox_dir, under)
 
     # -- lifecycle -----------------------------------------------------------------------------
 

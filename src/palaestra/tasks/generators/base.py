@@ -233,6 +233,7 @@ def render_task_toml(fam: Family, spec: GenSpec, task: GeneratedTask) -> str:
         difficulty_value = {spec.difficulty:.2f}
         generator_version = "{fam.version}"
         reward_outcomes = [{outcomes}]
+        sealed_system = true
 
         [verifier]
         timeout_sec = {task.verifier_timeout_sec:.1f}
@@ -310,11 +311,14 @@ def python_test_sh(script: str = "test_hidden.py", timeout: int = 100) -> str:
         #!/usr/bin/env bash
         # Hidden verifier: {script} runs the agent's code in child processes and writes
         # /logs/verifier/reward.json ({{"reward": 0|1, "partial": fraction of checks passed}}).
+        # The agent's code runs as nobody: it can neither read /tests (the reference) nor
+        # write /logs/verifier. The checker's interpreter is named by its path, not found on PATH.
         mkdir -p /logs/verifier
-        chown 0:0 /logs/verifier && chmod 755 /logs/verifier
+        chown 0:0 /tests /logs/verifier && chmod 700 /tests && chmod 755 /logs/verifier
         rm -f /logs/verifier/reward.txt /logs/verifier/reward.json
         cd /tests
-        timeout {timeout} python3 -E -s -B /tests/{shlex.quote(script)}
+        for python in /usr/local/bin/python3 /usr/bin/python3; do [ -x "$python" ] && break; done
+        timeout {timeout} "$python" -E -s -B /tests/{shlex.quote(script)}
         status=$?
         if [ "$status" -ne 0 ] || [ ! -s /logs/verifier/reward.json ]; then
           echo "checker exited with status $status before writing a reward: reward 0"

@@ -86,11 +86,12 @@ def make_cases():
 def main():
     cases = make_cases()
     with tempfile.TemporaryDirectory() as d:
+        os.chown(d, 65534, 65534)  # the agent's code runs as nobody
         inp, outp = os.path.join(d, "in.json"), os.path.join(d, "out.json")
         with open(inp, "w") as f:
             json.dump(cases, f)
         try:
-            proc = subprocess.run([sys.executable, "-I", "-c", CHILD, inp, outp], cwd="/app",
+            proc = subprocess.run([sys.executable, "-I", "-c", CHILD, inp, outp], cwd="/app", user=65534, group=65534, extra_groups=[],
                                   capture_output=True, text=True, timeout=20)
         except subprocess.TimeoutExpired:
             print("FAIL: merge_intervals did not finish all cases within 20 s")

@@ -346,11 +346,12 @@ def main():
     for i, v in tree_values.items():  # the generator and the reference must agree
         assert expected[i] == v, (cases[i][0], expected[i], v)
     with tempfile.TemporaryDirectory() as d:
+        os.chown(d, 65534, 65534)  # the agent's code runs as nobody
         inp, outp = os.path.join(d, "in.json"), os.path.join(d, "out.json")
         with open(inp, "w") as f:
             json.dump(cases, f)
         try:
-            proc = subprocess.run([sys.executable, "-I", "-c", CHILD, inp, outp], cwd="/app",
+            proc = subprocess.run([sys.executable, "-I", "-c", CHILD, inp, outp], cwd="/app", user=65534, group=65534, extra_groups=[],
                                   capture_output=True, text=True, timeout=60)
         except subprocess.TimeoutExpired:
             print("FAIL: evaluate did not finish all cases within 60 s")

@@ -135,11 +135,12 @@ def check(case, got):
 def main():
     cases = make_cases()
     with tempfile.TemporaryDirectory() as d:
+        os.chown(d, 65534, 65534)  # the agent's code runs as nobody
         inp, outp = os.path.join(d, "in.json"), os.path.join(d, "out.json")
         with open(inp, "w") as f:
             json.dump(cases, f)
         try:
-            proc = subprocess.run([sys.executable, "-I", "-c", CHILD, inp, outp], cwd="/app",
+            proc = subprocess.run([sys.executable, "-I", "-c", CHILD, inp, outp], cwd="/app", user=65534, group=65534, extra_groups=[],
                                   capture_output=True, text=True, timeout=40)
         except subprocess.TimeoutExpired:
             print("FAIL: fastest_route did not finish all cases within 40 s")

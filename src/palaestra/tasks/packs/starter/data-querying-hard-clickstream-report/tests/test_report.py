@@ -71,6 +71,7 @@ def compare(want, got, path="report"):
 def main():
     failures = 0
     with tempfile.TemporaryDirectory() as d:
+        os.chown(d, 65534, 65534)  # the agent's code runs as nobody
         dbs = {}
         dbs["sample"] = os.path.join(d, "sample.db")
         gen_events.build(dbs["sample"], 5, n_users=30, n_events=600, days=8)
@@ -83,7 +84,7 @@ def main():
             out = os.path.join(d, f"{name}.json")
             try:
                 proc = subprocess.run([sys.executable, "-I", "/app/report.py", db, out],
-                                      cwd="/app", capture_output=True, text=True, timeout=20)
+                                      cwd="/app", user=65534, group=65534, extra_groups=[], capture_output=True, text=True, timeout=20)
             except subprocess.TimeoutExpired:
                 print(f"FAIL {name}: report.py took more than 20 s")
                 failures += 1

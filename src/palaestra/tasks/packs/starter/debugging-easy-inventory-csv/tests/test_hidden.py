@@ -75,6 +75,7 @@ def main():
     rng = random.Random(5150)
     failures = 0
     with tempfile.TemporaryDirectory() as d:
+        os.chown(d, 65534, 65534)  # the agent's code runs as nobody
         paths, expected = [], []
         for k in range(60):
             text, rows = random_export(rng)
@@ -86,7 +87,7 @@ def main():
         inp, outp = os.path.join(d, "in.json"), os.path.join(d, "out.json")
         with open(inp, "w") as f:
             json.dump(paths, f)
-        proc = subprocess.run([sys.executable, "-I", "-c", CHILD, inp, outp], cwd="/app",
+        proc = subprocess.run([sys.executable, "-I", "-c", CHILD, inp, outp], cwd="/app", user=65534, group=65534, extra_groups=[],
                               capture_output=True, text=True, timeout=30)
         if proc.returncode != 0:
             print("FAIL: load_items/summarize raised:\n" + proc.stderr[-2000:])
@@ -109,7 +110,7 @@ def main():
                 print(f"FAIL export {k}: summary {got['summary']} != {want_summary}")
         for k in (0, 1, 2, 3, 4):  # and the command line
             proc = subprocess.run([sys.executable, "-E", "-s", "-m", "inventory", "summary", paths[k]],
-                                  cwd="/app", capture_output=True, text=True, timeout=30)
+                                  cwd="/app", user=65534, group=65534, extra_groups=[], capture_output=True, text=True, timeout=30)
             want = reference_format(reference_summary(expected[k]))
             if proc.returncode != 0 or proc.stdout != want:
                 failures += 1

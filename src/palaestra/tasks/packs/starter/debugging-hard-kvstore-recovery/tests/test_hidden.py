@@ -138,14 +138,16 @@ def main():
         scripts.append(s)
         expected.append(e)
     with tempfile.TemporaryDirectory() as d:
+        os.chown(d, 65534, 65534)  # the agent's code runs as nobody
         inp, outp = os.path.join(d, "in.json"), os.path.join(d, "out.json")
         work = os.path.join(d, "stores")
         os.mkdir(work)
+        os.chown(work, 65534, 65534)
         with open(inp, "w") as f:
             json.dump(scripts, f)
         try:
             proc = subprocess.run([sys.executable, "-I", "-c", CHILD, inp, outp, work],
-                                  cwd="/app", capture_output=True, text=True, timeout=60)
+                                  cwd="/app", user=65534, group=65534, extra_groups=[], capture_output=True, text=True, timeout=60)
         except subprocess.TimeoutExpired:
             print("FAIL: the scenarios did not finish within 60 s")
             return 1

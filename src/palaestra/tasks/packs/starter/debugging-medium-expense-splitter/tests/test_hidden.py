@@ -116,10 +116,11 @@ def main():
     split_cases = [[100, 3], [-100, 3], [5, 3], [-1, 3], [0, 4], [7, 1], [1, 7], [-7, 2]]
     split_cases += [[rng.randint(-10**6, 10**6), rng.randint(1, 12)] for _ in range(400)]
     with tempfile.TemporaryDirectory() as d:
+        os.chown(d, 65534, 65534)  # the agent's code runs as nobody
         inp, outp = os.path.join(d, "in.json"), os.path.join(d, "out.json")
         with open(inp, "w") as f:
             json.dump({"parse": parse_cases, "split": split_cases}, f)
-        proc = subprocess.run([sys.executable, "-I", "-c", CHILD, inp, outp], cwd="/app",
+        proc = subprocess.run([sys.executable, "-I", "-c", CHILD, inp, outp], cwd="/app", user=65534, group=65534, extra_groups=[],
                               capture_output=True, text=True, timeout=30)
         if proc.returncode != 0:
             print("FAIL: importing or calling the package failed:\n" + proc.stderr[-2000:])
@@ -145,7 +146,7 @@ def main():
             }
             for cmd in ("balances", "settle"):
                 proc = subprocess.run([sys.executable, "-E", "-s", "-m", "splitter", cmd, path],
-                                      cwd="/app", capture_output=True, text=True, timeout=30)
+                                      cwd="/app", user=65534, group=65534, extra_groups=[], capture_output=True, text=True, timeout=30)
                 if proc.returncode != 0 or proc.stdout != want[cmd]:
                     failures.append(f"`{cmd}` on file {k}:\n{text}\ngot:\n{proc.stdout}"
                                     f"{proc.stderr[-500:]}\nexpected:\n{want[cmd]}")

@@ -86,8 +86,16 @@ def mutate(src):
     os.rmdir(os.path.join(src, "empty/nested/deeper"))
 
 
+def give_to_nobody(root):
+    """The agent's code runs as nobody: it must own the tree it works on."""
+    for here, dirs, files in os.walk(root):
+        for name in dirs + files:
+            os.lchown(os.path.join(here, name), 65534, 65534)
+    os.lchown(root, 65534, 65534)
+
+
 def snap(*args, timeout=60):
-    return subprocess.run([sys.executable, "-E", "-s", "/app/snap.py", *args], cwd="/tmp",
+    return subprocess.run([sys.executable, "-E", "-s", "/app/snap.py", *args], cwd="/tmp", user=65534, group=65534, extra_groups=[],
                           capture_output=True, timeout=timeout)
 
 
@@ -101,6 +109,7 @@ def main():
     try:
         src, repo = os.path.join(work, "src"), os.path.join(work, "repo")
         build_tree(src)
+        give_to_nobody(work)
         states, ids = [], []
         for step in range(3):
             before = describe(src)

@@ -81,8 +81,16 @@ def make_tree(root, rng, scale):
 
 
 def run(root):
-    return subprocess.run([sys.executable, "-E", "-s", "/app/dedupe.py", root], cwd="/app",
+    return subprocess.run([sys.executable, "-E", "-s", "/app/dedupe.py", root], cwd="/app", user=65534, group=65534, extra_groups=[],
                           capture_output=True, text=True, timeout=60)
+
+
+def give_to_nobody(root):
+    """The agent's code runs as nobody: it must own the tree it works on."""
+    for here, dirs, files in os.walk(root):
+        for name in dirs + files:
+            os.lchown(os.path.join(here, name), 65534, 65534)
+    os.lchown(root, 65534, 65534)
 
 
 def check_tree(root, label):
@@ -153,10 +161,12 @@ def main():
         if not os.path.isfile("/app/dedupe.py"):
             print("FAIL: /app/dedupe.py does not exist")
         with tempfile.TemporaryDirectory() as d:
+            os.chown(d, 65534, 65534)  # the agent's code runs as nobody
             for n, scale in ((1, 1), (2, 3)):
                 root = os.path.join(d, f"tree{n}")
                 os.mkdir(root)
                 make_tree(root, random.Random(1000 + n), scale)
+                give_to_nobody(root)
                 checks.update(check_tree(root, f"tree{n}"))
         checks.update(check_workspace())
     except Exception as e:  # a verifier bug or an unexpected tree state: no credit for the rest

@@ -17,7 +17,7 @@ sys.path.insert(0, "/tests")
 import gen_log  # noqa: E402
 
 
-def run(argv, cpu_limit=None, wall_timeout=120):
+def run(argv, cpu_limit=None, wall_timeout=120, agent=False):
     def limit():
         if cpu_limit:
             soft = math.ceil(cpu_limit)
@@ -25,8 +25,9 @@ def run(argv, cpu_limit=None, wall_timeout=120):
 
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
+        nobody = {"user": 65534, "group": 65534, "extra_groups": []} if agent else {}
         proc = subprocess.run(argv, cwd="/app", capture_output=True, timeout=wall_timeout,
-                              preexec_fn=limit)
+                              preexec_fn=limit, **nobody)
     except subprocess.TimeoutExpired:
         proc = None
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -36,6 +37,7 @@ def run(argv, cpu_limit=None, wall_timeout=120):
 
 def main():
     with tempfile.TemporaryDirectory() as d:
+        os.chown(d, 65534, 65534)  # the agent's code runs as nobody
         cases = []
         for seed, n, clients, timed in ((5, 3000, 400, False), (6, 8000, 900, False),
                                         (424242, 150_000, 50_000, True)):
@@ -50,7 +52,7 @@ def main():
             ref, ref_cpu = run([sys.executable, "-I", "/tests/reference.py", path])
             assert ref is not None and ref.returncode == 0, ref and ref.stderr
             bar = max(3.0, 5 * ref_cpu) if timed else 60
-            got, cpu = run([sys.executable, "-E", "-s", "/app/analyze.py", path],
+            got, cpu = run([sys.executable, "-E", "-s", "/app/analyze.py", path], agent=True,
                            cpu_limit=bar, wall_timeout=4 * bar + 10)
             if got is None or got.returncode < 0 or (timed and cpu > bar):
                 print(f"FAIL {label}: analyze.py used more than {bar:.1f} s of CPU "

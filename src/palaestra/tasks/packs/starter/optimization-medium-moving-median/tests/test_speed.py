@@ -44,7 +44,7 @@ def trace(rng, n, spread):
     return "\n".join(lines) + "\n"
 
 
-def run(argv, cpu_limit=None, wall_timeout=120):
+def run(argv, cpu_limit=None, wall_timeout=120, agent=False):
     """Run argv; return (CompletedProcess or None on wall timeout, CPU seconds it used).
 
     CPU time (not wall time) is what is compared, so a busy machine does not fail a correct
@@ -56,8 +56,9 @@ def run(argv, cpu_limit=None, wall_timeout=120):
 
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
+        nobody = {"user": 65534, "group": 65534, "extra_groups": []} if agent else {}
         proc = subprocess.run(argv, cwd="/app", capture_output=True, timeout=wall_timeout,
-                              preexec_fn=limit)
+                              preexec_fn=limit, **nobody)
     except subprocess.TimeoutExpired:
         proc = None
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -79,6 +80,7 @@ def main():
         ("large even", trace(rng, 150_000, 100_000), 1000, True),
     ]
     with tempfile.TemporaryDirectory() as d:
+        os.chown(d, 65534, 65534)  # the agent's code runs as nobody
         for n, (label, text, k, timed) in enumerate(cases):
             path = os.path.join(d, f"trace{n}.txt")
             with open(path, "w") as f:
@@ -86,7 +88,7 @@ def main():
             ref, ref_s = run([sys.executable, "-I", "-c", REFERENCE, path, str(k)])
             assert ref is not None and ref.returncode == 0, ref and ref.stderr
             bar = max(2.0, 8 * ref_s) if timed else 30
-            got, got_s = run([sys.executable, "-E", "-s", "/app/smooth.py", path, str(k)],
+            got, got_s = run([sys.executable, "-E", "-s", "/app/smooth.py", path, str(k)], agent=True,
                              cpu_limit=bar, wall_timeout=4 * bar + 10)
             if got is None or got.returncode < 0 or got_s > bar:
                 print(f"FAIL {label}: smooth.py used more than {bar:.1f} s of CPU "

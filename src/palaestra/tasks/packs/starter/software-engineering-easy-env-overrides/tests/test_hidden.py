@@ -191,10 +191,11 @@ def random_cases(rng):
 def main():
     cases = hand_cases() + random_cases(random.Random(31415))
     with tempfile.TemporaryDirectory() as d:
+        os.chown(d, 65534, 65534)  # the agent's code runs as nobody
         inp, outp = os.path.join(d, "in.json"), os.path.join(d, "out.json")
         with open(inp, "w") as f:
             json.dump(cases, f)
-        proc = subprocess.run([sys.executable, "-I", "-c", CHILD, inp, outp, d], cwd="/app",
+        proc = subprocess.run([sys.executable, "-I", "-c", CHILD, inp, outp, d], cwd="/app", user=65534, group=65534, extra_groups=[],
                               capture_output=True, text=True, timeout=60)
         if proc.returncode != 0:
             print("FAIL: the test runner crashed:\n" + proc.stderr[-2000:])

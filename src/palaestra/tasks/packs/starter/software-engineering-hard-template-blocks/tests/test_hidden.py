@@ -330,11 +330,12 @@ def main():
     cases += [(src, CTX, {"error": line}) for src, line in ERRORS]
     cases += random_cases()
     with tempfile.TemporaryDirectory() as d:
+        os.chown(d, 65534, 65534)  # the agent's code runs as nobody
         inp, outp = os.path.join(d, "in.json"), os.path.join(d, "out.json")
         with open(inp, "w") as f:
             json.dump([[src, ctx] for src, ctx, _ in cases], f)
         try:
-            proc = subprocess.run([sys.executable, "-I", "-c", CHILD, inp, outp], cwd="/app",
+            proc = subprocess.run([sys.executable, "-I", "-c", CHILD, inp, outp], cwd="/app", user=65534, group=65534, extra_groups=[],
                                   capture_output=True, text=True, timeout=60)
         except subprocess.TimeoutExpired:
             print("FAIL: the templates did not render within 60 s")

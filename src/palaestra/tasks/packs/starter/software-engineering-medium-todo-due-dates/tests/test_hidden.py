@@ -130,13 +130,14 @@ def scenario(rng, n, d, script=None):
               for i in sorted(rng.sample(range(1, 9), rng.randint(0, 4)))]
         with open(path, "w") as f:
             json.dump(v1, f)
+        os.chown(path, 65534, 65534)  # the agent's code runs as nobody
         model = Model(v1)
     steps = script or [None] * rng.randint(8, 14)
     for step, args in enumerate(steps):
         args = args or random_args(rng, model)
         rc, out = apply(model, args, today)
         before = open(path, "rb").read() if os.path.exists(path) else None
-        proc = subprocess.run([sys.executable, "-E", "-s", "-m", "todo", *args], cwd="/app",
+        proc = subprocess.run([sys.executable, "-E", "-s", "-m", "todo", *args], cwd="/app", user=65534, group=65534, extra_groups=[],
                               env=env, capture_output=True, text=True, timeout=30)
         after = open(path, "rb").read() if os.path.exists(path) else None
         where = f"scenario {n} step {step}: todo {' '.join(args)}"
@@ -171,6 +172,7 @@ def main():
     rng = random.Random(90210)
     problems = []
     with tempfile.TemporaryDirectory() as d:
+        os.chown(d, 65534, 65534)  # the agent's code runs as nobody
         problems += scenario(rng, 0, d, FIXED)
         for n in range(1, 10):
             problems += scenario(rng, n, d)

@@ -1,0 +1,116 @@
+"""The boundary between the agent's phase and the verifier's, in the agent's own sandbox.
+
+The verifier trusts nothing the agent left behind. Around ``tests/test.sh`` it does, in order:
+
+1. before: every process in the sandbox is killed (:meth:`Sandbox.kill_all`; the in-sandbox
+   helper survives). In a task with ``[metadata] sealed_system = true`` (palaestra's own
+   tasks) the system directories (:data:`SYSTEM_DIRS`) must then be as the sandbox started, as
+   its backend's storage sees them (:meth:`Sandbox.changed_paths`): an agent that was root may
+   have patched the interpreter the tests run, a ``.pth`` file or ``sitecustomize`` it loads, a
+   command on ``PATH`` or the loader's preload list. If it did, the tests do not run: the
+   episode is an error of class ``SystemTampered``. Then ``/logs`` and ``/tests`` are made real
+   directories owned by root (a symbolic link planted there is removed), ``/logs/verifier`` is
+   removed and created afresh, root-owned, mode 755 (a link planted in it to a file the agent
+   keeps writing is gone), and ``/tests`` is emptied and made root-only (mode 700), so code
+   the tests run as another user cannot read them (generated tasks keep their reference there);
+2. ``test.sh`` runs through :data:`RUN_SH`, which notes the state of both reward files the
+   moment ``test.sh`` exits, in :data:`END_STATE` (under root-only ``/logs``);
+3. after: every process in the sandbox is killed again, *before* the reward is read: nothing
+   ``test.sh`` started (a background process the agent's code left) may write once it ended;
+4. the reward files are checked (:func:`check_reward_files`): each present one must be a
+   regular file, with one link, owned by root, and unchanged since ``test.sh`` exited. Anything
+   else is a verifier error, never a reward.
+
+What this does not do: stop agent code that ``test.sh`` itself runs *as root* from writing the
+reward while the tests run. Harbor's tasks run as root, as in Harbor; palaestra's own tasks run
+the agent's code as ``nobody`` (see docs/trust.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from palaestra.tasks.paths import LOGS_DIR, REWARD_JSON, REWARD_TXT, TESTS_DIR, VERIFIER_DIR
+
+#: The system directories an agent may not change in a task with ``sealed_system``: the
+#: interpreters, the ``PATH`` directories, the site-packages (``.pth``, ``sitecustomize``), the
+#: dynamic loader's configuration (``/etc/ld.so.preload``).
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
+
+#: Where :data:`RUN_SH` notes the reward files' state when ``test.sh`` exits.
+END_STATE = f"{LOGS_DIR}/.palaestra-test-sh-ended"
+
+PREPARE_SH = f"""
+set -e
+for d in {LOGS_DIR} {TESTS_DIR}; do
+  if [ -L "$d" ] || {{ [ -e "$d" ] && [ ! -d "$d" ]; }}; then rm -f "$d"; fi
+  mkdir -p "$d"
+done
+rm -rf {VERIFIER_DIR} {END_STATE}
+mkdir {VERIFIER_DIR}
+find {TESTS_DIR} -mindepth 1 -delete
+chown 0:0 {LOGS_DIR} {VERIFIER_DIR} {TESTS_DIR}
+chmod 755 {LOGS_DIR} {VERIFIER_DIR}
+chmod 700 {TESTS_DIR}
+"""
+
+#: One line per reward file that exists: ``path|type|links|owner uid|inode|size|mtime``.
+_STAT = f"for f in {REWARD_JSON} {REWARD_TXT}; do [ -e \"$f\" ] || [ -L \"$f\" ] || continue; " \
+    "stat -c '%n|%F|%h|%u|%i|%s|%y' \"$f\"; done"
+
+#: ``/tests`` is root-only again (the upload's tar reset its mode), then ``test.sh`` runs; its
+#: exit status is this command's; the reward files' state is noted the moment it exits.
+RUN_SH = f"""
+chmod 700 {TESTS_DIR} && chmod +x {TESTS_DIR}/test.sh || exit 126
+{TESTS_DIR}/test.sh
+rc=$?
+{{ {_STAT}; }} > {END_STATE} 2>/dev/null
+exit $rc
+"""
+
+#: Prints the state noted at the end, a separator, and the state now.
+STATE_SH = f"cat {END_STATE} 2>/dev/null; echo ---; {_STAT}"
+
+
+class BoundaryError(ValueError):
+    """The reward files are not what ``test.sh`` left when it exited."""
+
+
+@dataclass(frozen=True)
+class FileState:
+    path: str
+    kind: str
+    links: int
+    uid: int
+    identity: str  # inode, size and mtime: any write changes it
+
+    @classmethod
+    def parse(cls, line: str) -> FileState:
+        path, kind, links, uid, inode, size, mtime = line.split("|", 6)
+        return cls(path, kind, int(links), int(uid), f"{inode}|{size}|{mtime}")
+
+
+def _states(text: str) -> dict[str, FileState]:
+    states = (FileState.parse(line) for line in text.splitlines() if line.strip())
+    return {s.path: s for s in states}
+
+
+def check_reward_files(state_output: str) -> None:
+    """Check :data:`STATE_SH`'s output: raise :class:`BoundaryError` naming the problem."""
+    ended_text, sep, now_text = state_output.partition("---\n")
+    if not sep:
+        raise BoundaryError(f"could not read the reward files' state: {state_output[-300:]!r}")
+    ended, now = _states(ended_text), _states(now_text)
+    for path, state in now.items():
+        if state.kind not in ("regular file", "regular empty file"):
+            raise BoundaryError(f"{path} is a {state.kind}, not a regular file")
+        if state.links != 1:
+            raise BoundaryError(f"{path} has {state.links} hard links; a reward file has one")
+        if state.uid != 0:
+            raise BoundaryError(f"{path} is owned by uid {state.uid}, not root")
+    if ended != now:
+        raise BoundaryError(
+            "the reward files changed after tests/test.sh exited (a process it started kept "
+            f"running and wrote them): when it exited {[ended[k] for k in sorted(ended)]!r}, "
+            f"when read {[now[k] for k in sorted(now)]!r}"
+        )
