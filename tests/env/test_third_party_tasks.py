@@ -6,9 +6,13 @@
 * A task whose image ``ENTRYPOINT`` starts the service its tests need: Docker keeps the
   entrypoint (Harbor overrides only the command); the local backend refuses the task with the
   advice to use Docker, which the same test shows to be true.
+* A task asking for more CPUs than the host has: Docker lowers the quota to the host's count
+  and the episode's LAST info records it.
 """
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
@@ -102,3 +106,19 @@ async def test_entrypoint_service_runs_on_docker_and_local_says_so(make_task) ->
         assert await rewards(task, backend) == (1.0, 0.0)
     finally:
         await backend.aclose()
+
+
+@needs_docker
+async def test_cpus_beyond_the_host_run_lowered_and_recorded(make_task) -> None:
+    asked = (os.cpu_count() or 1) + 6
+    task = load_task(make_task("many-cpus", extra_toml=f"\n[environment]\ncpus = {asked}\n"))
+    assert task.config.environment.cpus == asked
+    backend = DockerBackend()
+    try:
+        async with CodeEnv([task], sandbox=backend) as env:
+            episode = await rollout(env, OraclePolicy.from_tasks([task]))
+    finally:
+        await backend.aclose()
+    assert episode.reward == 1.0, episode.end
+    [note] = episode.info["sandbox_adjustments"]
+    assert f"asked for {asked}" in note and f"the host has {os.cpu_count()}" in note

@@ -408,9 +408,8 @@ async def test_cpus_beyond_the_host_are_lowered_to_it(
         async with await backend.create(SandboxSpec(cpus=host_cpus + 3)) as sandbox:
             host_config = (await inspect(sandbox.container_id))["HostConfig"]
             assert host_config["NanoCpus"] == host_cpus * 10**9
-            assert (
-                sandbox.limits
-                == f"cpus {host_cpus} (asked for {host_cpus + 3}; the host has {host_cpus})"
+            assert sandbox.adjustments == (
+                f"cpus {host_cpus} (asked for {host_cpus + 3}; the host has {host_cpus})",
             )
     warnings = [r for r in caplog.records if "CPUs" in r.getMessage()]
     assert len(warnings) == 1 and f"{host_cpus + 3} CPUs" in warnings[0].getMessage()

@@ -30,7 +30,9 @@ request the policy answered.
 Every time step's ``info`` has ``episode_id``, ``task_id`` and ``step`` (actions so far); MID
 and LAST also ``shaping_reward`` (the shaping hook's value for the action just taken, None
 without a hook: :mod:`palaestra.env.shaping`); LAST also ``end``, ``category``,
-``difficulty``, ``timings``, ``usage``, ``cost_usd`` and the scaffold's ``trajectory``. The
+``difficulty``, ``timings``, ``usage``, ``cost_usd``, the scaffold's ``trajectory`` and
+``sandbox_adjustments`` (what the backend changed from the task's limits to run it, e.g. more
+CPUs than the host has: :attr:`~palaestra.sandbox.Sandbox.adjustments`). The
 observation itself is a function of the seed and the task only (its metadata names the task,
 the turn, the scaffold and the env, not the episode), so resetting with the same seed gives the
 same observation.
@@ -331,6 +333,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
             usage=ep.usage.model_dump(),
             cost_usd=ep.cost_usd,
             trajectory=outcome.trajectory,
+            sandbox_adjustments=list(ep.sandbox.adjustments),
         )
         observation = ep.last_request
         if outcome.next_request is not None:  # merge what the client adds to every request

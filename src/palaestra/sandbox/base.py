@@ -55,8 +55,9 @@ class SandboxSpec:
     layout (the environment passes a task's workdir and the directories its verifier uses).
     ``rootfs`` is a host directory holding a root filesystem (e.g. one exported from a Docker
     image) to run on instead of the host's system directories: the local backend shares it
-    read-only between sandboxes and gives each a writable overlay discarded on close. It must
-    provide ``/usr/bin/python3`` (3.9+) for the in-sandbox helper. ``image`` names a container
+    read-only between sandboxes and gives each a writable overlay discarded on close; it needs
+    no Python (the helper brings its own runtime: :mod:`palaestra.sandbox.helper_runtime`).
+    ``image`` names a container
     image for backends that run one (docker).
     """
 
@@ -124,10 +125,15 @@ class Command:
 
 
 class Sandbox(abc.ABC):
-    """A running sandbox. Use ``async with`` or call :meth:`close`."""
+    """A running sandbox. Use ``async with`` or call :meth:`close`.
+
+    ``adjustments`` says what the backend changed from :attr:`spec` to run it (e.g. a CPU
+    quota lowered to the host's count), one line each; empty when the spec was honoured as is.
+    """
 
     id: str
     spec: SandboxSpec
+    adjustments: tuple[str, ...] = ()
 
     async def exec(
         self,

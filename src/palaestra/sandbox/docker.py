@@ -15,7 +15,7 @@ the protocol needs a writer that sends at once (a cancel frame is written withou
 aiodocker's attach stream does not offer, and the engine's stdout framing is decoded there.
 
 Limits: ``cpus`` (CPU quota; more than the host's CPU count is lowered to it, warning once, and
-:attr:`DockerSandbox.limits` says so), ``memory_mb`` (no swap on top), ``pids_limit`` (by default
+the sandbox's ``adjustments`` say so), ``memory_mb`` (no swap on top), ``pids_limit`` (by default
 the local backend's :data:`~palaestra.sandbox.limits.DEFAULT_PIDS_LIMIT`) and ``network``
 (``none``: no interface but loopback; ``public``: the default bridge) are enforced by the engine.
 ``storage_mb`` (what the container may write) becomes a ``size`` storage option where the engine's
@@ -258,7 +258,7 @@ class DockerBackend(SandboxBackend):
                 self._runtime = await asyncio.to_thread(helper_runtime)
             entrypoint = (image_info.get("Config") or {}).get("Entrypoint") or []
             config = self._container_config(spec, image, workdir, sandbox_id, entrypoint)
-            sandbox.limits = self._cpus(spec, config)
+            sandbox.adjustments = self._cpus(spec, config)
             if "StorageOpt" in config["HostConfig"] and self._storage_driver == "btrfs":
                 # btrfs limits what a container references, the image's files included.
                 size_mb = spec.storage_mb + (image_info.get("Size", 0) >> 20) + 1
@@ -318,18 +318,18 @@ class DockerBackend(SandboxBackend):
             "HostConfig": host,
         }
 
-    def _cpus(self, spec: SandboxSpec, config: dict[str, Any]) -> str:
-        """Set ``spec.cpus`` as the quota, at most the host's CPUs; the sandbox's limits."""
+    def _cpus(self, spec: SandboxSpec, config: dict[str, Any]) -> tuple[str, ...]:
+        """Set ``spec.cpus`` as the quota, at most the host's CPUs; the sandbox's adjustments."""
         cpus, host_cpus = spec.cpus, os.cpu_count() or 1
         if cpus is None:
-            return "cpus unlimited"
+            return ()
         config["HostConfig"]["NanoCpus"] = int(min(cpus, host_cpus) * 1e9)
         if cpus <= host_cpus:
-            return f"cpus {cpus:g}"
+            return ()
         if not self._cpus_warned:
             self._cpus_warned = True
             log.warning("sandboxes ask for %g CPUs; this host has %d", cpus, host_cpus)
-        return f"cpus {host_cpus} (asked for {cpus:g}; the host has {host_cpus})"
+        return (f"cpus {host_cpus} (asked for {cpus:g}; the host has {host_cpus})",)
 
     def _storage_opt_refused(self, config: dict[str, Any]) -> bool:
         """After the engine refused StorageOpt: drop it (warning once) and say to retry."""
@@ -365,7 +365,6 @@ class DockerSandbox(ContainerSandbox):
         self._attach: AttachedStream | None = None
         self._closing: asyncio.Future[None] | None = None
         self._oom_kills_seen = 0
-        self.limits = "not started"  # the CPU quota applied: see DockerBackend._cpus
 
     @property
     def closed(self) -> bool:

@@ -13,8 +13,9 @@ directories from the host: a symlink planted inside would make host-side paths e
 one exception is a warm sandbox's spec files, copied in on the host when it is handed out,
 before anything but the helper ran in it; see :class:`LocalBackend`.)
 
-Requirements: Linux, bubblewrap, running as root (or with a setuid bwrap), and a Python 3.9+
-at ``/usr/bin/python3`` on the host for the helper.
+Requirements: Linux, bubblewrap, and running as root (or with a setuid bwrap). The helper runs
+on the bundle of the host's own Python (:mod:`palaestra.sandbox.helper_runtime`), whatever the
+sandbox's root filesystem holds.
 
 The package's modules, by concept: :mod:`.backend` (:class:`LocalBackend`: create, the
 start-up janitor pass, options, closing everything at exit), :mod:`.pool` (the warm pools),
