@@ -55,8 +55,10 @@ chmod 700 {TESTS_DIR}
 """
 
 #: One line per reward file that exists: ``path|type|links|owner uid|inode|size|mtime``.
-_STAT = f"for f in {REWARD_JSON} {REWARD_TXT}; do [ -e \"$f\" ] || [ -L \"$f\" ] || continue; " \
+_STAT = (
+    f'for f in {REWARD_JSON} {REWARD_TXT}; do [ -e "$f" ] || [ -L "$f" ] || continue; '
     "stat -c '%n|%F|%h|%u|%i|%s|%y' \"$f\"; done"
+)
 
 #: ``/tests`` is root-only again (the upload's tar reset its mode), then ``test.sh`` runs; its
 #: exit status is this command's; the reward files' state is noted the moment it exits.

@@ -178,7 +178,9 @@ class HarborVerifier:
         await sandbox.kill_all()
         changed = await sandbox.changed_paths(SYSTEM_DIRS) if task.sealed_system else []
         if changed:
-            shown = ", ".join(changed[:8]) + (f" (and {len(changed) - 8} more)" if len(changed) > 8 else "")
+            shown = ", ".join(changed[:8]) + (
+                f" (and {len(changed) - 8} more)" if len(changed) > 8 else ""
+            )
             return VerifierResult(
                 VerifierStatus.ERROR,
                 error=f"the agent changed system paths, so the tests cannot be trusted: {shown}",
