@@ -164,11 +164,11 @@ async def test_a_sandbox_dying_inside_the_scaffold_is_an_infrastructure_error(tm
     assert summary["statuses"] == {"failed": 1} and summary["end_reasons"] == {"submitted": 1}
 
 
-class NoInterpreterBackend(SandboxBackend):
-    """The real local backend, given a root filesystem without python3 for every sandbox: an
-    image without an interpreter, which fails the same way however often it is tried."""
+class MissingRootfsBackend(SandboxBackend):
+    """The real local backend, given a root filesystem that is not there for every sandbox: a
+    spec that fails the same way however often it is tried."""
 
-    name = "no-interpreter"
+    name = "missing-rootfs"
 
     def __init__(self, rootfs: Path) -> None:
         self.rootfs, self.calls = rootfs, 0
@@ -179,16 +179,14 @@ class NoInterpreterBackend(SandboxBackend):
 
 
 async def test_deterministic_sandbox_errors_are_not_retried(tmp_path):
-    rootfs = tmp_path / "rootfs"
-    (rootfs / "usr" / "bin").mkdir(parents=True)
-    backend = NoInterpreterBackend(rootfs)
+    backend = MissingRootfsBackend(tmp_path / "no-such-rootfs")
     summary = await evaluate("starter:0:1", "oracle", sandbox=backend, retries=2,
                              retry_backoff_s=0.01, out_dir=tmp_path / "run")  # fmt: skip
     assert backend.calls == 1 and summary["retried"] == 0
     assert summary["errors_by_class"] == {"SandboxSpecError": {"count": 1, "rate": 1.0}}
     (first,) = summary["first_errors"]
     assert first["error_class"] == "SandboxSpecError" and not first["infra_error"]
-    assert "has no /usr/bin/python3" in first["error_message"]
+    assert "no-such-rootfs is not a directory" in first["error_message"]
 
 
 async def test_retries_are_bounded(tmp_path):
