@@ -1,0 +1,112 @@
+"""Episodes on a Ray cluster against episodes in this process, on the same work.
+
+Prints figures; asserts nothing. Needs ``palaestra[ray]`` and a running cluster of two nodes,
+e.g. on one machine::
+
+    ray start --head --num-cpus 2 --include-dashboard=false
+    ray start --address=<the address it printed> --num-cpus 2 --temp-dir /tmp/ray-node2
+    python benchmarks/bench_ray.py --address auto
+    ray stop
+
+The work: ``--episodes`` starter tasks (cycled) run by the ``oracle`` policy (a real solve and
+verifier run per episode, no model), through the executor contract alone (no store), after a
+warm-up round that starts every actor, its backend and its policy:
+
+* ``local``: :class:`~palaestra.run.executor.LocalExecutor` in this process;
+* ``ray, 1 node``: one actor holding every slot;
+* ``ray, 2 nodes``: two actors (``SPREAD``: one per node), the slots shared out.
+
+At concurrency 1 the difference of the per-episode times, ray minus local, is the Ray path's
+overhead per episode (a task submission, the episode's transfer back, the actor's loop). At
+``--concurrency`` the episodes/s of 1 node against 2 nodes: on one machine both nodes share
+its cores, so read the ratio, not the absolute figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from typing import Any
+
+from palaestra.env.registry import load_tasks, make, make_policy
+from palaestra.run.executor import EpisodeExecutor, LocalExecutor
+from palaestra.run.ray_executor import RayExecutor, RayOptions
+
+ENV = "starter"
+
+
+async def timed(executor: EpisodeExecutor, ids: list[str], concurrency: int) -> float:
+    """Seconds to run one episode of each of ``ids``, ``concurrency`` at a time."""
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(i: int, task_id: str) -> None:
+        async with gate:
+            episode = await executor.run(i, {"task_id": task_id})
+            assert episode.end.reward == 1.0, (task_id, episode.end)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one(i, t) for i, t in enumerate(ids)))
+    return time.perf_counter() - started
+
+
+async def measure(executor: EpisodeExecutor, ids: list[str], concurrency: int) -> float:
+    """Episodes/s of ``executor`` after a warm-up round."""
+    try:
+        if isinstance(executor, RayExecutor):
+            await executor.start()
+            await executor.nodes()
+        await timed(executor, ids[: 2 * concurrency], concurrency)  # warm-up
+        return len(ids) / await timed(executor, ids, concurrency)
+    finally:
+        await executor.aclose()
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--address", default="auto", help="the Ray cluster (default: auto)")
+    parser.add_argument("--episodes", type=int, default=24)
+    parser.add_argument("--concurrency", type=int, default=4)
+    args = parser.parse_args()
+    import ray
+
+    ray.init(address=args.address, log_to_driver=False, logging_level="error")
+    try:
+        tasks = load_tasks(ENV)
+        every = [t.id for t in tasks]
+        ids = [every[i % len(every)] for i in range(args.episodes)]
+
+        def local() -> LocalExecutor:
+            return LocalExecutor(lambda: make(ENV, tasks=tasks), make_policy("oracle", tasks))
+
+        def on_ray(actors: int, concurrency: int) -> RayExecutor:
+            options = RayOptions(actors=actors, slots=-(-concurrency // actors))
+            return RayExecutor(ENV, "oracle", options, concurrency=concurrency, env_overrides={})
+
+        rows: list[tuple[str, Any, Any]] = []
+        serial_n = max(4, args.episodes // 3)
+        local_1 = await measure(local(), ids[:serial_n], 1)
+        ray_1 = await measure(on_ray(1, 1), ids[:serial_n], 1)
+        overhead_ms = 1000 * (1 / ray_1 - 1 / local_1)
+        rows.append(("concurrency 1: s/episode (local, ray)", f"{1 / local_1:.3f}",
+                     f"{1 / ray_1:.3f}"))  # fmt: skip
+        c = args.concurrency
+        local_c = await measure(local(), ids, c)
+        one_node = await measure(on_ray(1, c), ids, c)
+        two_nodes = await measure(on_ray(2, c), ids, c)
+        rows.append((f"concurrency {c}: episodes/s local", f"{local_c:.2f}", ""))
+        rows.append((f"concurrency {c}: episodes/s ray 1 node, 2 nodes", f"{one_node:.2f}",
+                     f"{two_nodes:.2f}"))  # fmt: skip
+        nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
+        print(f"bench_ray: {ENV} x {args.episodes} oracle episodes, cluster of {nodes} nodes")
+        for name, a, b in rows:
+            print(f"  {name:<48} {a:>8} {b:>8}")
+        print(f"  Ray overhead per episode (concurrency 1)       {overhead_ms:8.1f} ms")
+        print(f"  2 nodes / 1 node                               {two_nodes / one_node:8.2f}x")
+        print(f"  ray 2 nodes / local                            {two_nodes / local_c:8.2f}x")
+    finally:
+        ray.shutdown()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
