@@ -4,11 +4,14 @@ also when an actor is killed mid-run; the RL stream yields groups from the clust
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from palaestra.cli import app
 from palaestra.env.registry import load_tasks
 from palaestra.env.types import EpisodeStatus
 from palaestra.rl.stream import RolloutStream
@@ -95,3 +98,19 @@ async def test_a_stream_on_the_cluster_yields_groups(cluster):
         assert {e.status for e in group.episodes} == {EpisodeStatus.PASSED}
         assert len({e.task_id for e in group.episodes}) == 1
         assert len({e.episode_id for e in group.episodes}) == 2
+
+
+def test_the_command_line_runs_on_the_cluster(cluster, tmp_path):
+    out = tmp_path / "run"
+    res = CliRunner().invoke(app, ["eval", "starter:0:2", "-p", "oracle", "--ray",
+                                   cluster.address, "--out", str(out), "--json"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.stdout[res.stdout.index("{") :])
+    assert (summary["executor"], summary["episodes"], summary["passed"]) == ("ray", 2, 2)
+
+
+def test_bad_ray_resources_are_one_clear_line():
+    res = CliRunner().invoke(app, ["eval", "starter:0:1", "--ray", "auto",
+                                   "--ray-resources", "{docker: 1}"])  # fmt: skip
+    assert res.exit_code == 2
+    assert "is not a JSON object of numbers" in res.output and "Traceback" not in res.output

@@ -18,8 +18,10 @@ a dead actor is lost, never recorded, and runs again on the least loaded actor (
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import secrets
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +36,9 @@ from palaestra.sandbox.janitor import reclaim_leftovers
 #: Actors are named ``<prefix><run token>-<i>`` (``ray list actors`` shows whose they are).
 ACTOR_PREFIX = "palaestra-episodes-"
 #: Driver environment variables an actor needs to reach a shared policy endpoint.
-FORWARDED_ENV = ("OPENAI_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "PALAESTRA_STATE_DIR")
+FORWARDED_ENV = ("OPENAI_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+#: How long closing waits for the actors to close their environments before killing them.
+CLOSE_TIMEOUT_S = 60.0
 
 
 class RayClusterError(RuntimeError):
@@ -72,8 +76,9 @@ class EpisodeActor:
         sandbox = env_overrides.get("sandbox", "local")
         if sandbox == "local":
             reclaim_leftovers(default_backend("local").state_dir)  # type: ignore[attr-defined]
-        elif sandbox == "docker":
-            asyncio.run(reclaim_docker_leftovers())
+        elif sandbox == "docker":  # in a thread of its own: the actor's loop may be running
+            with ThreadPoolExecutor(1) as thread:
+                thread.submit(asyncio.run, reclaim_docker_leftovers()).result()
         tasks = load_tasks(env_id)
         agent = make_policy(policy, tasks) if isinstance(policy, str) else policy
         self.node_id = _node_id()
@@ -218,9 +223,11 @@ class RayExecutor:
         import ray
 
         try:
-            await asyncio.gather(
+            closing = asyncio.gather(
                 *(a.handle.aclose.remote() for a in self._actors), return_exceptions=True
             )
+            with contextlib.suppress(TimeoutError):  # then the kill below frees them
+                await asyncio.wait_for(closing, CLOSE_TIMEOUT_S)
             for actor in self._actors:
                 ray.kill(actor.handle, no_restart=True)
         finally:
