@@ -135,8 +135,6 @@ async def evaluate(
     started = time.perf_counter()
     writes: set[asyncio.Future[int]] = set()  # episode rows being written
     try:
-        if isinstance(runner, RayExecutor):
-            await runner.start()
         resumed = await store.begin_run(
             uuid.uuid4().hex[:12],
             identity=identity,
@@ -152,6 +150,8 @@ async def evaluate(
         n = len(tasks)
         plan = [Job(t.id, a, a * n + i) for a in range(attempts) for i, t in enumerate(tasks)]
         todo = [job for job in plan if (job.task_id, job.attempt) not in done]
+        if isinstance(runner, RayExecutor) and todo:  # a finished run leaves the cluster be
+            await runner.start()
         spent = await store.total_cost()
         queue: asyncio.Queue[Job] = asyncio.Queue()
         for job in todo:

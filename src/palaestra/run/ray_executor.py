@@ -106,6 +106,13 @@ def _node_id() -> str:
 class _Actor:
     handle: Any
     load: int = 0
+    back: asyncio.Future[Any] | None = None
+    """Set while the actor restarts after a loss: done once it answers again."""
+
+    @property
+    def rank(self) -> tuple[bool, int]:
+        """Actors that answer first, then the least loaded."""
+        return (self.back is not None and not self.back.done(), self.load)
 
 
 class RayExecutor:
@@ -197,7 +204,7 @@ class RayExecutor:
 
         lost: BaseException | None = None
         for _ in range(self.options.max_lost + 1):
-            actor = min(self._actors, key=lambda a: a.load)
+            actor = min(self._actors, key=lambda a: a.rank)
             actor.load += 1
             ref = actor.handle.run.remote(seed, options, max_cost_usd)
             try:
@@ -205,6 +212,8 @@ class RayExecutor:
             except (ActorDiedError, ActorUnavailableError, RayActorError) as e:
                 self.lost += 1  # the actor or its node died: the episode goes elsewhere
                 lost = e
+                if actor.back is None or actor.back.done():  # until it answers again
+                    actor.back = asyncio.ensure_future(_answers(actor.handle))
             except asyncio.CancelledError:
                 _cancel(ref)
                 raise
@@ -222,6 +231,9 @@ class RayExecutor:
         self._closed = True
         import ray
 
+        for actor in self._actors:
+            if actor.back is not None:
+                actor.back.cancel()
         try:
             closing = asyncio.gather(
                 *(a.handle.aclose.remote() for a in self._actors), return_exceptions=True
@@ -234,6 +246,12 @@ class RayExecutor:
             self._actors = []
             if self._connected:
                 await asyncio.to_thread(ray.shutdown)
+
+
+async def _answers(handle: Any) -> None:
+    """Return once a restarted actor answers (or is found gone for good)."""
+    with contextlib.suppress(Exception):
+        await handle.node.remote()
 
 
 def _cancel(ref: Any) -> None:
