@@ -33,9 +33,7 @@
   closes its sandbox; no row of an unfinished group is written.
 * **Store.** With ``out_dir``, every finished episode try goes to ``out_dir/results.db``
   (:mod:`palaestra.rl.stream_store`): ``palaestra report out_dir`` reports the run.
-* **Ray.** ``executor="ray"`` (or a :class:`~palaestra.run.ray_executor.RayOptions`) runs the
-  episodes on a Ray cluster's actors; ``env`` is then an env id, ``policy`` a name or a
-  picklable client, and this process keeps the buffer, the sampler and the store.
+* **Ray.** ``executor="ray"`` or a ``RayOptions``: episodes on Ray actors (see docs/ray.md).
 * **Sync code.** :meth:`RolloutStream.groups_sync` / :meth:`episodes_sync` iterate from plain
   code (a loop in a background thread: :mod:`palaestra.rl.sync_iter`).
 """
@@ -345,7 +343,9 @@ class RolloutStream:
         backend = getattr(env, "backend", None)
         return {
             "env_id": self.env if isinstance(self.env, str) else getattr(env, "env_id", "env"),
-            "policy": getattr(self.policy, "name", self.policy),
+            "policy": self.policy
+            if isinstance(self.policy, str)
+            else getattr(self.policy, "name", type(self.policy).__name__),
             "scaffold": getattr(scaffold, "name", "unknown"),
             "sandbox": getattr(backend, "name", "unknown"),
             "attempts": size,  # per draw; the report's "planned" reads attempts x tasks
