@@ -60,7 +60,7 @@ class LocalCluster:
                     os.kill(pid, sig)
                 except ProcessLookupError:
                     pass
-            deadline = time.monotonic() + 10
+            deadline = time.monotonic() + (3 if sig == signal.SIGTERM else 10)
             while time.monotonic() < deadline and any(_alive(p) for p in pids):
                 time.sleep(0.1)
 

@@ -29,9 +29,7 @@ from palaestra.env.registry import load_tasks, make, make_policy
 from palaestra.llm.client import LLMClient
 from palaestra.run.executor import LocalExecutor
 from palaestra.run.rollout import Episode
-from palaestra.sandbox import default_backend
 from palaestra.sandbox.docker import reclaim_docker_leftovers
-from palaestra.sandbox.janitor import reclaim_leftovers
 
 #: Actors are named ``<prefix><run token>-<i>`` (``ray list actors`` shows whose they are).
 ACTOR_PREFIX = "palaestra-episodes-"
@@ -73,10 +71,11 @@ class EpisodeActor:
     restarted after a crash leaves nothing of its previous incarnation running."""
 
     def __init__(self, env_id: str, policy: str | LLMClient, env_overrides: dict[str, Any]) -> None:
-        sandbox = env_overrides.get("sandbox", "local")
-        if sandbox == "local":
-            reclaim_leftovers(default_backend("local").state_dir)  # type: ignore[attr-defined]
-        elif sandbox == "docker":  # in a thread of its own: the actor's loop may be running
+        # The local backend reclaims its dead owners' sandboxes at its first create; Docker's
+        # janitor is a separate pass.
+        if (
+            env_overrides.get("sandbox", "local") == "docker"
+        ):  # in a thread of its own: the actor's loop may be running
             with ThreadPoolExecutor(1) as thread:
                 thread.submit(asyncio.run, reclaim_docker_leftovers()).result()
         tasks = load_tasks(env_id)
