@@ -32,7 +32,10 @@ ALLOWED: dict[str, set[str]] = {
 LAZY: dict[tuple[str, str], str] = {
     ("palaestra.env.registry", "palaestra.llm.openai_client"): "the openai SDK: ~340 ms to import",
     ("palaestra.llm", "palaestra.llm"): "llm.__getattr__ loads the openai client on first use",
-    ("palaestra.sandbox", "palaestra.sandbox.docker"): "aiodocker and aiohttp: ~160 ms, docker only",
+    (
+        "palaestra.sandbox",
+        "palaestra.sandbox.docker",
+    ): "aiodocker and aiohttp: ~160 ms, docker only",
 }
 
 MAX_LINES = 500
@@ -114,7 +117,8 @@ def test_every_listed_lazy_import_still_exists() -> None:
 
 
 @pytest.mark.parametrize(
-    "path", [p for p in _modules() if not str(p.relative_to(SRC)).startswith(EXEMPT_FROM_SIZE)],
+    "path",
+    [p for p in _modules() if not str(p.relative_to(SRC)).startswith(EXEMPT_FROM_SIZE)],
     ids=lambda p: str(p.relative_to(SRC)),
 )
 def test_no_module_is_oversized(path: Path) -> None:
