@@ -3,10 +3,12 @@
 Prints figures; asserts nothing. Run: ``.venv/bin/python benchmarks/bench_node.py`` (the Docker
 half needs ``sudo scripts/provision-docker.sh``; it is skipped, with the reason, without).
 
-1. Memory per idle sandbox: ``MemAvailable`` drop with N sandboxes open (base image; the local
+1. Start rate: N sandboxes created at once, each to its first exec: sandboxes started per
+   second (what a node's engine sustains when a wave of episodes begins).
+2. Memory per idle sandbox: ``MemAvailable`` drop with N sandboxes open (base image; the local
    backend on its exported root filesystem), divided by N. Includes the helper, bubblewrap or
    the container's shim and cgroup: what a node pays per sandbox before the agent runs anything.
-2. Oracle episodes on the starter pack at one concurrency: episodes/s, and CPU seconds per
+3. Oracle episodes on a task set (default: the starter pack) at one concurrency: episodes/s, and CPU seconds per
    episode of this process and the sandboxes it waits for (local backend only: Docker's
    processes are the engine's children, not ours).
 """
@@ -22,7 +24,7 @@ from pathlib import Path
 
 from palaestra.env.registry import load_tasks
 from palaestra.run import evaluate
-from palaestra.sandbox import SandboxBackend, SandboxSpec
+from palaestra.sandbox import Sandbox, SandboxBackend, SandboxSpec
 from palaestra.sandbox.docker import DEFAULT_IMAGE, DockerBackend, docker_unavailable
 from palaestra.sandbox.images import export_rootfs
 from palaestra.sandbox.local import LocalBackend
@@ -35,16 +37,29 @@ def mem_available_mib() -> float:
     raise RuntimeError("no MemAvailable in /proc/meminfo")
 
 
-async def memory_per_sandbox(backend: SandboxBackend, spec: SandboxSpec, n: int) -> float:
+async def started(backend: SandboxBackend, spec: SandboxSpec) -> Sandbox:
+    sandbox = await backend.create(spec)
+    await sandbox.exec("true")
+    return sandbox
+
+
+async def per_sandbox(backend: SandboxBackend, spec: SandboxSpec, n: int) -> tuple[float, float]:
+    """Sandboxes started per second with ``n`` started at once, and MiB per idle sandbox."""
     await (await backend.create(spec)).close()  # warm up
     await asyncio.sleep(1)
-    before = mem_available_mib()
-    sandboxes = [await backend.create(spec) for _ in range(n)]
-    await asyncio.gather(*(s.exec("true") for s in sandboxes))
+    before, start = mem_available_mib(), time.perf_counter()
+    sandboxes = await asyncio.gather(*(started(backend, spec) for _ in range(n)))
+    rate = n / (time.perf_counter() - start)
     await asyncio.sleep(1)
     after = mem_available_mib()
     await asyncio.gather(*(s.close() for s in sandboxes))
-    return (before - after) / n
+    return rate, (before - after) / n
+
+
+def print_per_sandbox(name: str, n: int, figures: tuple[float, float]) -> None:
+    print(
+        f"{name}, {n} sandboxes at once: {figures[0]:.1f} started/s, {figures[1]:.1f} MiB each idle"
+    )
 
 
 def cpu_s() -> float:
@@ -75,15 +90,14 @@ async def main(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as state_dir:
         local = LocalBackend(run_id="bench-node", state_dir=Path(state_dir))
         spec = SandboxSpec(rootfs=rootfs.path) if rootfs else SandboxSpec()
-        mib = await memory_per_sandbox(local, spec, args.sandboxes)
-        print(f"memory per idle sandbox, local ({args.sandboxes} open): {mib:.1f} MiB")
+        print_per_sandbox("local", args.sandboxes, await per_sandbox(local, spec, args.sandboxes))
         await local.aclose()
     if docker_reason:
         print(f"docker: skipped: {docker_reason}")
     else:
         docker = DockerBackend(run_id="bench-node")
-        mib = await memory_per_sandbox(docker, SandboxSpec(), args.sandboxes)
-        print(f"memory per idle sandbox, docker ({args.sandboxes} open): {mib:.1f} MiB")
+        figures = await per_sandbox(docker, SandboxSpec(), args.sandboxes)
+        print_per_sandbox("docker", args.sandboxes, figures)
         await docker.aclose()
     for sandbox in ("local",) if docker_reason else ("local", "docker"):
         await episodes(args.env, sandbox, args.concurrency, args.attempts)
