@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from headline import headline
+
 from palaestra.env.registry import load_tasks
 from palaestra.run import evaluate
 from palaestra.sandbox import Sandbox, SandboxBackend, SandboxSpec
@@ -69,7 +71,7 @@ def cpu_s() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-async def episodes(env: str, sandbox: str, concurrency: int, attempts: int) -> None:
+async def episodes(env: str, sandbox: str, concurrency: int, attempts: int) -> float:
     n = len(load_tasks(env)) * attempts
     cpu, start = cpu_s(), time.perf_counter()
     with tempfile.TemporaryDirectory() as out:
@@ -82,25 +84,32 @@ async def episodes(env: str, sandbox: str, concurrency: int, attempts: int) -> N
         f"oracle, {sandbox}, {n} episodes at concurrency {concurrency}: "
         f"{n / wall:.2f} episodes/s, pass rate {summary['pass_rate']:.0%}{cpu_note}"
     )
+    return n / wall
 
 
 async def main(args: argparse.Namespace) -> None:
     docker_reason = await docker_unavailable()
     rootfs = None if docker_reason else await export_rootfs(DEFAULT_IMAGE)
+    figures: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as state_dir:
         local = LocalBackend(run_id="bench-node", state_dir=Path(state_dir))
         spec = SandboxSpec(rootfs=rootfs.path) if rootfs else SandboxSpec()
-        print_per_sandbox("local", args.sandboxes, await per_sandbox(local, spec, args.sandboxes))
+        rate, mib = await per_sandbox(local, spec, args.sandboxes)
+        print_per_sandbox("local", args.sandboxes, (rate, mib))
+        figures |= {"local_starts_per_s": round(rate, 1), "local_mib": round(mib, 1)}
         await local.aclose()
     if docker_reason:
         print(f"docker: skipped: {docker_reason}")
     else:
         docker = DockerBackend(run_id="bench-node")
-        figures = await per_sandbox(docker, SandboxSpec(), args.sandboxes)
-        print_per_sandbox("docker", args.sandboxes, figures)
+        rate, mib = await per_sandbox(docker, SandboxSpec(), args.sandboxes)
+        print_per_sandbox("docker", args.sandboxes, (rate, mib))
+        figures |= {"docker_starts_per_s": round(rate, 1), "docker_mib": round(mib, 1)}
         await docker.aclose()
     for sandbox in ("local",) if docker_reason else ("local", "docker"):
-        await episodes(args.env, sandbox, args.concurrency, args.attempts)
+        rate = await episodes(args.env, sandbox, args.concurrency, args.attempts)
+        figures[f"{sandbox}_episodes_per_s"] = round(rate, 2)
+    headline("node", **figures)
 
 
 if __name__ == "__main__":

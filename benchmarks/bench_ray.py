@@ -34,6 +34,8 @@ import statistics
 import time
 from typing import Any
 
+from headline import headline
+
 from palaestra.env.registry import load_tasks, make, make_policy
 from palaestra.run.executor import EpisodeExecutor, LocalExecutor
 from palaestra.run.ray_executor import RayExecutor, RayOptions
@@ -121,6 +123,10 @@ async def main() -> None:
         print(f"  Ray overhead per episode (concurrency 1)       {ray_out - local_out:8.1f} ms")
         print(f"  2 nodes / 1 node                               {two_nodes / one_node:8.2f}x")
         print(f"  ray 2 nodes / local                            {two_nodes / local_c:8.2f}x")
+        headline(
+            "ray", overhead_ms=round(ray_out - local_out, 1), local_eps=round(local_c, 2),
+            one_node_eps=round(one_node, 2), two_nodes_eps=round(two_nodes, 2),
+        )  # fmt: skip
     finally:
         ray.shutdown()
 
