@@ -8,7 +8,7 @@ import importlib.util
 import json
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 from rich.console import Console
@@ -237,10 +237,19 @@ def eval_cmd(
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
     ray: Annotated[
+        bool,
+        typer.Option(
+            "--ray",
+            help="Run the episodes on a Ray cluster (needs palaestra[ray]): the one this "
+            "machine joined with `ray start`, or --ray-address's.",
+        ),
+    ] = False,
+    ray_address: Annotated[
         str | None,
         typer.Option(
-            help="Run the episodes on a Ray cluster (needs palaestra[ray]): 'auto' (the cluster "
-            "this machine joined with `ray start`), ray://HOST:PORT, or 'local' (a new one)."
+            help="The Ray cluster (implies --ray): 'auto' (the default: the one this machine "
+            "joined), ray://HOST:PORT, or 'local' (a new one-machine instance).",
+            metavar="ADDRESS",
         ),
     ] = None,
     ray_resources: Annotated[
@@ -283,7 +292,9 @@ def eval_cmd(
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--policy") from None
     tasks = select_tasks(env_id, strict=strict_tasks)
-    executor = "local" if ray is None else _ray_options(ray, ray_resources, ray_actors)
+    executor: Literal["local"] | RayOptions = "local"
+    if ray or ray_address is not None:
+        executor = _ray_options(ray_address or "auto", ray_resources, ray_actors)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out_dir = (
         out

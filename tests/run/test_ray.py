@@ -21,7 +21,7 @@ from palaestra.run.store import read_episodes
 from tests.procs import bwrap_pids, eventually
 from tests.run.ray_cluster import LocalCluster, start_cluster
 
-ray = pytest.importorskip("ray")
+ray = pytest.importorskip("ray", reason="ray (the dev extra) not installed")
 SRC = Path(__file__).resolve().parents[2] / "src"
 TASKS = "starter:9:12"  # file operations: no timing in their tests
 
@@ -56,6 +56,15 @@ async def test_an_eval_over_the_cluster_records_each_episode_once(cluster, tmp_p
         assert len(set(await executor.nodes())) == 2
     finally:
         await executor.aclose()
+    # a custom resource places every actor on the node that has it
+    node2 = next(n["NodeID"] for n in ray.nodes() if n["Alive"] and "node2" in n["Resources"])
+    placed = RayExecutor("starter:0:1", "nop", RayOptions(actors=2, resources={"node2": 0.5}),
+                         concurrency=2, env_overrides={"sandbox": "local"})  # fmt: skip
+    await placed.start()
+    try:
+        assert await placed.nodes() == [node2, node2]
+    finally:
+        await placed.aclose()
     for policy, passed in (("oracle", 3), ("nop", 0)):
         out = tmp_path / policy
         summary = await evaluate(TASKS, policy, executor="ray", concurrency=4, out_dir=out)
@@ -79,11 +88,11 @@ async def test_an_actor_killed_mid_run_loses_only_its_episodes(cluster, tmp_path
             ray.kill(ray.get_actor(actor["name"], actor["namespace"]), no_restart=False)
             killed.append(actor["name"])
 
-    summary = await evaluate("starter:9:15", "nop", executor="ray", concurrency=4,
+    summary = await evaluate(TASKS, "nop", attempts=2, executor="ray", concurrency=4,
                              out_dir=tmp_path, on_episode=kill_one)  # fmt: skip
     assert killed and summary["lost"] >= 1  # the kill cut episodes short
     assert (summary["episodes"], summary["passed"], summary["errors"]) == (6, 0, 0)
-    assert len(_once(tmp_path)) == 6
+    assert _once(tmp_path) == sorted((t.id, a) for t in load_tasks(TASKS) for a in (0, 1))
     # the restarted actor's janitor reclaimed what its killed incarnation left on the node
     assert await eventually(lambda: not bwrap_pids(str(cluster.state_dir)), within=20)
     assert not any(cluster.state_dir.glob("*/sb-*"))
@@ -101,16 +110,19 @@ async def test_a_stream_on_the_cluster_yields_groups(cluster):
 
 
 def test_the_command_line_runs_on_the_cluster(cluster, tmp_path):
+    """``--ray`` alone joins the cluster this machine is part of (``auto``); a scaffold with
+    options (``--step-limit``) travels to the actors."""
     out = tmp_path / "run"
     res = CliRunner().invoke(app, ["eval", "starter:9:11", "-p", "oracle", "--ray",
-                                   cluster.address, "--out", str(out), "--json"])  # fmt: skip
+                                   "--step-limit", "7", "--out", str(out), "--json"],
+                             env={"RAY_ADDRESS": cluster.address})  # fmt: skip
     assert res.exit_code == 0, res.output
     summary = json.loads(res.stdout[res.stdout.index("{") :])
     assert (summary["executor"], summary["episodes"], summary["passed"]) == ("ray", 2, 2)
 
 
 def test_bad_ray_resources_are_one_clear_line():
-    res = CliRunner().invoke(app, ["eval", "starter:0:1", "--ray", "auto",
+    res = CliRunner().invoke(app, ["eval", "starter:0:1", "--ray",
                                    "--ray-resources", "{docker: 1}"], env={"COLUMNS": "300"})  # fmt: skip
     assert res.exit_code == 2
     assert "is not a JSON object of numbers" in res.output and "Traceback" not in res.output

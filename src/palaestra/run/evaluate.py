@@ -115,7 +115,8 @@ async def evaluate(
 
     ``executor="ray"`` (or :class:`~palaestra.run.ray_executor.RayOptions`) runs the episodes
     on a Ray cluster's actors (see :mod:`palaestra.run.ray_executor`); this process keeps the
-    store. ``policy``, ``scaffold`` and ``sandbox`` then travel to the actors by name.
+    store. ``policy`` and ``sandbox`` then travel to the actors by name, ``scaffold`` by name or
+    pickled.
     """
     if attempts < 1 or concurrency < 1 or retries < 0:
         raise ValueError("attempts and concurrency must be at least 1, retries at least 0")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import pickle
 import secrets
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -29,7 +30,10 @@ from palaestra.env.registry import load_tasks, make, make_policy
 from palaestra.llm.client import LLMClient
 from palaestra.run.executor import LocalExecutor
 from palaestra.run.rollout import Episode
+from palaestra.sandbox import default_backend
 from palaestra.sandbox.docker import reclaim_docker_leftovers
+from palaestra.sandbox.janitor import reclaim_leftovers
+from palaestra.sandbox.local import LocalBackend
 
 #: Actors are named ``<prefix><run token>-<i>`` (``ray list actors`` shows whose they are).
 ACTOR_PREFIX = "palaestra-episodes-"
@@ -71,11 +75,12 @@ class EpisodeActor:
     restarted after a crash leaves nothing of its previous incarnation running."""
 
     def __init__(self, env_id: str, policy: str | LLMClient, env_overrides: dict[str, Any]) -> None:
-        # The local backend reclaims its dead owners' sandboxes at its first create; Docker's
-        # janitor is a separate pass.
-        if (
-            env_overrides.get("sandbox", "local") == "docker"
-        ):  # in a thread of its own: the actor's loop may be running
+        # The janitor, now: a backend's own pass waits for its first sandbox, which a
+        # restarted actor may never get (the run's last episodes done elsewhere).
+        backend = default_backend(env_overrides.get("sandbox", "local"))
+        if isinstance(backend, LocalBackend):
+            reclaim_leftovers(backend.state_dir)
+        else:  # in a thread of its own: the actor's loop may be running
             with ThreadPoolExecutor(1) as thread:
                 thread.submit(asyncio.run, reclaim_docker_leftovers()).result()
         tasks = load_tasks(env_id)
@@ -117,8 +122,8 @@ class _Actor:
 class RayExecutor:
     """Runs episodes on :class:`EpisodeActor` actors; see the module docstring.
 
-    ``env_overrides`` must name the scaffold and sandbox (strings travel to the actors,
-    objects do not). Start it with :meth:`start`; :meth:`aclose` closes and kills the
+    ``env_overrides`` must name the sandbox (each node builds its own backend); the scaffold
+    is a name or an object that pickles (a turn-loop scaffold with its options does). Start it with :meth:`start`; :meth:`aclose` closes and kills the
     actors and disconnects a Ray connection it opened.
     """
 
@@ -131,12 +136,18 @@ class RayExecutor:
         concurrency: int,
         env_overrides: dict[str, Any],
     ) -> None:
-        for key in ("scaffold", "sandbox"):
-            if not isinstance(env_overrides.get(key, ""), str):
+        if not isinstance(env_overrides.get("sandbox", ""), str):
+            raise ValueError(
+                "with Ray, pass sandbox by name (a string): every node builds its own backend"
+            )
+        scaffold = env_overrides.get("scaffold", "")
+        if not isinstance(scaffold, str):
+            try:
+                pickle.dumps(scaffold)
+            except Exception as e:
                 raise ValueError(
-                    f"with Ray, pass {key} by name (a string): an object cannot be rebuilt "
-                    "on the cluster's nodes"
-                )
+                    f"with Ray, pass scaffold by name or as an object that pickles ({e})"
+                ) from None
         self.env_id = env_id
         self.policy = policy
         self.options = options
