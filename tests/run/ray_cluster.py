@@ -1,13 +1,15 @@
 """A real Ray cluster on this machine for the Ray tests: a head node and a second node with
 resources of its own (``node2``), each with its own temp dir, started with ``ray start`` and
 stopped by killing exactly the processes that name those temp dirs (and their children),
-never by a broad name (``ray stop`` would stop every Ray node of the user)."""
+never by a broad name (``ray stop`` would stop every Ray node of the user); then its directory
+(temp dirs, logs, sandbox state) is removed."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,6 +26,7 @@ RAY = str(Path(sys.executable).with_name("ray"))
 @dataclass
 class LocalCluster:
     address: str
+    root: Path
     temp_dirs: list[Path]
     state_dir: Path
 
@@ -63,6 +66,7 @@ class LocalCluster:
             deadline = time.monotonic() + (3 if sig == signal.SIGTERM else 10)
             while time.monotonic() < deadline and any(_alive(p) for p in pids):
                 time.sleep(0.1)
+        shutil.rmtree(self.root, ignore_errors=True)
 
 
 def _alive(pid: int) -> bool:
@@ -82,7 +86,7 @@ def start_cluster(src: Path, cpus: int = 2) -> LocalCluster:
            "RAY_USAGE_STATS_ENABLED": "0"}  # fmt: skip
     common = ["--num-cpus", str(cpus), "--disable-usage-stats"]
     head_dir, node_dir = root / "h", root / "n"
-    cluster = LocalCluster("", [head_dir, node_dir], state_dir)
+    cluster = LocalCluster("", root, [head_dir, node_dir], state_dir)
     try:
         out = subprocess.run(
             [RAY, "start", "--head", "--port=0", f"--temp-dir={head_dir}",

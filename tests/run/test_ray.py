@@ -38,6 +38,7 @@ def cluster() -> Iterator[LocalCluster]:
     finally:
         started.stop()
     assert started.pids() == [], "a process of the test cluster outlived it"
+    assert not started.root.exists(), "the test cluster left its directory"
 
 
 def _once(run_dir: Path) -> list[tuple[str, int]]:
