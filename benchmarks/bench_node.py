@@ -8,6 +8,8 @@ half needs ``sudo scripts/provision-docker.sh``; it is skipped, with the reason,
 2. Memory per idle sandbox: ``MemAvailable`` drop with N sandboxes open (base image; the local
    backend on its exported root filesystem), divided by N. Includes the helper, bubblewrap or
    the container's shim and cgroup: what a node pays per sandbox before the agent runs anything.
+   Other work on the machine moves ``MemAvailable`` too: there the figure is noisy (it can even
+   come out negative); run it on a quiet node.
 3. Oracle episodes on a task set (default: the starter pack) at one concurrency: episodes/s, and CPU seconds per
    episode of this process and the sandboxes it waits for (local backend only: Docker's
    processes are the engine's children, not ours).

@@ -44,7 +44,7 @@ BENCHMARKS: list[tuple[str, str, list[str]]] = [
     ("local_policy", "bench_local_policy.py", ["--rounds", "3"]),
     ("generators", "bench_generators.py", []),
     ("creator", "bench_creator.py", ["--proposals", "8"]),
-    ("node", "bench_node.py", ["--sandboxes", "10", "--concurrency", "4"]),
+    ("node", "bench_node.py", ["--sandboxes", "10", "--env", "starter:9:12", "--attempts", "2"]),
 ]
 PEERS = HERE / "peers" / "results.json"
 
