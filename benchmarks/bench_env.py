@@ -101,8 +101,7 @@ def around(runs: list[list[float]], turn: int, width: int = 10) -> list[float]:
     return [s for run in runs for s in run[lo : lo + width]]
 
 
-async def exec_round_trip(n: int) -> list[float]:
-    backend = default_backend("local")
+async def exec_round_trip(backend: SandboxBackend, n: int) -> list[float]:
     async with await backend.create(SandboxSpec()) as sandbox:
         await sandbox.exec("true")
         samples = []
@@ -138,7 +137,7 @@ async def main(args: argparse.Namespace) -> None:
     real = await per_step(
         default_backend("local"), args.env, steps=args.steps, episodes=args.episodes
     )
-    rtt = await exec_round_trip(len(real))
+    rtt = await exec_round_trip(default_backend("local"), len(real))
     print(
         f"step on local sandbox: p50 {ms(pct(real, 50))}  p99 {ms(pct(real, 99))}; "
         f"exec('true') alone: p50 {ms(pct(rtt, 50))}  p99 {ms(pct(rtt, 99))}; "

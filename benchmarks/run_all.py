@@ -7,11 +7,13 @@ headline figures as JSON, which the table at the end shows, one row a benchmark,
 script's wall time. About 10 minutes on 2 cores. A script that fails gets a row saying so, and
 the runner exits non-zero.
 
-The ARES column: when ``benchmarks/peers/results.json`` exists (the peer benchmarks of
-``benchmarks/peers/`` write it; ``--peers`` names another file), its ARES per-step framework
-overhead, ``{"ares": {"step_overhead_us": <float>}}``, is printed beside palaestra's
-(``bench_env``'s null-sandbox step p50) with their ratio. Without the file the column says
-``-``.
+The peers: when ``benchmarks/peers/results.json`` exists (``benchmarks/peers/run.py`` writes
+it; ``--peers`` names another file), the ``vs ARES`` column of the ``env`` row shows ARES's
+per-step framework overhead against palaestra's, both measured by that script on the same work
+in the same run (its flat keys ``ares_step_overhead_us``, ``palaestra_step_overhead_us`` and
+``ratio``), and a last line its other ratios (``docker_ratio``,
+``harbor_vs_palaestra_docker``, ``harbor_vs_palaestra_local``). Without the file the column
+says ``-``. ``bench_ray.py`` is not run here: it needs a Ray cluster of two nodes (docs/ray.md).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ BENCHMARKS: list[tuple[str, str, list[str]]] = [
     ("local_policy", "bench_local_policy.py", ["--rounds", "3"]),
     ("generators", "bench_generators.py", []),
     ("creator", "bench_creator.py", ["--proposals", "8"]),
+    ("node", "bench_node.py", ["--sandboxes", "10", "--env", "starter:9:12", "--attempts", "2"]),
 ]
 PEERS = HERE / "peers" / "results.json"
 
@@ -74,13 +77,18 @@ def run(script: str, args: list[str], timeout: float) -> tuple[int | str, float,
     return rc, wall, figures
 
 
-def ares_column(figures: dict, peers: dict | None) -> str:
-    """ARES's step overhead beside palaestra's (bench_env), or '-'."""
-    ares = (peers or {}).get("ares", {}).get("step_overhead_us")
-    ours = figures.get("step_p50_us")
-    if ares is None or not ours:
+#: The ratios of ``benchmarks/peers/results.json`` shown on the table's last line.
+PEER_RATIOS = ("ratio", "docker_ratio", "harbor_vs_palaestra_docker", "harbor_vs_palaestra_local")
+
+
+def ares_column(peers: dict | None) -> str:
+    """ARES's per-step overhead against palaestra's, as the peers script measured both, or '-'."""
+    if peers is None or "ratio" not in peers:
         return "-"
-    return f"{ares:.0f} us ({ares / ours:.1f}x palaestra's)"
+    return (
+        f"{peers['ares_step_overhead_us']:.0f} vs {peers['palaestra_step_overhead_us']:.0f} us"
+        f" ({peers['ratio']:.1f}x)"
+    )
 
 
 def table(rows: list[tuple[str, int | str, float, dict]], peers: dict | None) -> str:
@@ -90,8 +98,11 @@ def table(rows: list[tuple[str, int | str, float, dict]], peers: dict | None) ->
         text = "  ".join(f"{k}={v}" for k, v in shown.items())
         if rc != 0:
             text = f"FAILED ({rc if isinstance(rc, str) else f'exit {rc}'}) {text}"
-        ares = ares_column(figures, peers) if name == "env" else ""
+        ares = ares_column(peers) if name == "env" else ""
         lines.append(f"{name:<13} {wall:6.0f}s  {ares:<30} {text}".rstrip())
+    if peers is not None:
+        shown = "  ".join(f"{k}={peers[k]:.1f}" for k in PEER_RATIOS if k in peers)
+        lines.append(f"peers (benchmarks/peers/run.py, ARES or Harbor / palaestra): {shown}")
     return "\n".join(lines)
 
 

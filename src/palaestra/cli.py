@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import json
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 from rich.console import Console
@@ -29,6 +30,7 @@ from palaestra.env.types import EpisodeStatus
 from palaestra.llm.anthropic import AnthropicPolicy
 from palaestra.llm.types import SamplingParams
 from palaestra.run.evaluate import EpisodeRecord, evaluate
+from palaestra.run.ray_executor import RayClusterError, RayOptions
 from palaestra.run.report import write_report
 from palaestra.run.scalars import JsonlScalarWriter, ScalarStream
 from palaestra.run.store import DB_NAME, RunMismatchError, read_episodes
@@ -133,6 +135,32 @@ def _open_streams(scalars: Path | None, tensorboard: Path | None) -> dict[str, S
     return streams
 
 
+def _ray_options(address: str, resources: str, actors: int | None) -> RayOptions:
+    """``--ray`` and its options as :class:`RayOptions`; bad JSON is one clear line."""
+    try:
+        wanted = json.loads(resources)
+        if not isinstance(wanted, dict) or not all(
+            isinstance(v, int | float) for v in wanted.values()
+        ):
+            raise ValueError("not an object of numbers")
+    except ValueError as e:
+        raise typer.BadParameter(
+            f'{resources!r} is not a JSON object of numbers ({e}); e.g. \'{{"CPU": 1, '
+            '"docker": 1}\'',
+            param_hint="--ray-resources",
+        ) from None
+    if importlib.util.find_spec("ray") is None:
+        raise typer.BadParameter(
+            "Ray is not installed: pip install 'palaestra[ray]'", param_hint="--ray"
+        )
+    memory = wanted.pop("memory", None)
+    return RayOptions(
+        address=None if address == "local" else address, actors=actors,
+        num_cpus=float(wanted.pop("CPU", 1)), memory=None if memory is None else int(memory),
+        resources=wanted,
+    )  # fmt: skip
+
+
 @app.command("eval")
 def eval_cmd(
     env_id: Annotated[
@@ -208,6 +236,34 @@ def eval_cmd(
         ),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    ray: Annotated[
+        bool,
+        typer.Option(
+            "--ray",
+            help="Run the episodes on a Ray cluster (needs palaestra[ray]): the one this "
+            "machine joined with `ray start`, or --ray-address's.",
+        ),
+    ] = False,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            help="The Ray cluster (implies --ray): 'auto' (the default: the one this machine "
+            "joined), ray://HOST:PORT, or 'local' (a new one-machine instance).",
+            metavar="ADDRESS",
+        ),
+    ] = None,
+    ray_resources: Annotated[
+        str,
+        typer.Option(
+            help='What each Ray actor reserves, as JSON: {"CPU": 1, "memory": BYTES, '
+            '"docker": 1, ...} (custom resources place actors on the nodes that have '
+            "them).",
+            metavar="JSON",
+        ),
+    ] = '{"CPU": 1}',
+    ray_actors: Annotated[
+        int | None, typer.Option(min=1, help="Ray actors (default: one per alive node).")
+    ] = None,
 ) -> None:
     """Evaluate a policy on a task set; results go to RUN_DIR/results.db and summary.json."""
     if scaffold not in SCAFFOLDS:
@@ -236,6 +292,9 @@ def eval_cmd(
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--policy") from None
     tasks = select_tasks(env_id, strict=strict_tasks)
+    executor: Literal["local"] | RayOptions = "local"
+    if ray or ray_address is not None:
+        executor = _ray_options(ray_address or "auto", ray_resources, ray_actors)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out_dir = (
         out
@@ -281,9 +340,10 @@ def eval_cmd(
                     tasks=tasks,
                     scaffold=chosen,
                     sandbox=sandbox,
+                    executor=executor,
                 )  # fmt: skip
             )
-    except RunMismatchError as e:
+    except (RunMismatchError, RayClusterError) as e:
         console.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from None
     except KeyboardInterrupt:

@@ -130,3 +130,21 @@ async def test_an_old_store_resumes(tmp_path):
         await store.aclose()
     pairs = _pairs(read_episodes(run_dir, final_only=False))
     assert pairs == {**OLD_AS_NEW, ("t-new", 0): ("failed", "agent_timeout")}
+
+
+async def test_an_episode_delivered_twice_is_stored_once(tmp_path):
+    """A row is keyed by its episode id: a second delivery of the same episode (a cluster
+    retrying a transfer) writes nothing and returns the first row's id."""
+    store = await ResultStore.open(tmp_path)
+    try:
+        await store.begin_run("r", identity=IDENTITY, config={})
+        first = await store.add_episode(_row("t", "passed", "submitted", run_id="r",
+                                             episode_id="ep-1"))  # fmt: skip
+        again = await store.add_episode(_row("t", "passed", "submitted", run_id="r",
+                                             episode_id="ep-1"))  # fmt: skip
+        other = await store.add_episode(_row("t", "failed", "submitted", run_id="r",
+                                             episode_id="ep-2", attempt=1))  # fmt: skip
+    finally:
+        await store.aclose()
+    assert again == first != other
+    assert [r["episode_id"] for r in read_episodes(tmp_path)] == ["ep-1", "ep-2"]

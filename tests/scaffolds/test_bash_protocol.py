@@ -1,4 +1,10 @@
+import pickle
+
+import pytest
+
+from palaestra.llm.types import SamplingParams
 from palaestra.sandbox.base import ExecResult
+from palaestra.scaffolds import make_scaffold
 from palaestra.scaffolds.bash import BashScaffold, is_submission, parse_actions
 from palaestra.scaffolds.loop import head_tail
 
@@ -28,3 +34,13 @@ def test_timeout_observation_mentions_limit_and_partial_output():
     scaffold = BashScaffold(command_timeout=5)
     obs = scaffold.observation(ExecResult("partial out", "", None, timed_out=True))
     assert "5" in obs and "partial out" in obs and "killed" in obs
+
+
+@pytest.mark.parametrize("name", ["bash", "tools", "terminus"])
+def test_a_turn_scaffold_with_options_pickles_as_its_config(name):
+    """What a Ray actor receives: the same config, templates compiled afresh."""
+    scaffold = make_scaffold(name, step_limit=7, sampling=SamplingParams(max_tokens=64))
+    copy = pickle.loads(pickle.dumps(scaffold))
+    assert type(copy) is type(scaffold) and copy.config == scaffold.config
+    context = {"task": {"instruction": "Fix it."}, "workdir": "/app", "n_actions": 2}
+    assert copy.render("system", **context) == scaffold.render("system", **context)

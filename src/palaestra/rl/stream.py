@@ -33,6 +33,7 @@
   closes its sandbox; no row of an unfinished group is written.
 * **Store.** With ``out_dir``, every finished episode try goes to ``out_dir/results.db``
   (:mod:`palaestra.rl.stream_store`): ``palaestra report out_dir`` reports the run.
+* **Ray.** ``executor="ray"`` or a ``RayOptions``: episodes on Ray actors (see docs/ray.md).
 * **Sync code.** :meth:`RolloutStream.groups_sync` / :meth:`episodes_sync` iterate from plain
   code (a loop in a background thread: :mod:`palaestra.rl.sync_iter`).
 """
@@ -50,7 +51,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from palaestra.env.end import EpisodeEnd
-from palaestra.env.registry import load_tasks, make
+from palaestra.env.registry import load_tasks, make, make_policy
 from palaestra.env.types import Environment, EpisodeStatus
 from palaestra.llm.client import LLMClient
 from palaestra.llm.types import LLMRequest, LLMResponse
@@ -59,6 +60,7 @@ from palaestra.rl.sampling import GroupFilter, GroupOutcome, TaskDraw, TaskSampl
 from palaestra.rl.stream_store import StreamRecorder
 from palaestra.rl.sync_iter import SyncIterator
 from palaestra.rl.versions import StalePolicy, check_staleness_options, staleness
+from palaestra.run.ray_executor import RayExecutor, RayOptions
 from palaestra.run.rollout import Episode, rollout
 from palaestra.run.rows import episode_row
 from palaestra.run.store import EpisodeRow
@@ -156,7 +158,7 @@ class RolloutStream:
     def __init__(
         self,
         env: str | EnvFactory,
-        policy: LLMClient,
+        policy: LLMClient | str,
         *,
         concurrency: int = 8,
         buffer: int = 4,
@@ -168,6 +170,7 @@ class RolloutStream:
         stale: StalePolicy = "drop",
         seed: int = 0,
         out_dir: Path | str | None = None,
+        executor: Literal["local", "ray"] | RayOptions = "local",
         **env_kwargs: Any,
     ) -> None:
         if concurrency < 1 or buffer < 1 or max_retries < 0:
@@ -193,6 +196,13 @@ class RolloutStream:
         self.seed = seed
         self.out_dir = out_dir
         self.env_kwargs = env_kwargs
+        self._remote: RayExecutor | None = None
+        if executor != "local":  # a RayOptions, or "ray" for the defaults
+            options = RayOptions() if executor == "ray" else executor
+            if not isinstance(env, str) or not isinstance(options, RayOptions):
+                raise ValueError("executor: 'local', or 'ray' / RayOptions with an env id")
+            self._remote = RayExecutor(env, policy, options, concurrency=concurrency,
+                                       env_overrides=env_kwargs)  # fmt: skip
         self.stats = StreamStats()
         self._rng = random.Random(seed)
         self._items: deque[Group | Episode] = deque()
@@ -263,6 +273,8 @@ class RolloutStream:
                 await asyncio.gather(*self._closing, return_exceptions=True)
             idle, self._idle = self._idle, []
             await asyncio.gather(*(env.close() for env in idle), return_exceptions=True)
+            if self._remote is not None:
+                await self._remote.aclose()
             if self._recorder is not None:
                 await self._recorder.aclose(stop_reason)
 
@@ -298,6 +310,10 @@ class RolloutStream:
         assert self._signal is not None
         if isinstance(self.env, str):
             self._tasks = await asyncio.to_thread(load_tasks, self.env)
+        if self._remote is not None:
+            await self._remote.start()
+        elif isinstance(self.policy, str):
+            self.policy = make_policy(self.policy, self._tasks or ())
         if self.out_dir is not None:
             env = await self._acquire_env()
             self._idle.append(env)
@@ -327,7 +343,9 @@ class RolloutStream:
         backend = getattr(env, "backend", None)
         return {
             "env_id": self.env if isinstance(self.env, str) else getattr(env, "env_id", "env"),
-            "policy": getattr(self.policy, "name", type(self.policy).__name__),
+            "policy": self.policy
+            if isinstance(self.policy, str)
+            else getattr(self.policy, "name", type(self.policy).__name__),
             "scaffold": getattr(scaffold, "name", "unknown"),
             "sandbox": getattr(backend, "name", "unknown"),
             "attempts": size,  # per draw; the report's "planned" reads attempts x tasks
@@ -351,7 +369,7 @@ class RolloutStream:
 
     async def _try(self, draw: TaskDraw) -> tuple[Episode, int | None] | _Failed:
         """One episode; an error (status or exception) comes back as :class:`_Failed`."""
-        env = await self._acquire_env()
+        env = None if self._remote is not None else await self._acquire_env()
         options = {"task_id": draw.task_id} if draw.task_id else None
         version = current_version(self.policy)
         stats = self.stats
@@ -361,7 +379,11 @@ class RolloutStream:
         started = time.perf_counter()
         episode: Episode | None = None
         try:
-            episode = await rollout(env, self.policy, seed=draw.seed, options=options)
+            if self._remote is not None:
+                episode = await self._remote.run(draw.seed, options)
+            else:
+                assert env is not None and not isinstance(self.policy, str)
+                episode = await rollout(env, self.policy, seed=draw.seed, options=options)
         except Exception as e:  # a broken environment (rollout turns episode failures into
             # error episodes): an error all the same, never a reward
             failed = Episode(
@@ -370,9 +392,9 @@ class RolloutStream:
             )  # fmt: skip
         finally:
             stats.in_flight -= 1
-            if episode is not None:
+            if env is not None and episode is not None:
                 self._idle.append(env)
-            else:  # raised or cancelled: the env's state is unknown, so it goes
+            elif env is not None:  # raised or cancelled: the env's state is unknown, so it goes
                 await self._close_env(env)
         stats.finished += 1
         if episode is not None and episode.status != EpisodeStatus.ERROR:

@@ -30,12 +30,13 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from palaestra.env.registry import load_tasks, make, make_policy
 from palaestra.llm import LLMClient
 from palaestra.run import metrics
-from palaestra.run.rollout import rollout
+from palaestra.run.executor import EpisodeExecutor, LocalExecutor
+from palaestra.run.ray_executor import RayExecutor, RayOptions
 from palaestra.run.rows import episode_row
 from palaestra.run.store import DB_NAME, EpisodeRow, ResultStore, read_episodes
 from palaestra.sandbox.base import SandboxBackend
@@ -60,6 +61,26 @@ def _name(part: str | Scaffold | SandboxBackend) -> str:
     return part if isinstance(part, str) else part.name
 
 
+def _executor(
+    env_id: str,
+    policy: str | LLMClient,
+    tasks: TaskSet,
+    executor: Literal["local", "ray"] | RayOptions,
+    concurrency: int,
+    env_overrides: dict[str, Any],
+) -> EpisodeExecutor:
+    """Where the episodes run: in this process, or on a Ray cluster's actors."""
+    if executor == "local":
+        agent = make_policy(policy, tasks) if isinstance(policy, str) else policy
+        return LocalExecutor(lambda: make(env_id, tasks=tasks, **env_overrides), agent)
+    if executor == "ray":
+        executor = RayOptions()
+    if not isinstance(executor, RayOptions):
+        raise ValueError(f"executor={executor!r}: choose 'local', 'ray' or a RayOptions")
+    return RayExecutor(env_id, policy, executor, concurrency=concurrency,
+                       env_overrides=env_overrides)  # fmt: skip
+
+
 async def evaluate(
     env_id: str,
     policy: str | LLMClient,
@@ -77,6 +98,7 @@ async def evaluate(
     tasks: TaskSet | None = None,
     scaffold: str | Scaffold = "bash",
     sandbox: str | SandboxBackend = "local",
+    executor: Literal["local", "ray"] | RayOptions = "local",
     **env_overrides: Any,
 ) -> dict[str, Any]:
     """Evaluate ``policy`` on every task ``env_id`` selects, ``attempts`` times each.
@@ -90,11 +112,17 @@ async def evaluate(
     ``on_episode`` is called with every stored try (``final`` says whether it counts).
     ``max_cost_usd`` stops scheduling episodes once the run's cost passes it (in-flight ones
     finish); ``max_trial_cost_usd`` ends an episode as an error once its cost passes it.
+
+    ``executor="ray"`` (or :class:`~palaestra.run.ray_executor.RayOptions`) runs the episodes
+    on a Ray cluster's actors (see :mod:`palaestra.run.ray_executor`); this process keeps the
+    store. ``policy`` and ``sandbox`` then travel to the actors by name, ``scaffold`` by name or
+    pickled.
     """
     if attempts < 1 or concurrency < 1 or retries < 0:
         raise ValueError("attempts and concurrency must be at least 1, retries at least 0")
     tasks = tasks if tasks is not None else load_tasks(env_id)
-    agent = make_policy(policy, tasks) if isinstance(policy, str) else policy
+    runner = _executor(env_id, policy, tasks, executor, concurrency,
+                       {"scaffold": scaffold, "sandbox": sandbox, **env_overrides})  # fmt: skip
     temp = out_dir is None
     if out_dir is None:
         out_dir = await asyncio.to_thread(tempfile.mkdtemp, prefix="palaestra-eval-")
@@ -130,6 +158,8 @@ async def evaluate(
         n = len(tasks)
         plan = [Job(t.id, a, a * n + i) for a in range(attempts) for i, t in enumerate(tasks)]
         todo = [job for job in plan if (job.task_id, job.attempt) not in done]
+        if isinstance(runner, RayExecutor) and todo:  # a finished run leaves the cluster be
+            await runner.start()
         spent = await store.total_cost()
         queue: asyncio.Queue[Job] = asyncio.Queue()
         for job in todo:
@@ -161,26 +191,23 @@ async def evaluate(
 
         async def worker() -> None:
             nonlocal retried, stop_reason
-            async with make(env_id, tasks=tasks, scaffold=scaffold, sandbox=sandbox,
-                            **env_overrides) as env:  # fmt: skip
-                while not queue.empty() and stop_reason is None:
-                    if over_budget():
-                        stop_reason = f"max_cost_usd reached: ${spent:.4f} > ${max_cost_usd:g}"
-                        return
-                    job = queue.get_nowait()
-                    task = tasks.get(job.task_id)
-                    for attempt_try in range(retries + 1):
-                        episode = await rollout(
-                            env, agent, seed=seed + job.index, options={"task_id": task.id},
-                            max_cost_usd=max_trial_cost_usd,
-                        )  # fmt: skip
-                        row = episode_row(episode, task, attempt=job.attempt, seed=seed + job.index)
-                        final = not episode.end.infra_error or attempt_try == retries
-                        await store_try(row, final, attempt_try)
-                        if final:
-                            break
-                        retried += 1
-                        await asyncio.sleep(retry_backoff_s * 2**attempt_try)
+            while not queue.empty() and stop_reason is None:
+                if over_budget():
+                    stop_reason = f"max_cost_usd reached: ${spent:.4f} > ${max_cost_usd:g}"
+                    return
+                job = queue.get_nowait()
+                task = tasks.get(job.task_id)
+                for attempt_try in range(retries + 1):
+                    episode = await runner.run(
+                        seed + job.index, {"task_id": task.id}, max_trial_cost_usd
+                    )
+                    row = episode_row(episode, task, attempt=job.attempt, seed=seed + job.index)
+                    final = not episode.end.infra_error or attempt_try == retries
+                    await store_try(row, final, attempt_try)
+                    if final:
+                        break
+                    retried += 1
+                    await asyncio.sleep(retry_backoff_s * 2**attempt_try)
 
         try:
             async with asyncio.TaskGroup() as group:
@@ -201,6 +228,8 @@ async def evaluate(
             "sandbox": identity["sandbox"],
             "attempts": attempts,
             "concurrency": concurrency,
+            "executor": "local" if isinstance(runner, LocalExecutor) else "ray",
+            "lost": getattr(runner, "lost", 0),
             "out_dir": None if temp else str(out),
             "planned": len(plan),
             "resumed": resumed,
@@ -219,7 +248,10 @@ async def evaluate(
     finally:
         if writes:  # cancelled mid-write: the rows land, and are counted, before the run ends
             await asyncio.wait(writes)
-        await store.finish_run(time.time(), stop_reason)
-        await store.aclose()
+        try:
+            await runner.aclose()
+        finally:
+            await store.finish_run(time.time(), stop_reason)
+            await store.aclose()
         if temp:
             await asyncio.to_thread(shutil.rmtree, out, ignore_errors=True)

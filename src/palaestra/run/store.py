@@ -4,7 +4,7 @@ Three tables:
 
 * ``runs``: one row per run directory: its id, env, policy, scaffold, sandbox, the config JSON
   that resuming must match, start/finish times, why it stopped early, the palaestra version.
-* ``episodes``: one row per episode *try* (a retried infrastructure error leaves its own row
+* ``episodes``: one row per episode *try*, keyed by its ``episode_id`` (a retried infrastructure error leaves its own row
   with ``final = 0``; the try that counts has ``final = 1``): task, family/category/difficulty,
   attempt, seed, status (an :class:`~palaestra.env.types.EpisodeStatus`: ``passed | failed |
   error``), end reason (an :class:`~palaestra.scaffolds.base.EndReason`: ``submitted``,
@@ -100,6 +100,8 @@ CREATE TABLE IF NOT EXISTS episodes (
     finished_at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS episodes_job ON episodes(run_id, task_id, attempt, final);
+CREATE UNIQUE INDEX IF NOT EXISTS episodes_episode_id ON episodes(episode_id)
+    WHERE episode_id IS NOT NULL;
 CREATE TABLE IF NOT EXISTS steps (
     episode INTEGER NOT NULL REFERENCES episodes(id),
     turn INTEGER NOT NULL,
@@ -296,7 +298,10 @@ class ResultStore:
     # -- episodes -------------------------------------------------------------------------
 
     async def add_episode(self, row: EpisodeRow) -> int:
-        """Write one episode try and its steps in one transaction; return its row id."""
+        """Write one episode try and its steps in one transaction; return its row id.
+
+        Idempotent by ``episode_id``: an episode already stored (delivered twice, say by a
+        cluster that retried its transfer) is not written again; its row id is returned."""
         return await self._call(self._add_episode, row)
 
     def _add_episode(self, row: EpisodeRow) -> int:
@@ -306,6 +311,12 @@ class ResultStore:
                    "end_reason": EndReason(row.values["end_reason"])}  # fmt: skip
         values = [checked.get(c) for c in _EPISODE_COLUMNS]
         with _transaction(self._conn):
+            if row.values.get("episode_id") is not None:
+                stored = self._conn.execute(
+                    "SELECT id FROM episodes WHERE episode_id = ?", (row.values["episode_id"],)
+                ).fetchone()
+                if stored is not None:
+                    return int(stored[0])
             cur = self._conn.execute(
                 f"INSERT INTO episodes ({', '.join(_EPISODE_COLUMNS)}) "
                 f"VALUES ({', '.join('?' * len(_EPISODE_COLUMNS))})",

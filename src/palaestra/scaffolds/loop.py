@@ -124,6 +124,11 @@ class TurnScaffold(Generic[C]):
             for key in self.template_keys
         }
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its config (compiled templates do not pickle): a scaffold with options
+        travels to a Ray cluster's actors."""
+        return (type(self), (self.config,))
+
     def template_vars(self) -> dict[str, Any]:
         """Variables every template of this scaffold sees."""
         return {"step_limit": self.config.step_limit}

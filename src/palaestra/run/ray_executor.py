@@ -1,0 +1,270 @@
+"""Episodes on a Ray cluster: :class:`RayExecutor` (the ``ray`` extra).
+
+The driver (``evaluate``, ``RolloutStream``) keeps the plan, the one SQLite store and the
+progress bar; episodes run on :class:`EpisodeActor` actors spread over the cluster's nodes
+(``SPREAD``, placed by the resources each actor asks for: CPUs, memory, custom resources such
+as ``docker``). Each actor builds its own environments, sandbox backend and warm pool, and its
+own policy: from a name (``make_policy``: ``oracle``, ``openai:<model>`` for a shared
+OpenAI-compatible endpoint, ``hf:<dir>`` for a local model on every node) or a picklable
+client. An episode comes back as plain data, the same :class:`~palaestra.run.rollout.Episode`
+the local path returns, and is recorded by the driver alone.
+
+Faults: an actor is restarted by Ray when it or its node dies, and its start runs the sandbox
+janitor, which reclaims what the dead incarnation left on that node. An episode in flight on
+a dead actor is lost, never recorded, and runs again on the least loaded actor (up to
+:attr:`RayOptions.max_lost` times). Nothing else is redone: what finished is in the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import pickle
+import secrets
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from palaestra.env.registry import load_tasks, make, make_policy
+from palaestra.llm.client import LLMClient
+from palaestra.run.executor import LocalExecutor
+from palaestra.run.rollout import Episode
+from palaestra.sandbox import default_backend
+from palaestra.sandbox.docker import reclaim_docker_leftovers
+from palaestra.sandbox.janitor import reclaim_leftovers
+from palaestra.sandbox.local import LocalBackend
+
+#: Actors are named ``<prefix><run token>-<i>`` (``ray list actors`` shows whose they are).
+ACTOR_PREFIX = "palaestra-episodes-"
+#: Driver environment variables an actor needs to reach a shared policy endpoint.
+FORWARDED_ENV = ("OPENAI_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+#: How long closing waits for the actors to close their environments before killing them.
+CLOSE_TIMEOUT_S = 60.0
+
+
+class RayClusterError(RuntimeError):
+    """The Ray cluster cannot be reached or used."""
+
+
+@dataclass(frozen=True)
+class RayOptions:
+    """How episodes spread over a Ray cluster.
+
+    ``address``: the cluster (``auto``: the one this machine belongs to, as ``ray start``
+    made it; ``ray://host:10001``; None: an existing connection, else a new local
+    instance). ``actors``: how many (None: one per alive node). ``slots``: episodes in flight
+    per actor (None: the caller's concurrency shared out). ``num_cpus``, ``memory`` (bytes)
+    and ``resources`` (custom, e.g. ``{"docker": 1}``) are what each actor reserves.
+    ``max_lost``: how many times one episode may be lost with its actor before the run fails.
+    """
+
+    address: str | None = None
+    actors: int | None = None
+    slots: int | None = None
+    num_cpus: float = 1.0
+    memory: int | None = None
+    resources: dict[str, float] = field(default_factory=dict)
+    max_lost: int = 3
+
+
+class EpisodeActor:
+    """One Ray actor: a :class:`LocalExecutor` over its own environments and policy.
+
+    Its start reclaims the sandboxes of dead owners on its node (the janitor), so an actor
+    restarted after a crash leaves nothing of its previous incarnation running."""
+
+    def __init__(self, env_id: str, policy: str | LLMClient, env_overrides: dict[str, Any]) -> None:
+        # The janitor, now: a backend's own pass waits for its first sandbox, which a
+        # restarted actor may never get (the run's last episodes done elsewhere).
+        backend = default_backend(env_overrides.get("sandbox", "local"))
+        if isinstance(backend, LocalBackend):
+            reclaim_leftovers(backend.state_dir)
+        else:  # in a thread of its own: the actor's loop may be running
+            with ThreadPoolExecutor(1) as thread:
+                thread.submit(asyncio.run, reclaim_docker_leftovers()).result()
+        tasks = load_tasks(env_id)
+        agent = make_policy(policy, tasks) if isinstance(policy, str) else policy
+        self.node_id = _node_id()
+        self._executor = LocalExecutor(lambda: make(env_id, tasks=tasks, **env_overrides), agent)
+
+    async def run(
+        self, seed: int | None, options: dict[str, Any] | None, max_cost_usd: float | None
+    ) -> Episode:
+        return await self._executor.run(seed, options, max_cost_usd)
+
+    def node(self) -> str:
+        return self.node_id
+
+    async def aclose(self) -> None:
+        await self._executor.aclose()
+
+
+def _node_id() -> str:
+    import ray
+
+    return ray.get_runtime_context().get_node_id()
+
+
+@dataclass
+class _Actor:
+    handle: Any
+    load: int = 0
+    back: asyncio.Future[Any] | None = None
+    """Set while the actor restarts after a loss: done once it answers again."""
+
+    @property
+    def rank(self) -> tuple[bool, int]:
+        """Actors that answer first, then the least loaded."""
+        return (self.back is not None and not self.back.done(), self.load)
+
+
+class RayExecutor:
+    """Runs episodes on :class:`EpisodeActor` actors; see the module docstring.
+
+    ``env_overrides`` must name the sandbox (each node builds its own backend); the scaffold
+    is a name or an object that pickles (a turn-loop scaffold with its options does). Start it with :meth:`start`; :meth:`aclose` closes and kills the
+    actors and disconnects a Ray connection it opened.
+    """
+
+    def __init__(
+        self,
+        env_id: str,
+        policy: str | LLMClient,
+        options: RayOptions,
+        *,
+        concurrency: int,
+        env_overrides: dict[str, Any],
+    ) -> None:
+        if not isinstance(env_overrides.get("sandbox", ""), str):
+            raise ValueError(
+                "with Ray, pass sandbox by name (a string): every node builds its own backend"
+            )
+        scaffold = env_overrides.get("scaffold", "")
+        if not isinstance(scaffold, str):
+            try:
+                pickle.dumps(scaffold)
+            except Exception as e:
+                raise ValueError(
+                    f"with Ray, pass scaffold by name or as an object that pickles ({e})"
+                ) from None
+        self.env_id = env_id
+        self.policy = policy
+        self.options = options
+        self.concurrency = concurrency
+        self.env_overrides = env_overrides
+        self.lost = 0
+        self._actors: list[_Actor] = []
+        self._connected = False
+        self._closed = False
+
+    async def start(self) -> None:
+        """Connect to the cluster and start the actors (each one's start runs the janitor)."""
+        import ray
+
+        if not ray.is_initialized():
+            try:
+                await asyncio.to_thread(
+                    ray.init, address=self.options.address, log_to_driver=False,
+                    logging_level="error",
+                )  # fmt: skip
+            except ConnectionError as e:
+                raise RayClusterError(
+                    f"no Ray cluster at {self.options.address!r} ({e}); start one with "
+                    "`ray start --head` or pass its address"
+                ) from None
+            self._connected = True
+        nodes = await asyncio.to_thread(ray.nodes)
+        count = self.options.actors or sum(1 for n in nodes if n.get("Alive"))
+        slots = self.options.slots or max(1, -(-self.concurrency // count))
+        env_vars = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
+        actor_class = ray.remote(EpisodeActor)
+        placement = dict(
+            num_cpus=self.options.num_cpus,
+            memory=self.options.memory,
+            resources=dict(self.options.resources),
+            max_concurrency=slots,
+            max_restarts=-1,
+            max_task_retries=0,
+            scheduling_strategy="SPREAD",
+            runtime_env={"env_vars": env_vars} if env_vars else None,
+        )  # fmt: skip
+        token = secrets.token_hex(4)
+        self._actors = [
+            _Actor(
+                actor_class.options(name=f"{ACTOR_PREFIX}{token}-{i}", **placement).remote(
+                    self.env_id, self.policy, self.env_overrides
+                )
+            )
+            for i in range(count)
+        ]
+
+    async def nodes(self) -> list[str]:
+        """The node id of every actor (waits for them to start)."""
+        return list(await asyncio.gather(*(a.handle.node.remote() for a in self._actors)))
+
+    @property
+    def handles(self) -> list[Any]:
+        return [a.handle for a in self._actors]
+
+    async def run(
+        self, seed: int | None, options: dict[str, Any] | None, max_cost_usd: float | None = None
+    ) -> Episode:
+        from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
+
+        lost: BaseException | None = None
+        for _ in range(self.options.max_lost + 1):
+            actor = min(self._actors, key=lambda a: a.rank)
+            actor.load += 1
+            ref = actor.handle.run.remote(seed, options, max_cost_usd)
+            try:
+                return await ref
+            except (ActorDiedError, ActorUnavailableError, RayActorError) as e:
+                self.lost += 1  # the actor or its node died: the episode goes elsewhere
+                lost = e
+                if actor.back is None or actor.back.done():  # until it answers again
+                    actor.back = asyncio.ensure_future(_answers(actor.handle))
+            except asyncio.CancelledError:
+                _cancel(ref)
+                raise
+            finally:
+                actor.load -= 1
+        reason = str(lost).strip().splitlines()[-1] if lost is not None else "unknown"
+        raise RuntimeError(
+            f"an episode (seed {seed}) was lost with its actor {self.options.max_lost + 1} "
+            f"times (last: {reason}); see `ray status` and the Ray logs"
+        )
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        import ray
+
+        for actor in self._actors:
+            if actor.back is not None:
+                actor.back.cancel()
+        try:
+            closing = asyncio.gather(
+                *(a.handle.aclose.remote() for a in self._actors), return_exceptions=True
+            )
+            with contextlib.suppress(TimeoutError):  # then the kill below frees them
+                await asyncio.wait_for(closing, CLOSE_TIMEOUT_S)
+            for actor in self._actors:
+                ray.kill(actor.handle, no_restart=True)
+        finally:
+            self._actors = []
+            if self._connected:
+                await asyncio.to_thread(ray.shutdown)
+
+
+async def _answers(handle: Any) -> None:
+    """Return once a restarted actor answers (or is found gone for good)."""
+    with contextlib.suppress(Exception):
+        await handle.node.remote()
+
+
+def _cancel(ref: Any) -> None:
+    import ray
+
+    ray.cancel(ref)

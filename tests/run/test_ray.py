@@ -1,0 +1,129 @@
+"""Episodes on a real Ray cluster: a head node and a second node (``ray start`` twice, one
+cluster for the module), the driver connected once. Evaluations record every episode once,
+also when an actor is killed mid-run; the RL stream yields groups from the cluster."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from palaestra.cli import app
+from palaestra.env.registry import load_tasks
+from palaestra.env.types import EpisodeStatus
+from palaestra.rl.stream import RolloutStream
+from palaestra.run.evaluate import evaluate
+from palaestra.run.ray_executor import ACTOR_PREFIX, RayExecutor, RayOptions
+from palaestra.run.store import read_episodes
+from tests.procs import bwrap_pids, eventually
+from tests.run.ray_cluster import LocalCluster, start_cluster
+
+ray = pytest.importorskip("ray", reason="ray (the dev extra) not installed")
+SRC = Path(__file__).resolve().parents[2] / "src"
+TASKS = "starter:9:12"  # file operations: no timing in their tests
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[LocalCluster]:
+    started = start_cluster(SRC)
+    try:
+        ray.init(address=started.address, log_to_driver=False, logging_level="error")
+        try:
+            yield started
+        finally:
+            ray.shutdown()
+    finally:
+        started.stop()
+    assert started.pids() == [], "a process of the test cluster outlived it"
+    assert not started.root.exists(), "the test cluster left its directory"
+
+
+def _once(run_dir: Path) -> list[tuple[str, int]]:
+    """The (task, attempt) of every stored try, after checking none is stored twice."""
+    rows = read_episodes(run_dir, final_only=False)
+    keys = [(r["task_id"], r["attempt"]) for r in rows]
+    assert len(keys) == len(set(keys)), keys
+    return sorted(keys)
+
+
+async def test_an_eval_over_the_cluster_records_each_episode_once(cluster, tmp_path):
+    executor = RayExecutor("starter:0:1", "nop", RayOptions(), concurrency=2,
+                           env_overrides={"sandbox": "local"})  # fmt: skip
+    await executor.start()
+    try:  # one actor per node, the second node's included
+        assert len(set(await executor.nodes())) == 2
+    finally:
+        await executor.aclose()
+    # a custom resource places every actor on the node that has it
+    node2 = next(n["NodeID"] for n in ray.nodes() if n["Alive"] and "node2" in n["Resources"])
+    placed = RayExecutor("starter:0:1", "nop", RayOptions(actors=2, resources={"node2": 0.5}),
+                         concurrency=2, env_overrides={"sandbox": "local"})  # fmt: skip
+    await placed.start()
+    try:
+        assert await placed.nodes() == [node2, node2]
+    finally:
+        await placed.aclose()
+    for policy, passed in (("oracle", 3), ("nop", 0)):
+        out = tmp_path / policy
+        summary = await evaluate(TASKS, policy, executor="ray", concurrency=4, out_dir=out)
+        assert (summary["episodes"], summary["passed"], summary["errors"]) == (3, passed, 0)
+        assert summary["executor"] == "ray"
+        assert _once(out) == sorted((task.id, 0) for task in load_tasks(TASKS))
+    # a resumed run skips what is done, as on one machine
+    again = await evaluate(
+        TASKS, "oracle", executor="ray", concurrency=4, out_dir=tmp_path / "oracle"
+    )
+    assert (again["skipped"], again["episodes"], again["passed"]) == (3, 3, 3)
+
+
+async def test_an_actor_killed_mid_run_loses_only_its_episodes(cluster, tmp_path):
+    killed: list[str] = []
+
+    def kill_one(record: dict) -> None:
+        if not killed:  # at the first stored episode, others are in flight on every actor
+            actor = next(a for a in ray.util.list_named_actors(all_namespaces=True)
+                         if a["name"].startswith(ACTOR_PREFIX))  # fmt: skip
+            ray.kill(ray.get_actor(actor["name"], actor["namespace"]), no_restart=False)
+            killed.append(actor["name"])
+
+    summary = await evaluate(TASKS, "nop", attempts=2, executor="ray", concurrency=4,
+                             out_dir=tmp_path, on_episode=kill_one)  # fmt: skip
+    assert killed and summary["lost"] >= 1  # the kill cut episodes short
+    assert (summary["episodes"], summary["passed"], summary["errors"]) == (6, 0, 0)
+    assert _once(tmp_path) == sorted((t.id, a) for t in load_tasks(TASKS) for a in (0, 1))
+    # the restarted actor's janitor reclaimed what its killed incarnation left on the node
+    assert await eventually(lambda: not bwrap_pids(str(cluster.state_dir)), within=20)
+    assert not any(cluster.state_dir.glob("*/sb-*"))
+
+
+async def test_a_stream_on_the_cluster_yields_groups(cluster):
+    async with RolloutStream(TASKS, "oracle", executor="ray", concurrency=4) as stream:
+        groups = [group async for group in stream.groups(2, draws=2)]
+    assert len(groups) == 2
+    for group in groups:
+        assert group.rewards == [1.0, 1.0]
+        assert {e.status for e in group.episodes} == {EpisodeStatus.PASSED}
+        assert len({e.task_id for e in group.episodes}) == 1
+        assert len({e.episode_id for e in group.episodes}) == 2
+
+
+def test_the_command_line_runs_on_the_cluster(cluster, tmp_path):
+    """``--ray`` alone joins the cluster this machine is part of (``auto``); a scaffold with
+    options (``--step-limit``) travels to the actors."""
+    out = tmp_path / "run"
+    res = CliRunner().invoke(app, ["eval", "starter:9:11", "-p", "oracle", "--ray",
+                                   "--step-limit", "7", "--out", str(out), "--json"],
+                             env={"RAY_ADDRESS": cluster.address})  # fmt: skip
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.stdout[res.stdout.index("{") :])
+    assert (summary["executor"], summary["episodes"], summary["passed"]) == ("ray", 2, 2)
+
+
+def test_bad_ray_resources_are_one_clear_line():
+    res = CliRunner().invoke(app, ["eval", "starter:0:1", "--ray",
+                                   "--ray-resources", "{docker: 1}"], env={"COLUMNS": "300"})  # fmt: skip
+    assert res.exit_code == 2
+    assert "is not a JSON object of numbers" in res.output and "Traceback" not in res.output
