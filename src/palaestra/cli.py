@@ -25,6 +25,7 @@ from palaestra.cli_summary import console, pct, print_summary, report_errors, us
 from palaestra.cli_tasks import app as tasks_app
 from palaestra.cli_tasks import select_tasks
 from palaestra.env.registry import POLICIES, check_policy, list_envs, make_policy
+from palaestra.env.registry import spec as env_spec
 from palaestra.env.types import EpisodeStatus
 from palaestra.llm.anthropic import AnthropicPolicy
 from palaestra.llm.types import SamplingParams
@@ -236,6 +237,16 @@ def eval_cmd(
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--policy") from None
     tasks = select_tasks(env_id, strict=strict_tasks)
+    if env_spec(env_id).factory is not None and (scaffold, sandbox, limits) != (
+        "bash",
+        "local",
+        {},
+    ):
+        raise typer.BadParameter(
+            f"{env_id} runs no scaffold and no sandbox (its tools are Python functions): drop "
+            "--scaffold, --sandbox, --step-limit and --max-tokens",
+            param_hint="ENV_ID",
+        )
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out_dir = (
         out
