@@ -42,6 +42,7 @@ BENCHMARKS: list[tuple[str, str, list[str]]] = [
     ("local_policy", "bench_local_policy.py", ["--rounds", "3"]),
     ("generators", "bench_generators.py", []),
     ("creator", "bench_creator.py", ["--proposals", "8"]),
+    ("tool_env", "bench_tool_env.py", []),
 ]
 PEERS = HERE / "peers" / "results.json"
 
