@@ -236,7 +236,7 @@ def eval_cmd(
         check_policy(policy)
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--policy") from None
-    tasks = select_tasks(env_id, strict=strict_tasks)
+    tasks = select_tasks(env_id, strict=strict_tasks, harbor=False)
     if env_spec(env_id).factory is not None and (scaffold, sandbox, limits) != (
         "bash",
         "local",

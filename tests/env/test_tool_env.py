@@ -10,7 +10,9 @@ import warnings
 
 import pytest
 from gymnasium.utils.env_checker import check_env as gymnasium_check_env
+from typer.testing import CliRunner
 
+from palaestra.cli import app
 from palaestra.env.checker import check_env
 from palaestra.env.games import mastermind, twenty_questions
 from palaestra.env.gym import GymAdapter
@@ -292,3 +294,10 @@ def test_a_tool_env_refuses_a_scaffold_or_sandbox():
     with pytest.raises(ValueError, match="runs no scaffold and no sandbox"):
         ToolEnv(load_tasks("tools:0:1"), sandbox="docker")
     assert isinstance(make("games:0:1"), ToolEnv)
+
+
+def test_the_tasks_subcommands_refuse_tool_ids_by_name():
+    for command in (["list", "tools/crm:0:3"], ["check", "games:0:1"]):
+        res = CliRunner().invoke(app, ["tasks", *command])
+        said = " ".join(res.output.replace("│", " ").split())  # rich boxes and wraps it
+        assert res.exit_code == 2 and "not Harbor tasks: run them with `palaestra eval" in said

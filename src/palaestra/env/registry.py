@@ -268,7 +268,7 @@ def _register_tool_envs() -> None:
             register(
                 f"{category}/{family}",
                 functools.partial(tool_pack.tasks, [family], name=f"{category}/{family}"),
-                description=f"{family} {category} tasks, 3 tiers x {n} seeds (ToolEnv)",
+                description=f"{family} ({category}), 3 tiers x {n} seeds (ToolEnv)",
                 factory=ToolEnv,
             )
 

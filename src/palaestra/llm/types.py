@@ -43,7 +43,9 @@ class ToolCall(BaseModel):
         except json.JSONDecodeError as e:
             raise ValueError(f"arguments of tool call {self.name!r} are not valid JSON: {e}") from e
         except RecursionError:  # hostile nesting, "[[[[..."
-            raise ValueError(f"arguments of tool call {self.name!r} are nested too deeply") from None
+            raise ValueError(
+                f"arguments of tool call {self.name!r} are nested too deeply"
+            ) from None
         if not isinstance(value, dict):
             raise ValueError(f"arguments of tool call {self.name!r} must be a JSON object")
         return value
