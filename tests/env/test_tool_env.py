@@ -3,10 +3,13 @@ calls, the distractor knob, determinism, LLM-simulated tools, eval and the CLI."
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 import subprocess
 import sys
 import warnings
+from collections.abc import Callable
 
 import pytest
 from gymnasium.utils.env_checker import check_env as gymnasium_check_env
@@ -176,8 +179,8 @@ async def test_the_distractor_knob_changes_the_declared_tools():
     assert len(names(a.observation) - crm) == 5 and a.observation.tools == b.observation.tools
     easy = await make("tools/crm").reset(options={"task_id": "crm-easy-2"})
     assert names(easy.observation) == crm  # the easy tier declares none by default
-    with pytest.raises(ValueError, match="distractors=99: choose 0 to"):
-        await make("tools/crm", distractors=99).reset(options={"task_id": "crm-easy-2"})
+    with pytest.raises(ValueError, match="distractors=99: choose 0 to 12"):
+        make("tools/crm", distractors=99)
     # a distractor answers without touching the state: calling one does not spoil the goal
     ts = await env.reset(options={"task_id": "crm-easy-0"})
     name, args = a_distractor_call(ts.observation)
@@ -301,3 +304,59 @@ def test_the_tasks_subcommands_refuse_tool_ids_by_name():
         res = CliRunner().invoke(app, ["tasks", *command])
         said = " ".join(res.output.replace("│", " ").split())  # rich boxes and wraps it
         assert res.exit_code == 2 and "not Harbor tasks: run them with `palaestra eval" in said
+
+
+def mastermind_solver() -> Callable[[LLMRequest], LLMResponse]:
+    """Guesses the first code consistent with every answer so far: reads only the conversation
+    (one solver an episode: it narrows its candidates answer by answer)."""
+    left: list[str] = []
+
+    def solve(request: LLMRequest) -> LLMResponse:
+        text = request.messages[1]["content"]
+        if not left:
+            pegs = int(re.search(r"code of (\d+) letters", text)[1])
+            letters = re.search(r"one of ([A-Z]+)", text)[1]
+            left.extend(map("".join, itertools.product(letters, repeat=pegs)))
+        if m := re.match(r"([A-Z]+): exact (\d+), misplaced (\d+)", request.last_user_text):
+            answer = (int(m[2]), int(m[3]))
+            left[:] = [c for c in left if mastermind.feedback(c, m[1]) == answer]
+        return calls(("guess", {"code": left[0]}))
+
+    return solve
+
+
+def twenty_questions_solver() -> Callable[[LLMRequest], LLMResponse]:
+    return ask_the_best_split
+
+
+def ask_the_best_split(request: LLMRequest) -> LLMResponse:
+    """Asks about the property splitting the candidates left most evenly (from the public
+    table of the module, not the hidden object), then guesses the last one."""
+    candidates = request.messages[1]["content"].split("objects: ")[1].split(". Find")[0].split(", ")
+    asked = [json.loads(c["function"]["arguments"])["question"] for m in request.messages
+             if m["role"] == "assistant" for c in m.get("tool_calls", [])]  # fmt: skip
+    answers = [m["content"] for m in request.messages if m["role"] == "tool"]
+    for question, answer in zip(asked, answers, strict=True):
+        having = twenty_questions.PROPERTIES[question.removeprefix("Is it ").removesuffix("?")]
+        candidates = [c for c in candidates if (c in having) == answer.startswith("Yes")]
+    if len(candidates) == 1:
+        return calls(("guess", {"name": candidates[0]}))
+    split = min(twenty_questions.PROPERTIES, key=lambda p: abs(
+        2 * len(twenty_questions.PROPERTIES[p].intersection(candidates)) - len(candidates)))  # fmt: skip
+    return calls(("ask", {"question": f"Is it {split}?"}))
+
+
+@pytest.mark.parametrize(
+    ("preset", "solver"),
+    [
+        ("games/twenty-questions", twenty_questions_solver),
+        ("games/mastermind@0/25", mastermind_solver),
+    ],
+)
+async def test_the_games_are_won_within_budget_from_the_observations_alone(preset, solver):
+    """Every tier's budget suffices for a plain strategy that knows no hidden state."""
+    tasks = load_tasks(preset)
+    async with make(preset, tasks=tasks) as env:
+        for task in tasks:
+            episode = await rollout(env, ScriptedPolicy(solver()), options={"task_id": task.id})
+            assert episode.reward == 1.0 and episode.end.reason == "submitted", task.id

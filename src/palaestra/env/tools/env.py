@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from palaestra.env.end import EpisodeEnd
+from palaestra.env.tools.distractors import MAX_DISTRACTORS
 from palaestra.env.tools.distractors import distractors as pick_distractors
 from palaestra.env.tools.simulator import simulate
 from palaestra.env.tools.tool import Scenario, Tool, ToolError, ToolTask, params
@@ -118,8 +119,10 @@ class ToolEnv(Environment[LLMRequest, LLMResponse]):
         if scaffold != "bash" or sandbox != "local":
             raise ValueError(
                 f"{env_id or 'a tool environment'} runs no scaffold and no sandbox (its tools "
-                "are Python functions): drop the scaffold, sandbox and step-limit options"
+                "are Python functions): drop scaffold= and sandbox="
             )
+        if distractors is not None and not 0 <= distractors <= MAX_DISTRACTORS:
+            raise ValueError(f"distractors={distractors}: choose 0 to {MAX_DISTRACTORS}")
         if simulate not in ("distractors", "all"):
             raise ValueError(f"simulate={simulate!r}: choose 'distractors' or 'all'")
         if step_limit < 1 or max_consecutive_format_errors < 1:
