@@ -26,7 +26,7 @@ from palaestra.env.tools.distractors import POOL
 from palaestra.env.tools.env import NO_TOOL_CALL
 from palaestra.env.types import EpisodeError
 from palaestra.llm import LLMRequest, LLMResponse, ScriptedPolicy
-from palaestra.llm.types import ToolCall
+from palaestra.llm.types import ToolCall, Usage
 from palaestra.run.evaluate import evaluate
 from palaestra.run.rollout import rollout
 from palaestra.scaffolds.base import EndReason
@@ -211,7 +211,8 @@ async def test_tasks_are_deterministic_by_seed_and_id():
 
 
 async def test_simulated_tools_answer_from_the_simulator_and_are_logged():
-    simulator = ScriptedPolicy(lambda request: '{"simulated": true}')
+    simulator = ScriptedPolicy(lambda request: LLMResponse(
+        content='{"simulated": true}', usage=Usage(prompt_tokens=50), cost_usd=0.001))  # fmt: skip
     env = make("tools/crm", simulator=simulator, simulate="all", distractors=2)
     tasks = load_tasks("tools/crm")
     episode = await rollout(env, make_policy("oracle", tasks), options={"task_id": "crm-medium-3"})
@@ -219,6 +220,10 @@ async def test_simulated_tools_answer_from_the_simulator_and_are_logged():
     records = [r for t in episode.info["trajectory"] for r in t["tool_calls"]]
     assert all(r["simulated"] and r["output"] == '{"simulated": true}' for r in records[:-1])
     assert records[0]["python_output"] == "Updated." and "simulated" not in records[-1]  # submit
+    assert records[0]["simulator_usage"]["prompt_tokens"] == 50
+    assert (
+        records[0]["simulator_cost_usd"] == 0.001 and episode.cost_usd is None
+    )  # not the policy's
     asked = simulator.requests[0]
     assert asked.metadata["role"] == "tool_simulator" and "Sample data" in asked.system_prompt
     assert asked.messages[-1]["content"].startswith("update_deal(")

@@ -20,7 +20,7 @@ from palaestra.env.tools.tool import (
     dumps,
     integer,
     params,
-    state_goal,
+    state_scenario,
     string,
 )
 
@@ -165,6 +165,4 @@ def build(rng: random.Random, tier: str) -> Scenario:
         if (task := _task(rng, tier, state)) is not None:
             break
     instruction, solution = task
-    sample = dumps(dict(list(state["events"].items())[:5]))
-    return Scenario(instruction, state, list(TOOLS), state_goal(state, TOOLS, solution),
-                    solution, sample)  # fmt: skip
+    return state_scenario(instruction, state, TOOLS, solution)

@@ -18,7 +18,7 @@ from palaestra.env.tools.tool import (
     ToolError,
     dumps,
     params,
-    state_goal,
+    state_scenario,
     string,
 )
 
@@ -188,7 +188,4 @@ def _task(rng: random.Random, tier: str, state: State) -> tuple[str, list[Call]]
 def build(rng: random.Random, tier: str) -> Scenario:
     state = _world(rng, tier)
     instruction, solution = _task(rng, tier, state)
-    sample = dumps({"contacts": dict(list(state["contacts"].items())[:4]),
-                    "deals": dict(list(state["deals"].items())[:4])})  # fmt: skip
-    return Scenario(instruction, state, list(TOOLS), state_goal(state, TOOLS, solution),
-                    solution, sample)  # fmt: skip
+    return state_scenario(instruction, state, TOOLS, solution)

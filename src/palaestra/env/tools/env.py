@@ -236,9 +236,11 @@ class ToolEnv(Environment[LLMRequest, LLMResponse]):
             text = f"Error: {e}"
             record["refused"] = True
         if self.simulator is not None and call.name in ep.simulated:
-            record["python_output"] = text
-            text = await simulate(self.simulator, tool, args, ep.scenario.sample_data, ep.task.id)
-            record["simulated"] = True
+            answer = await simulate(self.simulator, tool, args, ep.scenario.sample_data, ep.task.id)
+            record.update(python_output=text, simulated=True,
+                          simulator_usage=answer.usage.model_dump(),
+                          simulator_cost_usd=answer.cost_usd)  # fmt: skip
+            text = answer.content or ""
         text = cap(text, OUTPUT_CHARS, "[... {elided} characters elided ...]")
         record["output"] = text
         return text, record

@@ -18,7 +18,7 @@ from palaestra.env.tools.tool import (
     ToolError,
     dumps,
     params,
-    state_goal,
+    state_scenario,
     string,
 )
 
@@ -131,6 +131,4 @@ def _task(rng: random.Random, tier: str, files: dict[str, str]) -> tuple[str, li
 def build(rng: random.Random, tier: str) -> Scenario:
     state = _world(rng, tier)
     instruction, solution = _task(rng, tier, state["files"])
-    sample = dumps({p: state["files"][p] for p in sorted(state["files"])[:5]})
-    return Scenario(instruction, state, list(TOOLS), state_goal(state, TOOLS, solution),
-                    solution, sample)  # fmt: skip
+    return state_scenario(instruction, state, TOOLS, solution)

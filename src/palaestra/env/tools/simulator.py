@@ -4,7 +4,8 @@
 tool here: the simulator gets the tool's spec, the world's sample data and the call, and what
 it answers is what the policy reads. The Python implementation still runs on the episode's
 state (the goal is checked on that state, never on what the simulator said), and both answers
-are logged in the call's trajectory record.
+are logged in the call's trajectory record, with the simulator's token usage and cost (the
+policy's own usage never includes them).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 from palaestra.env.tools.tool import Tool, dumps
 from palaestra.llm.client import LLMClient
-from palaestra.llm.types import LLMRequest
+from palaestra.llm.types import LLMRequest, LLMResponse
 
 SYSTEM_PROMPT = """\
 You simulate a software tool. Answer every call exactly as the real tool would: only the \
@@ -30,8 +31,9 @@ Sample data of the world:
 
 async def simulate(
     simulator: LLMClient, tool: Tool, args: dict[str, Any], sample_data: str, task_id: str
-) -> str:
-    """What ``simulator`` answers as ``tool`` called with ``args``."""
+) -> LLMResponse:
+    """What ``simulator`` answers as ``tool`` called with ``args`` (its ``content`` is the
+    tool's output)."""
     spec = json.dumps(tool.spec()["function"], indent=1)
     request = LLMRequest(
         messages=[
@@ -40,5 +42,4 @@ async def simulate(
         ],
         metadata={"task_id": task_id, "role": "tool_simulator", "tool": tool.name},
     )
-    response = await simulator.complete(request)
-    return response.content or ""
+    return await simulator.complete(request)

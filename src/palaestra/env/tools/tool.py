@@ -99,17 +99,19 @@ class Scenario:
         return next((t for t in self.tools if t.name == name), None)
 
 
-def state_goal(
-    state: State, tools: Sequence[Tool], solution: Sequence[Call]
-) -> Callable[[State], bool]:
-    """The goal "the final state is the state ``solution`` leads to": apply the calls to a copy
-    of ``state`` once, then compare. Any other change (a wrong record edited, an extra file)
-    misses it, so the reward needs exactly the asked-for changes."""
+def state_scenario(
+    instruction: str, state: State, tools: Sequence[Tool], solution: Sequence[Call]
+) -> Scenario:
+    """A tool family's scenario. The goal is "the final state is the state ``solution`` leads
+    to" (the calls are applied to a copy of ``state`` once, then compared): any other change (a
+    wrong record edited, an extra file) misses it, so the reward needs exactly the asked-for
+    changes. A simulator is shown the whole initial state."""
     expected = copy.deepcopy(state)
     by_name = {t.name: t for t in tools}
     for name, args in solution:
         by_name[name].run(expected, args)
-    return lambda final: final == expected
+    return Scenario(instruction, state, list(tools), lambda final: final == expected,
+                    list(solution), dumps(state))  # fmt: skip
 
 
 TIERS = ("easy", "medium", "hard")
