@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-from palaestra.env.tools.tool import ToolTask
+from palaestra.env.tools.tool import Call, ToolTask
 from palaestra.llm.types import LLMRequest, LLMResponse, ToolCall
 from palaestra.scaffolds.actions import SCRIPTED_MODEL
 
@@ -20,6 +20,7 @@ class ToolOracle:
 
     def __init__(self, tasks: Iterable[ToolTask]) -> None:
         self._tasks = {t.id: t for t in tasks}
+        self._solutions: dict[str, list[Call]] = {}
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
         task_id = request.metadata.get("task_id")
@@ -30,7 +31,9 @@ class ToolOracle:
                 "environment samples from"
             )
         turn = request.metadata.get("turn", 0)
-        calls = task.scenario().solution if turn == 0 else [("submit", {})]
+        if turn == 0 and task.id not in self._solutions:
+            self._solutions[task.id] = task.scenario().solution
+        calls = self._solutions[task.id] if turn == 0 else [("submit", {})]
         tool_calls = [ToolCall(id=f"call_{turn}_{i}", name=name, arguments=json.dumps(args))
                       for i, (name, args) in enumerate(calls)]  # fmt: skip
         return LLMResponse(tool_calls=tool_calls, finish_reason="tool_calls", model=SCRIPTED_MODEL)

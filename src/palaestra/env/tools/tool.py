@@ -10,7 +10,6 @@ seeded, named recipe for a scenario: the same task always builds the same scenar
 
 from __future__ import annotations
 
-import copy
 import json
 import random
 from collections.abc import Callable, Sequence
@@ -105,13 +104,14 @@ def state_scenario(
     """A tool family's scenario. The goal is "the final state is the state ``solution`` leads
     to" (the calls are applied to a copy of ``state`` once, then compared): any other change (a
     wrong record edited, an extra file) misses it, so the reward needs exactly the asked-for
-    changes. A simulator is shown the whole initial state."""
-    expected = copy.deepcopy(state)
+    changes. A simulator is shown the whole initial state (as JSON: a state is plain data)."""
+    sample = dumps(state)
+    expected = json.loads(sample)  # a deep copy, and faster than copy.deepcopy
     by_name = {t.name: t for t in tools}
     for name, args in solution:
         by_name[name].run(expected, args)
     return Scenario(instruction, state, list(tools), lambda final: final == expected,
-                    list(solution), dumps(state))  # fmt: skip
+                    list(solution), sample)  # fmt: skip
 
 
 TIERS = ("easy", "medium", "hard")
