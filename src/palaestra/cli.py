@@ -237,11 +237,8 @@ def eval_cmd(
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--policy") from None
     tasks = select_tasks(env_id, strict=strict_tasks, harbor=False)
-    if env_spec(env_id).factory is not None and (scaffold, sandbox, limits) != (
-        "bash",
-        "local",
-        {},
-    ):
+    sandboxed_options = scaffold != "bash" or sandbox != "local" or bool(limits)
+    if sandboxed_options and env_spec(env_id).factory is not None:
         raise typer.BadParameter(
             f"{env_id} runs no scaffold and no sandbox (its tools are Python functions): drop "
             "--scaffold, --sandbox, --step-limit and --max-tokens",

@@ -146,8 +146,9 @@ POLICIES = ("oracle", "nop", "openai:<model>", "hf:<model-dir>")
 
 def make_policy(name: str, tasks: Iterable[Any] = ()) -> LLMClient:
     """A policy by name: ``oracle`` (needs ``tasks``: Harbor tasks, anything with ``id`` and
-    ``solution_dir``, or tool tasks, solved by :class:`ToolOracle`), ``nop``, ``openai:<model>`` (an OpenAI-compatible endpoint from
-    ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``), or ``hf:<model>`` (a local Hugging Face model
+    ``solution_dir``, or tool tasks, solved by :class:`ToolOracle`), ``nop``,
+    ``openai:<model>`` (an OpenAI-compatible endpoint from ``OPENAI_BASE_URL`` /
+    ``OPENAI_API_KEY``), or ``hf:<model>`` (a local Hugging Face model
     directory, a ``.gguf`` file or a short name such as ``smollm2-135m``; needs the ``local``
     extra)."""
     check_policy(name)
