@@ -45,6 +45,7 @@ BENCHMARKS: list[tuple[str, str, list[str]]] = [
     ("generators", "bench_generators.py", []),
     ("creator", "bench_creator.py", ["--proposals", "8"]),
     ("node", "bench_node.py", ["--sandboxes", "10", "--env", "starter:9:12", "--attempts", "2"]),
+    ("tool_env", "bench_tool_env.py", []),
 ]
 PEERS = HERE / "peers" / "results.json"
 

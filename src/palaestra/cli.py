@@ -26,6 +26,7 @@ from palaestra.cli_summary import console, pct, print_summary, report_errors, us
 from palaestra.cli_tasks import app as tasks_app
 from palaestra.cli_tasks import select_tasks
 from palaestra.env.registry import POLICIES, check_policy, list_envs, make_policy
+from palaestra.env.registry import spec as env_spec
 from palaestra.env.types import EpisodeStatus
 from palaestra.llm.anthropic import AnthropicPolicy
 from palaestra.llm.types import SamplingParams
@@ -291,7 +292,14 @@ def eval_cmd(
         check_policy(policy)
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--policy") from None
-    tasks = select_tasks(env_id, strict=strict_tasks)
+    tasks = select_tasks(env_id, strict=strict_tasks, harbor=False)
+    sandboxed_options = scaffold != "bash" or sandbox != "local" or bool(limits)
+    if sandboxed_options and env_spec(env_id).factory is not None:
+        raise typer.BadParameter(
+            f"{env_id} runs no scaffold and no sandbox (its tools are Python functions): drop "
+            "--scaffold, --sandbox, --step-limit and --max-tokens",
+            param_hint="ENV_ID",
+        )
     executor: Literal["local"] | RayOptions = "local"
     if ray or ray_address is not None:
         executor = _ray_options(ray_address or "auto", ray_resources, ray_actors)

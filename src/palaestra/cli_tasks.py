@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from palaestra.cli_pool import app as pool_app
-from palaestra.env.registry import list_envs, load_tasks
+from palaestra.env.registry import list_envs, load_tasks, spec
 from palaestra.run.check import check_tasks
 from palaestra.tasks import Task, TaskError, generators
 from palaestra.tasks import load_tasks as load_task_dirs
@@ -36,9 +36,13 @@ EnvArg = Annotated[
 ]
 
 
-def select_tasks(env_id: str, param_hint: str = "ENV_ID", *, strict: bool = False) -> TaskSet:
+def select_tasks(
+    env_id: str, param_hint: str = "ENV_ID", *, strict: bool = False, harbor: bool = True
+) -> TaskSet:
     """The tasks ``env_id`` selects, or the usage error every subcommand gives for an unknown
     preset, family or task id, a selector out of range, or a difficulty outside [0, 1].
+    ``harbor``: refuse a preset of tool-use or game tasks (not Harbor tasks: ``palaestra
+    eval`` runs them, the ``tasks`` subcommands do not).
 
     Task directories that do not load are skipped with one warning line each (on stderr), or
     are an error (exit 2) with ``strict``."""
@@ -48,6 +52,12 @@ def select_tasks(env_id: str, param_hint: str = "ENV_ID", *, strict: bool = Fals
             tasks = load_tasks(env_id)
     except (KeyError, ValueError, ModuleNotFoundError) as e:  # TaskError, SelectorError: ValueError
         raise typer.BadParameter(str(e.args[0] if e.args else e), param_hint=param_hint) from None
+    if harbor and spec(env_id).factory is not None:
+        raise typer.BadParameter(
+            f"{env_id} holds tool-use or game tasks, not Harbor tasks: run them with "
+            f"`palaestra eval {env_id}` (docs/tool-envs.md)",
+            param_hint=param_hint,
+        )
     if tasks.invalid:
         err = Console(stderr=True, soft_wrap=True)
         for directory, error in tasks.invalid:

@@ -236,7 +236,7 @@ def test_check_arguments_names_the_problem():
         "path": "a",
         "view_range": [1, 2],
     }
-    with pytest.raises(ToolCallError, match="array of 2 integers"):
+    with pytest.raises(ToolCallError, match="array of 2 integer values"):
         check_arguments(call("view", path="a", view_range=[1]))
     with pytest.raises(ToolCallError, match="must be a JSON object"):
         check_arguments(call("bash", raw='["ls"]'))

@@ -5,7 +5,8 @@ of its tasks (see :mod:`palaestra.tasks.source`). An id that is not a registered
 existing directory is loaded as Harbor task directories: ``make("path/to/tasks:0:10")``;
 ``pool:<dir>`` is a self-play task pool (:mod:`palaestra.tasks.pool`), and
 ``make("creator:<seed source>")`` the creator environment of self-play
-(:class:`~palaestra.env.creator.CreatorEnv`, seeded with that source's tasks).
+(:class:`~palaestra.env.creator.CreatorEnv`, seeded with that source's tasks). The ``tools``
+and ``games`` presets build a :class:`~palaestra.env.tools.ToolEnv` (their spec's ``factory``).
 Policies have names too: ``make_policy("oracle" | "nop" | "openai:<model>" | "hf:<dir>")``.
 """
 
@@ -20,6 +21,8 @@ from typing import Any
 
 from palaestra.env.code_env import CodeEnv
 from palaestra.env.creator import CreatorEnv
+from palaestra.env.tools import ToolEnv, ToolOracle, ToolTask
+from palaestra.env.tools import pack as tool_pack
 from palaestra.llm import HFLocalPolicy, LLMClient
 from palaestra.scaffolds.oracle import NopPolicy, OraclePolicy
 from palaestra.tasks import generators
@@ -34,12 +37,14 @@ _ID = re.compile(r"^(?P<name>.+?)(?P<selector>:-?\d*(?::-?\d*)?|@\d+/\d+)?$")
 
 @dataclass(frozen=True)
 class EnvSpec:
-    """A registered preset: ``tasks`` loads its task set, ``kwargs`` are CodeEnv defaults."""
+    """A registered preset: ``tasks`` loads its task set, ``kwargs`` are the environment's
+    defaults; ``factory`` builds the environment from the selected tasks (CodeEnv when None)."""
 
     id: str
     tasks: Callable[[], TaskSet]
     description: str = ""
     kwargs: dict[str, Any] = field(default_factory=dict)
+    factory: Callable[..., ToolEnv] | None = None
 
 
 _registry: dict[str, EnvSpec] = {}
@@ -51,14 +56,16 @@ def register(
     *,
     description: str = "",
     overwrite: bool = False,
+    factory: Callable[..., ToolEnv] | None = None,
     **kwargs: Any,
 ) -> EnvSpec:
-    """Register a preset. ``tasks`` is called lazily, at each ``make``."""
+    """Register a preset. ``tasks`` is called lazily, at each ``make``; ``factory`` builds
+    the environment (a :class:`CodeEnv` by default)."""
     if not re.fullmatch(r"[A-Za-z0-9_.\-/]+", id):
         raise ValueError(f"invalid env id {id!r}: use letters, digits, '_', '-', '.', '/' only")
     if id in _registry and not overwrite:
         raise ValueError(f"env id {id!r} is already registered; pass overwrite=True to replace it")
-    spec = EnvSpec(id=id, tasks=tasks, description=description, kwargs=kwargs)
+    spec = EnvSpec(id=id, tasks=tasks, description=description, kwargs=kwargs, factory=factory)
     _registry[id] = spec
     return spec
 
@@ -110,7 +117,9 @@ def load_tasks(env_id: str) -> TaskSet:
     return s.tasks().select(parse_env_id(env_id)[1])
 
 
-def make(env_id: str, *, tasks: TaskSet | None = None, **overrides: Any) -> CodeEnv | CreatorEnv:
+def make(
+    env_id: str, *, tasks: TaskSet | None = None, **overrides: Any
+) -> CodeEnv | CreatorEnv | ToolEnv:
     """Build the environment ``env_id`` names; keyword arguments override preset defaults.
     ``creator:<seed source>`` builds a :class:`CreatorEnv` whose examples (and, with
     ``mode="variant"``, parents) are the seed source's tasks.
@@ -123,6 +132,8 @@ def make(env_id: str, *, tasks: TaskSet | None = None, **overrides: Any) -> Code
     selected = tasks if tasks is not None else load_tasks(env_id)
     if s.id.startswith("creator:"):
         return CreatorEnv(selected, env_id=env_id, **overrides)
+    if s.factory is not None:
+        return s.factory(selected, **{"env_id": env_id, **s.kwargs, **overrides})
     return CodeEnv(selected, **{"env_id": env_id, **s.kwargs, **overrides})
 
 
@@ -134,13 +145,17 @@ POLICIES = ("oracle", "nop", "openai:<model>", "hf:<model-dir>")
 
 
 def make_policy(name: str, tasks: Iterable[Any] = ()) -> LLMClient:
-    """A policy by name: ``oracle`` (needs ``tasks``, anything with ``id`` and
-    ``solution_dir``), ``nop``, ``openai:<model>`` (an OpenAI-compatible endpoint from
-    ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``), or ``hf:<model>`` (a local Hugging Face model
+    """A policy by name: ``oracle`` (needs ``tasks``: Harbor tasks, anything with ``id`` and
+    ``solution_dir``, or tool tasks, solved by :class:`ToolOracle`), ``nop``,
+    ``openai:<model>`` (an OpenAI-compatible endpoint from ``OPENAI_BASE_URL`` /
+    ``OPENAI_API_KEY``), or ``hf:<model>`` (a local Hugging Face model
     directory, a ``.gguf`` file or a short name such as ``smollm2-135m``; needs the ``local``
     extra)."""
     check_policy(name)
     if name == "oracle":
+        tasks = list(tasks)
+        if tasks and all(isinstance(t, ToolTask) for t in tasks):
+            return ToolOracle(tasks)
         return OraclePolicy.from_tasks(tasks)
     if name == "nop":
         return NopPolicy()
@@ -236,3 +251,27 @@ register(
     _humaneval,
     description="HumanEval's 164 problems as single-file tasks (needs palaestra[datasets])",
 )
+
+
+def _register_tool_envs() -> None:
+    """``tools``, ``games`` and one preset per family of each: the generated tool-use and game
+    tasks (:mod:`palaestra.env.tools.pack`), run by a :class:`ToolEnv`."""
+    n = tool_pack.SEEDS
+    for category in tool_pack.CATEGORIES:
+        names = tool_pack.families(category)
+        register(
+            category,
+            functools.partial(tool_pack.tasks, names, name=category),
+            description=f"{category}: {', '.join(names)}; 3 tiers x {n} seeds each (ToolEnv)",
+            factory=ToolEnv,
+        )
+        for family in names:
+            register(
+                f"{category}/{family}",
+                functools.partial(tool_pack.tasks, [family], name=f"{category}/{family}"),
+                description=f"{family} ({category}), 3 tiers x {n} seeds (ToolEnv)",
+                factory=ToolEnv,
+            )
+
+
+_register_tool_envs()

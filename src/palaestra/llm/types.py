@@ -42,6 +42,10 @@ class ToolCall(BaseModel):
             value = json.loads(self.arguments or "{}")
         except json.JSONDecodeError as e:
             raise ValueError(f"arguments of tool call {self.name!r} are not valid JSON: {e}") from e
+        except RecursionError:  # hostile nesting, "[[[[..."
+            raise ValueError(
+                f"arguments of tool call {self.name!r} are nested too deeply"
+            ) from None
         if not isinstance(value, dict):
             raise ValueError(f"arguments of tool call {self.name!r} must be a JSON object")
         return value

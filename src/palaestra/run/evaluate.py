@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from palaestra.env.registry import load_tasks, make, make_policy
+from palaestra.env.registry import load_tasks, make, make_policy, spec
+from palaestra.env.tools.env import PROTOCOL as TOOL_PROTOCOL
 from palaestra.llm import LLMClient
 from palaestra.run import metrics
 from palaestra.run.executor import EpisodeExecutor, LocalExecutor
@@ -131,9 +132,11 @@ async def evaluate(
         for suffix in ("", "-wal", "-shm"):
             await asyncio.to_thread((out / (DB_NAME + suffix)).unlink, missing_ok=True)
     invalid = [{"task": d.name, "error": str(e)} for d, e in tasks.invalid]
+    tool_env = spec(env_id).factory is not None  # a ToolEnv: no scaffold, no sandbox
     identity = {
-        "env_id": env_id, "policy": _policy_name(policy), "scaffold": _name(scaffold),
-        "sandbox": _name(sandbox), "attempts": attempts, "seed": seed,
+        "env_id": env_id, "policy": _policy_name(policy),
+        "scaffold": TOOL_PROTOCOL if tool_env else _name(scaffold),
+        "sandbox": "none" if tool_env else _name(sandbox), "attempts": attempts, "seed": seed,
         "tasks": [t.id for t in tasks],
         "env_overrides": {k: repr(v) for k, v in sorted(env_overrides.items())},
     }  # fmt: skip

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from palaestra.env.tools import ToolTask
 from palaestra.run.rollout import Episode, Turn
 from palaestra.run.store import EpisodeRow, StepRecord
 from palaestra.tasks import Task
@@ -28,7 +29,7 @@ def _steps(turns: list[Turn], trajectory: list[dict[str, Any]]) -> list[StepReco
 
 
 def episode_row(
-    episode: Episode, task: Task | None = None, *, attempt: int, seed: int | None
+    episode: Episode, task: Task | ToolTask | None = None, *, attempt: int, seed: int | None
 ) -> EpisodeRow:
     """The store row of one episode (the run's bookkeeping columns, ``run_id``, ``try``,
     ``final`` and ``finished_at``, are the writer's). Without ``task`` (a stream that draws
@@ -36,7 +37,7 @@ def episode_row(
     end, info = episode.end, episode.info
     if task is not None:
         task_id, category, difficulty = task.id, task.category, task.difficulty
-        family = task.config.metadata.get("family")
+        family = task.family if isinstance(task, ToolTask) else task.config.metadata.get("family")
     else:
         task_id, category = episode.task_id, info.get("category")
         difficulty, family = info.get("difficulty"), info.get("family")

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -145,8 +146,39 @@ _JSON_TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
     "number": (int, float),
     "integer": (int,),
+    "boolean": (bool,),
     "array": (list,),
+    "object": (dict,),
 }
+
+
+def _fits(value: Any, schema: dict[str, Any]) -> bool:
+    """Does ``value`` have the JSON type ``schema`` names (a bool is no number), its ``enum``
+    and, for an array, its item count and item type?"""
+    expected = schema["type"]
+    if not isinstance(value, _JSON_TYPES[expected]) or (
+        isinstance(value, bool) and expected != "boolean"
+    ):
+        return False
+    if "enum" in schema and value not in schema["enum"]:
+        return False
+    if expected != "array":
+        return True
+    items = schema.get("items")
+    return schema.get("minItems", 0) <= len(value) <= schema.get("maxItems", len(value)) and (
+        items is None or all(_fits(v, items) for v in value)
+    )
+
+
+def _described(schema: dict[str, Any]) -> str:
+    """``schema``'s type in words: ``array of 2 integer values``, ``string (one of: a, b)``."""
+    if "enum" in schema:
+        return f"{schema['type']} (one of: {', '.join(map(str, schema['enum']))})"
+    if schema["type"] == "array" and "items" in schema:
+        low, high = schema.get("minItems"), schema.get("maxItems")
+        count = f"{low} " if low is not None and low == high else ""
+        return f"array of {count}{_described(schema['items'])} values"
+    return str(schema["type"])
 
 
 @dataclass
@@ -166,16 +198,19 @@ class ToolCallError(ValueError):
     """A tool call the scaffold cannot run; the message is guidance for the agent."""
 
 
-def check_arguments(call: ToolCall) -> dict[str, Any]:
-    """The call's arguments, checked against its tool's schema.
+def check_arguments(
+    call: ToolCall, specs: Mapping[str, dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """The call's arguments, checked against its tool's schema in ``specs`` (function specs by
+    name; this scaffold's own tools by default).
 
     Raises :class:`ToolCallError` naming the problem and showing the right schema.
     """
-    spec = _SPECS_BY_NAME.get(call.name)
+    specs = _SPECS_BY_NAME if specs is None else specs
+    spec = specs.get(call.name)
     if spec is None:
         raise ToolCallError(
-            f"Error: there is no tool named {call.name!r}. "
-            f"The tools are: {', '.join(_SPECS_BY_NAME)}."
+            f"Error: there is no tool named {call.name!r}. The tools are: {', '.join(specs)}."
         )
     params = spec["parameters"]
     schema = json.dumps(params)
@@ -196,15 +231,8 @@ def check_arguments(call: ToolCall) -> dict[str, Any]:
         prop = params["properties"].get(key)
         if prop is None:
             continue
-        expected = prop["type"]
-        ok = isinstance(value, _JSON_TYPES[expected]) and not isinstance(value, bool)
-        if ok and expected == "array":
-            ok = len(value) == prop.get("minItems", len(value)) and all(
-                isinstance(v, int) and not isinstance(v, bool) for v in value
-            )
-            expected = "array of 2 integers"
-        if not ok:
-            problems.append(f"argument {key!r} must be {expected}, got {json.dumps(value)}")
+        if not _fits(value, prop):
+            problems.append(f"argument {key!r} must be {_described(prop)}, got {json.dumps(value)}")
     if problems:
         raise ToolCallError(
             f"Error: malformed call of {call.name!r}: {'; '.join(problems)}. "
@@ -241,9 +269,9 @@ class ToolsActions(ProtocolActions):
 
     def _call(self, request: LLMRequest, name: str, turn: int, **arguments: object) -> LLMResponse:
         names = {t.get("function", {}).get("name") for t in request.tools or ()}
-        if not {"bash", "submit"} <= names:
+        if name not in names:
             raise ValueError(
-                "acting through tool calls needs `bash` and `submit` tools; "
+                f"acting through tool calls needs a `{name}` tool; "
                 f"the request offers {sorted(n for n in names if n)}"
             )
         call = ToolCall(id=f"call_{turn}_{name}", name=name, arguments=json.dumps(arguments))
