@@ -173,7 +173,7 @@ def own_containers() -> list[str]:
     """palaestra containers made by this process or a process started below it (alive or
     ended), as ``<name> <owner>``; containers of unrelated live processes (another test run
     on the same engine) are left out."""
-    from palaestra.sandbox.docker import OWNER_LABEL, owner_label
+    from palaestra.sandbox.docker_janitor import OWNER_LABEL, owner_label
 
     query = urllib.parse.quote(json.dumps({"label": ["palaestra.run_id"]}))
     containers = _docker_get(f"/containers/json?all=1&filters={query}")
