@@ -173,12 +173,42 @@ def own_containers() -> list[str]:
     """palaestra containers made by this process or a process started below it (alive or
     ended), as ``<name> <owner>``; containers of unrelated live processes (another test run
     on the same engine) are left out."""
-    from palaestra.sandbox.docker_janitor import OWNER_LABEL, owner_label
+    from palaestra.sandbox.docker_janitor import OWNER_LABEL
 
     query = urllib.parse.quote(json.dumps({"label": ["palaestra.run_id"]}))
     containers = _docker_get(f"/containers/json?all=1&filters={query}")
     if not isinstance(containers, list):
         return []
+    ours = _own_owner_labels()
+    return sorted(
+        f"{c['Names'][0] if c.get('Names') else c['Id'][:12]} {c['Labels'].get(OWNER_LABEL, '')}"
+        for c in containers
+        if ours(c.get("Labels", {}).get(OWNER_LABEL, ""))
+    )
+
+
+def own_snapshot_images() -> list[str]:
+    """Snapshot images (tagged or not) made by this process or one started below it, as
+    ``<id> <owner>``."""
+    from palaestra.sandbox.docker_janitor import OWNER_LABEL, SNAPSHOT_LABEL
+
+    query = urllib.parse.quote(json.dumps({"label": [SNAPSHOT_LABEL]}))
+    images = _docker_get(f"/images/json?all=1&filters={query}")
+    if not isinstance(images, list):
+        return []
+    ours = _own_owner_labels()
+    return sorted(
+        f"{i['Id'][7:19]} {(i.get('Labels') or {}).get(OWNER_LABEL, '')}"
+        for i in images
+        if ours((i.get("Labels") or {}).get(OWNER_LABEL, ""))
+    )
+
+
+def _own_owner_labels() -> Callable[[str], bool]:
+    """Whether a ``palaestra.owner`` label names this process or one started below it (alive
+    or ended)."""
+    from palaestra.sandbox.docker_janitor import owner_label
+
     me = owner_label()
     machine = me.rsplit("/", 2)[0]
     procs = _processes()
@@ -198,8 +228,4 @@ def own_containers() -> list[str]:
                 return True
         return False
 
-    return sorted(
-        f"{c['Names'][0] if c.get('Names') else c['Id'][:12]} {c['Labels'].get(OWNER_LABEL, '')}"
-        for c in containers
-        if ours(c.get("Labels", {}).get(OWNER_LABEL, ""))
-    )
+    return ours
