@@ -37,6 +37,9 @@ observation itself is a function of the seed and the task only (its metadata nam
 the turn, the scaffold and the env, not the episode), so resetting with the same seed gives the
 same observation.
 
+``snapshot``, ``restore`` and ``fork`` save an episode between steps and start new episodes
+from it: :mod:`palaestra.env.fork`.
+
 The agent's time limit (the task's ``[agent].timeout_sec``) counts environment time only —
 commands and scaffold work — not the time the policy takes to answer, so results do not depend
 on how fast the trainer or inference server happens to be.
