@@ -64,8 +64,13 @@ async def test_a_local_snapshot_keeps_the_root_filesystems_changes(test_rootfs, 
     backend = LocalBackend(run_id=new_run_id(), state_dir=state_dir)
     try:
         sandbox = await backend.create(SandboxSpec(rootfs=test_rootfs))
-        await sandbox.exec("rm /etc/os-release && mkdir -p /opt/new && echo n > /opt/new/f")
+        planted = await sandbox.exec(
+            "rm /etc/os-release && mkdir -p /opt/new && echo n > /opt/new/f && python3 -c "
+            '\'import os; os.symlink("/etc/passwd", "/workspace/link")\''
+        )
+        assert planted.ok, planted.output
         snapshot = await sandbox.snapshot()
+        assert (snapshot.files / "workspace" / "link").is_symlink()  # copied, never followed
         await sandbox.close()
         restored = await backend.restore(snapshot, labels={"k": "v"})
         shown = await restored.exec("ls /etc; cat /opt/new/f")

@@ -105,14 +105,17 @@ class LocalSandbox(ChannelSandbox):
                 f"files are copied ({self._limits.description}); run as root on a host with "
                 "cgroups"
             )
-        return await in_thread(
-            take_snapshot,
-            self.sandbox_dir,
-            self._meta,
-            self.spec,
-            self._limits.cgroups,
-            self._snapshots,
-        )
+        try:
+            return await in_thread(
+                take_snapshot,
+                self.sandbox_dir,
+                self._meta,
+                self.spec,
+                self._limits.cgroups,
+                self._snapshots,
+            )
+        except OSError as exc:  # a cgroup that would not freeze, a full disk
+            raise SandboxError(f"cannot snapshot sandbox {self.id}: {exc}") from exc
 
     # -- lifecycle -----------------------------------------------------------------------------
 
