@@ -85,6 +85,9 @@ async def test_restore_after_the_parent_went_on(make_task):
             assert last.reward == 1.0  # verified on truncation: the restored answer is there
             again = await env.restore(snapshot)  # a snapshot restores any number of times
             assert again.observation == snapshot.observation
+            terminal = CodeEnv(env.tasks, scaffold="terminus")  # a live tmux session: no state
+            with pytest.raises(EpisodeError, match="cannot resume"):
+                await terminal.restore(snapshot)
         assert snapshot.released and snapshot_dirs(env) == []
         with pytest.raises(EpisodeError, match="released"):
             await env.restore(snapshot)

@@ -128,6 +128,8 @@ async def take_snapshot(env: CodeEnv, owner: set[EpisodeSnapshot]) -> EpisodeSna
 
 async def restore_episode(env: CodeEnv, snapshot: EpisodeSnapshot) -> TimeStep[LLMRequest]:
     """End ``env``'s episode and start one from ``snapshot``; its FIRST time step."""
+    if env._closed:
+        raise EpisodeError("restore() on a closed environment; create a new one")
     if snapshot.released:
         raise EpisodeError(f"snapshot {snapshot.id} was released; take a new one")
     _resumable(env)
@@ -168,13 +170,16 @@ async def fork_episode(
     if n < 1:
         raise ValueError(f"fork(n={n}): n is the number of episodes to start, at least 1")
     forks = [_copy(env) for _ in range(n)]
-    results: list[Any] = await asyncio.gather(
-        *(fork.restore(snapshot) for fork in forks), return_exceptions=True
-    )
-    failures = [r for r in results if isinstance(r, BaseException)]
-    if failures:
+    try:
+        results: list[Any] = await asyncio.gather(
+            *(fork.restore(snapshot) for fork in forks), return_exceptions=True
+        )
+        failures = [r for r in results if isinstance(r, BaseException)]
+        if failures:
+            raise failures[0]
+    except BaseException:  # one failed, or the caller was cancelled: no fork is left open
         await asyncio.gather(*(fork.close() for fork in forks))
-        raise failures[0]
+        raise
     return list(zip(forks, results, strict=True))
 
 
