@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import abc
 import copy
-import weakref
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
@@ -143,10 +142,8 @@ class TurnScaffold(Generic[C]):
             key: _jinja.from_string(getattr(self.config, f"{key}_template"))
             for key in self.template_keys
         }
-        #: The loop of each running episode, by the client it asks (see :meth:`state_of`).
-        self._loops: weakref.WeakKeyDictionary[Any, TurnLoop[Any, Any]] = (
-            weakref.WeakKeyDictionary()
-        )
+        #: The loop of each running episode, by the id of the client it asks (:meth:`state_of`).
+        self._loops: dict[int, TurnLoop[Any, Any]] = {}
 
     def template_vars(self) -> dict[str, Any]:
         """Variables every template of this scaffold sees."""
@@ -163,13 +160,17 @@ class TurnScaffold(Generic[C]):
         if resume is not None and not self.turns.resumable:
             raise ValueError(f"scaffold {self.name!r} cannot resume an episode")
         loop = self.turns(self, task, sandbox)
-        self._loops[llm] = loop
-        return await loop.run(llm, resume)
+        self._loops[id(llm)] = loop
+        try:
+            return await loop.run(llm, resume)
+        finally:
+            if self._loops.get(id(llm)) is loop:
+                del self._loops[id(llm)]
 
     def state_of(self, llm: LLMClient) -> LoopState:
         """The state of the running episode that asks ``llm``, taken while it waits for an
         answer; raises ValueError when no episode of this scaffold asks it."""
-        loop = self._loops.get(llm)
+        loop = self._loops.get(id(llm))
         if loop is None:
             raise ValueError(f"no episode of scaffold {self.name!r} asks this client")
         return loop.state()
