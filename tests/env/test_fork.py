@@ -1,19 +1,16 @@
-"""Snapshots of CodeEnv episodes, restore and fork, on the real local sandbox (and Docker)."""
+"""Snapshots of CodeEnv episodes, restore and fork, on the real local sandbox."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from palaestra import CodeEnv, EpisodeError
 from palaestra.llm import LLMResponse
-from palaestra.sandbox import SandboxBackend, make_backend
 from palaestra.scaffolds import BashScaffold
 from palaestra.tasks.source import TaskSet
 from tests.conftest import SUBMIT_ACTION, bash_action
-from tests.sandbox.docker_support import requires_docker
 
 
 def snapshot_dirs(env: CodeEnv) -> list[Path]:
@@ -21,17 +18,10 @@ def snapshot_dirs(env: CodeEnv) -> list[Path]:
     return sorted(run_dir.glob("snap-*")) if run_dir.is_dir() else []
 
 
-@pytest.fixture(params=["local", pytest.param("docker", marks=requires_docker)])
-async def backend(request: pytest.FixtureRequest) -> AsyncIterator[SandboxBackend]:
-    made = make_backend(request.param)
-    try:
-        yield made
-    finally:
-        await made.aclose()
-
-
-async def test_forks_diverge_and_the_parent_is_untouched(make_task, backend):
-    env = CodeEnv(TaskSet.from_dir(make_task()), sandbox=backend)
+async def test_forks_diverge_and_the_parent_is_untouched(make_task):
+    # Local only: the env layer is the same on every backend (backend.restore); Docker's
+    # snapshots are tested at the sandbox level (tests/sandbox/test_snapshot.py).
+    env = CodeEnv(TaskSet.from_dir(make_task()))
     forks: list[CodeEnv] = []
     try:
         await env.reset(seed=3)
@@ -44,8 +34,7 @@ async def test_forks_diverge_and_the_parent_is_untouched(make_task, backend):
         snapshot = await env.snapshot()
         assert snapshot.observation == ts.observation and snapshot.steps == 1
         assert snapshot.turns[0][1].completion_token_ids == [7, 8]  # the prefix, ids and all
-        if backend.name == "local":
-            assert len(snapshot_dirs(env)) == 1
+        assert len(snapshot_dirs(env)) == 1
 
         pairs = await env.fork(snapshot, 2)
         forks = [fork for fork, _ in pairs]
@@ -76,9 +65,7 @@ async def test_forks_diverge_and_the_parent_is_untouched(make_task, backend):
         for fork in forks:
             await fork.close()
         await env.close()
-    assert snapshot.released  # released by the env's close; the leak check sees its storage
-    if backend.name == "local":
-        assert snapshot_dirs(env) == []
+    assert snapshot.released and snapshot_dirs(env) == []  # released by the env's close
 
 
 async def test_restore_after_the_parent_went_on(make_task):
