@@ -3,9 +3,11 @@ check after every test.
 
 The leak check looks only at what this test process owns: its descendant processes, bwrap
 processes naming its temp dirs or its default backend's run directory (orphans included), docker
-containers whose owner is this process or one started below it, cgroups of the sandbox tests'
-run ids (:data:`tests.procs.RUN_PREFIX`) and of the process's default local backend, mounts
-under pytest's temp dirs. So other test runs on the same machine cannot make it fail.
+containers and snapshot images whose owner is this process or one started below it, local
+snapshots in its default backend's run directory or a test's ``state`` directory, cgroups of the
+sandbox tests' run ids (:data:`tests.procs.RUN_PREFIX`) and of the process's default local
+backend, mounts under pytest's temp dirs. So other test runs on the same machine cannot make it
+fail.
 
 Also: where Docker is required (``PALAESTRA_REQUIRE_DOCKER=1`` or ``CI=true``, as ``.ci/run``
 sets), a skipped test marked ``docker`` is reported as a failure.
@@ -13,6 +15,7 @@ sets), a skipped test marked ``docker`` is reported as a failure.
 
 from __future__ import annotations
 
+import glob
 import os
 import textwrap
 import time
@@ -25,6 +28,7 @@ from tests.procs import (
     RUN_PREFIX,
     descendants,
     own_containers,
+    own_snapshot_images,
     sandbox_cgroups,
     sandbox_processes,
     tmpfs_mounts_under,
@@ -61,6 +65,9 @@ def _leaks(tmp_root: str) -> dict[str, list[str]]:
         # an orphan (its parent killed) is no longer a descendant: it still names its sandbox
         "orphans": sandbox_processes(tmp_root + "/") + sandbox_processes(default_dir),
         "containers": own_containers(),
+        "snapshots": own_snapshot_images()
+        + glob.glob(f"{default_dir}snap-*")
+        + glob.glob(f"{tmp_root}/*/state/*/snap-*"),
         "cgroups": sandbox_cgroups(RUN_PREFIX) + sandbox_cgroups(default_run),
         "mounts": tmpfs_mounts_under(tmp_root),
     }
@@ -68,7 +75,8 @@ def _leaks(tmp_root: str) -> dict[str, list[str]]:
 
 @pytest.fixture(autouse=True)
 def no_leaks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """After each test: no process, container, sandbox cgroup or quota mount left behind."""
+    """After each test: no process, container, snapshot, sandbox cgroup or quota mount left
+    behind."""
     tmp_root = str(tmp_path_factory.getbasetemp())
     before = _leaks(tmp_root)
     yield

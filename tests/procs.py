@@ -173,12 +173,38 @@ def own_containers() -> list[str]:
     """palaestra containers made by this process or a process started below it (alive or
     ended), as ``<name> <owner>``; containers of unrelated live processes (another test run
     on the same engine) are left out."""
-    from palaestra.sandbox.docker import OWNER_LABEL, owner_label
+    return _owned(
+        "containers", "palaestra.run_id", lambda c: c["Names"][0] if c.get("Names") else c["Id"]
+    )
 
-    query = urllib.parse.quote(json.dumps({"label": ["palaestra.run_id"]}))
-    containers = _docker_get(f"/containers/json?all=1&filters={query}")
-    if not isinstance(containers, list):
+
+def own_snapshot_images() -> list[str]:
+    """Snapshot images (tagged or not) made by this process or one started below it, as
+    ``<id> <owner>``."""
+    from palaestra.sandbox.docker_janitor import SNAPSHOT_LABEL
+
+    return _owned("images", SNAPSHOT_LABEL, lambda i: i["Id"])
+
+
+def _owned(kind: str, label: str, name: Callable[[dict], str]) -> list[str]:
+    """The engine's ``kind`` (containers, images) carrying ``label`` that this process or one
+    below it owns, as ``<name> <owner>``."""
+    from palaestra.sandbox.docker_janitor import OWNER_LABEL
+
+    query = urllib.parse.quote(json.dumps({"label": [label]}))
+    found = _docker_get(f"/{kind}/json?all=1&filters={query}")
+    if not isinstance(found, list):
         return []
+    ours = _own_owner_labels()
+    owners = [((item.get("Labels") or {}).get(OWNER_LABEL, ""), item) for item in found]
+    return sorted(f"{name(item)} {owner}" for owner, item in owners if ours(owner))
+
+
+def _own_owner_labels() -> Callable[[str], bool]:
+    """Whether a ``palaestra.owner`` label names this process or one started below it (alive
+    or ended)."""
+    from palaestra.sandbox.docker_janitor import owner_label
+
     me = owner_label()
     machine = me.rsplit("/", 2)[0]
     procs = _processes()
@@ -198,8 +224,4 @@ def own_containers() -> list[str]:
                 return True
         return False
 
-    return sorted(
-        f"{c['Names'][0] if c.get('Names') else c['Id'][:12]} {c['Labels'].get(OWNER_LABEL, '')}"
-        for c in containers
-        if ours(c.get("Labels", {}).get(OWNER_LABEL, ""))
-    )
+    return ours

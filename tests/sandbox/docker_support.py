@@ -14,7 +14,8 @@ from typing import ParamSpec, TypeVar
 
 import pytest
 
-from palaestra.sandbox.docker import OWNER_LABEL, docker_unavailable, owner_label
+from palaestra.sandbox.docker import docker_unavailable
+from palaestra.sandbox.docker_janitor import OWNER_LABEL, owner_label
 
 
 @functools.cache

@@ -23,14 +23,12 @@ from palaestra.sandbox import make_backend
 from palaestra.sandbox.base import SandboxClosedError, SandboxError, SandboxSpec
 from palaestra.sandbox.docker import (
     DEFAULT_IMAGE,
-    OWNER_LABEL,
     SANDBOX_LABEL,
     DockerBackend,
     DockerSandbox,
     docker_socket,
-    owner_label,
-    reclaim_docker_leftovers,
 )
+from palaestra.sandbox.docker_janitor import OWNER_LABEL, owner_label, reclaim_docker_leftovers
 from palaestra.sandbox.images import build_image
 from palaestra.sandbox.janitor import RUN_ID_LABEL
 from palaestra.sandbox.limits import DEFAULT_PIDS_LIMIT

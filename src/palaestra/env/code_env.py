@@ -37,6 +37,9 @@ observation itself is a function of the seed and the task only (its metadata nam
 the turn, the scaffold and the env, not the episode), so resetting with the same seed gives the
 same observation.
 
+``snapshot``, ``restore`` and ``fork`` save an episode between steps and start new episodes
+from it: :mod:`palaestra.env.fork`.
+
 The agent's time limit (the task's ``[agent].timeout_sec``) counts environment time only —
 commands and scaffold work — not the time the policy takes to answer, so results do not depend
 on how fast the trainer or inference server happens to be.
@@ -55,6 +58,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from palaestra.env.end import INFRA_ERRORS, EpisodeEnd
+from palaestra.env.fork import EpisodeSnapshot, fork_episode, restore_episode, take_snapshot
 from palaestra.env.sandbox_spec import prepare_sandbox_spec
 from palaestra.env.shaping import Shaping, TurnInfo
 from palaestra.env.types import (
@@ -104,6 +108,8 @@ class _Episode:
     usage: Usage = field(default_factory=Usage)
     cost_usd: float | None = None
     timings: dict[str, float] = field(default_factory=dict)
+    #: Each observation answered so far with its action (a snapshot's prefix).
+    turns: list[tuple[LLMRequest, LLMResponse]] = field(default_factory=list)
 
 
 class CodeEnv(Environment[LLMRequest, LLMResponse]):
@@ -162,6 +168,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         self._episode: _Episode | None = None
         self._closed = False
         self._specs: dict[str, SandboxSpec] = {}
+        self._snapshots: set[EpisodeSnapshot] = set()
 
     # -- episode control ------------------------------------------------------------------
 
@@ -219,6 +226,8 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         elif not isinstance(action, LLMResponse):
             raise TypeError(f"an action is an LLMResponse (or a str), got {type(action).__name__}")
         ep.policy_s += time.perf_counter() - ep.observed_at
+        assert ep.last_request is not None
+        ep.turns.append((ep.last_request, action))
         ep.steps += 1
         ep.usage = ep.usage + action.usage
         if action.cost_usd is not None:
@@ -236,9 +245,27 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
             return
         self._closed = True
         await self._abandon()
+        await asyncio.gather(*(snapshot.release() for snapshot in list(self._snapshots)))
 
     async def abandon(self) -> None:
         await self._abandon()
+
+    # -- snapshots: palaestra.env.fork ----------------------------------------------------
+
+    async def snapshot(self) -> EpisodeSnapshot:
+        """The episode as it waits for an action (files, conversation, counters); released
+        by :meth:`EpisodeSnapshot.release` or when this env closes."""
+        return await take_snapshot(self, self._snapshots)
+
+    async def restore(self, snapshot: EpisodeSnapshot) -> TimeStep[LLMRequest]:
+        """End the current episode and start one from ``snapshot``: its FIRST time step."""
+        return await restore_episode(self, snapshot)
+
+    async def fork(
+        self, snapshot: EpisodeSnapshot, n: int
+    ) -> list[tuple[CodeEnv, TimeStep[LLMRequest]]]:
+        """``n`` new environments, each with an episode restored from ``snapshot``."""
+        return await fork_episode(self, snapshot, n)
 
     @property
     def episode_id(self) -> str | None:

@@ -12,6 +12,7 @@ from palaestra.sandbox.base import (
     SandboxBackend,
     SandboxClosedError,
     SandboxError,
+    SandboxSnapshot,
     SandboxSpec,
     ShellSession,
 )
@@ -49,6 +50,7 @@ __all__ = [
     "SandboxBackend",
     "SandboxClosedError",
     "SandboxError",
+    "SandboxSnapshot",
     "SandboxSpec",
     "ShellSession",
     "default_backend",

@@ -3,6 +3,8 @@
 A backend creates sandboxes from a :class:`SandboxSpec`. A sandbox runs commands with
 :meth:`Sandbox.exec`, moves files in and out, and is closed exactly once (closing again is a
 no-op). Closing kills every process inside and frees every resource the sandbox held.
+:meth:`Sandbox.snapshot` freezes a sandbox's files into a :class:`SandboxSnapshot`, from which
+:meth:`SandboxBackend.restore` starts new sandboxes.
 """
 
 from __future__ import annotations
@@ -192,6 +194,14 @@ class Sandbox(abc.ABC):
     @abc.abstractmethod
     def closed(self) -> bool: ...
 
+    async def snapshot(self) -> SandboxSnapshot:
+        """Its files as they are now (every writable directory, and a root filesystem's or
+        image's changes), frozen into a :class:`SandboxSnapshot` that
+        :meth:`SandboxBackend.restore` starts new sandboxes from; the sandbox goes on unchanged.
+        Running processes are not part of it. Take it between commands: the backend stops the
+        sandbox's processes while it copies, so the files are consistent."""
+        raise SandboxError(f"sandbox {self.id}'s backend cannot take snapshots")
+
     async def write_file(self, path: str, content: str | bytes, mode: int = 0o644) -> None:
         """Write ``content`` to the in-sandbox ``path`` (parents are created)."""
         data = content.encode() if isinstance(content, str) else content
@@ -331,6 +341,62 @@ class ShellSession:
         await self.close()
 
 
+class SandboxSnapshot(abc.ABC):
+    """A sandbox's files frozen by :meth:`Sandbox.snapshot`; ``spec`` is that sandbox's.
+
+    :meth:`SandboxBackend.restore` starts any number of sandboxes from it, each with its own
+    copy. Release it with :meth:`release` (or ``async with``); its backend's ``aclose``, process
+    exit and, after a crash, the janitor release it too. Its storage is freed once it is released
+    and no sandbox that still needs it (a container running its image) is open.
+    """
+
+    def __init__(self, snapshot_id: str, spec: SandboxSpec) -> None:
+        self.id = snapshot_id
+        self.spec = spec
+        self._users = 0
+        self._released = False
+        self._freeing: asyncio.Future[None] | None = None
+
+    @property
+    def released(self) -> bool:
+        return self._released
+
+    def hold(self) -> None:
+        """Keep the storage while a sandbox started from it needs it (:meth:`let_go` ends it);
+        raises :class:`SandboxError` once released."""
+        if self._released:
+            raise SandboxError(f"snapshot {self.id} was released; take a new one")
+        self._users += 1
+
+    async def let_go(self) -> None:
+        """A sandbox started from it no longer needs it."""
+        self._users -= 1
+        if self._released and self._users == 0:
+            await self._free_once()
+
+    async def release(self) -> None:
+        """No more sandboxes start from it; its storage goes as soon as none needs it.
+        Idempotent."""
+        self._released = True
+        if self._users == 0:
+            await self._free_once()
+
+    async def _free_once(self) -> None:
+        if self._freeing is None:
+            self._freeing = asyncio.ensure_future(self._free())
+        await await_to_the_end(self._freeing)
+
+    @abc.abstractmethod
+    async def _free(self) -> None:
+        """Remove the snapshot's storage (its copy of the files, its image)."""
+
+    async def __aenter__(self) -> SandboxSnapshot:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.release()
+
+
 class SandboxBackend(abc.ABC):
     """Creates sandboxes. One backend instance may serve many concurrent sandboxes."""
 
@@ -339,6 +405,13 @@ class SandboxBackend(abc.ABC):
     @abc.abstractmethod
     async def create(self, spec: SandboxSpec) -> Sandbox:
         """Start a sandbox; raise :class:`SandboxError` when it cannot."""
+
+    async def restore(
+        self, snapshot: SandboxSnapshot, *, labels: dict[str, str] | None = None
+    ) -> Sandbox:
+        """Start a sandbox holding ``snapshot``'s files (a copy of its own), with the
+        snapshot's spec and ``labels`` added to it; the snapshot stays usable."""
+        raise SandboxError(f"the {self.name} backend cannot restore snapshots")
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Close every sandbox this backend created that is still open; release its resources."""

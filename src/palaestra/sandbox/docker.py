@@ -24,11 +24,13 @@ storage driver supports one: overlay2 on xfs with project quotas or btrfs (the d
 it), zfs. Elsewhere it is not enforced and a warning says so once per backend.
 
 Every container carries ``palaestra.run_id``, ``palaestra.sandbox`` and its owner (boot id, pid
-namespace, pid and start time of the process that made it: :func:`owner_label`). It is created with
-``AutoRemove`` and ``StdinOnce``: when the owning process dies, its attach connection closes, the
-helper reads EOF and exits, and the engine removes the container. :func:`reclaim_docker_leftovers`
-removes what remains of dead owners (e.g. a container created but never started) when a backend
-creates its first sandbox.
+namespace, pid and start time of the process that made it:
+:func:`~palaestra.sandbox.docker_janitor.owner_label`). It is created with ``AutoRemove`` and
+``StdinOnce``: when the owning process dies, its attach connection closes, the helper reads EOF and
+exits, and the engine removes the container.
+:func:`~palaestra.sandbox.docker_janitor.reclaim_docker_leftovers` removes what remains of dead
+owners (e.g. a container created but never started, a snapshot's image) when a backend creates its
+first sandbox. Snapshots commit the container to an image: :mod:`palaestra.sandbox.docker_snapshot`.
 """
 
 from __future__ import annotations
@@ -57,14 +59,17 @@ from palaestra.sandbox.base import (
     SandboxBackend,
     SandboxClosedError,
     SandboxError,
+    SandboxSnapshot,
     SandboxSpec,
     SandboxSpecError,
     await_to_the_end,
 )
 from palaestra.sandbox.docker_attach import AttachedStream, attach
 from palaestra.sandbox.docker_diff import ContainerSandbox
+from palaestra.sandbox.docker_janitor import OWNER_LABEL, owner_label, reclaim_docker_leftovers
+from palaestra.sandbox.docker_snapshot import DockerSnapshot, commit
 from palaestra.sandbox.helper_runtime import helper_argv, helper_runtime
-from palaestra.sandbox.janitor import RUN_ID_LABEL, proc_stat, process_start_time
+from palaestra.sandbox.janitor import RUN_ID_LABEL
 from palaestra.sandbox.limits import DEFAULT_PIDS_LIMIT
 
 log = logging.getLogger(__name__)
@@ -73,7 +78,6 @@ log = logging.getLogger(__name__)
 #: ``scripts/provision-docker.sh`` builds locally.
 DEFAULT_IMAGE = "palaestra/base:bookworm"
 SANDBOX_LABEL = "palaestra.sandbox"
-OWNER_LABEL = "palaestra.owner"
 PROVISION_HINT = (
     "run `sudo apt-get install -y docker.io debootstrap && sudo scripts/provision-docker.sh` "
     f"(starts dockerd, builds {DEFAULT_IMAGE} locally with debootstrap and tags it "
@@ -128,66 +132,6 @@ def _client() -> aiodocker.Docker:
     return aiodocker.Docker(url=f"unix://{docker_socket()}")
 
 
-def _machine() -> str:
-    """This boot of this machine's pid namespace: ``<boot id>/<pid namespace inode>``.
-
-    A pid names a process only within one boot and one pid namespace; owners elsewhere (another
-    container sharing the engine) cannot be checked from here, so they are never reclaimed.
-    """
-    try:
-        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-        pid_ns = os.stat("/proc/self/ns/pid").st_ino
-    except OSError:
-        return "unknown"
-    return f"{boot}/{pid_ns}"
-
-
-def owner_label(pid: int | None = None, start: int | None = None) -> str:
-    """The ``palaestra.owner`` label naming process ``pid`` (this one by default) for good:
-    ``<machine>/<pid>/<start time>``."""
-    if pid is None:
-        pid = os.getpid()
-        start = process_start_time(pid)
-    return f"{_machine()}/{pid}/{start}"
-
-
-def _owner_gone(label: str, machine: str) -> bool:
-    """Whether the owner a label names has certainly ended (never true for other machines)."""
-    try:
-        owner_machine, pid, start = label.rsplit("/", 2)
-        pid_n = int(pid)
-    except ValueError:
-        return False  # not ours to judge
-    if owner_machine != machine:
-        return owner_machine.split("/", 1)[0] != machine.split("/", 1)[0]  # an older boot
-    stat = proc_stat(pid_n)
-    if stat is None or stat[0] in ("Z", "X"):
-        return True
-    return start != "None" and int(stat[19]) != int(start)
-
-
-async def reclaim_docker_leftovers(docker: aiodocker.Docker | None = None) -> int:
-    """Remove the palaestra containers whose owning process is gone; return how many.
-    Containers of live owners (this process included) are never touched."""
-    if docker is None:
-        async with _client() as client:
-            return await reclaim_docker_leftovers(client)
-    machine = await asyncio.to_thread(_machine)
-    containers = await docker.containers.list(all=True, filters={"label": [RUN_ID_LABEL]})
-    removed = 0
-    for container in containers:
-        labels = container["Labels"] or {}
-        if not _owner_gone(labels.get(OWNER_LABEL, ""), machine):
-            continue
-        try:
-            await container.delete(force=True)
-            removed += 1
-        except DockerError as exc:
-            if exc.status not in (404, 409):  # gone, or being removed already
-                raise
-    return removed
-
-
 async def ensure_image(docker: aiodocker.Docker, image: str) -> dict[str, Any]:
     """The engine's description of ``image``, pulling it when missing; a clear error if it
     cannot be had: SandboxSpecError when a registry has no such image (final), else SandboxError."""
@@ -227,6 +171,7 @@ class DockerBackend(SandboxBackend):
             raise ValueError(f"run_id {self.run_id!r} must match {_RUN_ID.pattern}")
         self.image = image
         self._open: set[DockerSandbox] = set()
+        self._snapshots: set[DockerSnapshot] = set()
         self._reclaimed = False
         self._storage_opt_supported: bool | None = None
         self._storage_driver: str | None = None
@@ -240,11 +185,28 @@ class DockerBackend(SandboxBackend):
                 "the docker backend runs images, not root filesystem directories; set "
                 "spec.image (or use the local backend for spec.rootfs)"
             )
+        return await self._launch(spec, await asyncio.to_thread(_initial_files, spec))
+
+    async def restore(
+        self, snapshot: SandboxSnapshot, *, labels: dict[str, str] | None = None
+    ) -> DockerSandbox:
+        """A new container of ``snapshot``'s image (see :mod:`.docker_snapshot`)."""
+        if not isinstance(snapshot, DockerSnapshot):
+            raise SandboxError(f"snapshot {snapshot.id} is not a docker one; restore it there")
+        snapshot.hold()  # until the container is closed
+        spec = replace(snapshot.spec, labels={**snapshot.spec.labels, **(labels or {})})
+        return await self._launch(spec, None, snapshot)
+
+    async def _launch(
+        self, spec: SandboxSpec, archive: bytes | None, snapshot: DockerSnapshot | None = None
+    ) -> DockerSandbox:
+        """Start a container of ``spec``'s image, or of ``snapshot``'s, with ``archive`` (a
+        tar) extracted at ``/`` before it starts."""
         workdir = sandbox_path(spec.workdir)
-        archive = await asyncio.to_thread(_initial_files, spec)
         sandbox_id = f"sb-{secrets.token_hex(6)}"
         docker = _client()
         sandbox = DockerSandbox(sandbox_id, spec, docker, on_close=self._open.discard)
+        sandbox.restored_from, sandbox.snapshots = snapshot, self._snapshots
         self._open.add(sandbox)
         try:
             if not self._reclaimed:
@@ -258,6 +220,9 @@ class DockerBackend(SandboxBackend):
                 self._runtime = await asyncio.to_thread(helper_runtime)
             entrypoint = (image_info.get("Config") or {}).get("Entrypoint") or []
             config = self._container_config(spec, image, workdir, sandbox_id, entrypoint)
+            if snapshot is not None:  # the snapshot's files, the image's entrypoint
+                config["Image"] = snapshot.image
+                image_info = await docker.images.inspect(snapshot.image)
             sandbox.adjustments = self._cpus(spec, config)
             if "StorageOpt" in config["HostConfig"] and self._storage_driver == "btrfs":
                 # btrfs limits what a container references, the image's files included.
@@ -270,8 +235,9 @@ class DockerBackend(SandboxBackend):
         return sandbox
 
     async def aclose(self) -> None:
-        """Close every sandbox this backend created that is still open."""
+        """Close every sandbox this backend created that is still open; release its snapshots."""
         await asyncio.gather(*(sandbox.close() for sandbox in list(self._open)))
+        await asyncio.gather(*(snapshot.release() for snapshot in list(self._snapshots)))
 
     def _container_config(
         self, spec: SandboxSpec, image: str, workdir: str, sandbox_id: str, entrypoint: list[str]
@@ -365,6 +331,8 @@ class DockerSandbox(ContainerSandbox):
         self._attach: AttachedStream | None = None
         self._closing: asyncio.Future[None] | None = None
         self._oom_kills_seen = 0
+        self.restored_from: DockerSnapshot | None = None
+        self.snapshots: set[DockerSnapshot] = set()  # its backend's, where its own go
 
     @property
     def closed(self) -> bool:
@@ -433,6 +401,15 @@ class DockerSandbox(ContainerSandbox):
         finally:
             await self._docker.close()
             self._on_close(self)
+            if self.restored_from is not None:
+                await self.restored_from.let_go()
+
+    async def snapshot(self) -> DockerSnapshot:
+        """The container committed to an image (see :mod:`.docker_snapshot`)."""
+        assert self.container_id is not None
+        self._usable_channel()
+        url = f"unix://{docker_socket()}"
+        return await commit(self._docker, self.container_id, self.spec, url, self.snapshots)
 
     async def _run(self, command: Command) -> ExecResult:
         result = await super()._run(command)

@@ -32,7 +32,8 @@ import aiodocker
 from aiodocker.exceptions import DockerError
 
 from palaestra.sandbox.base import SandboxError, SandboxSpecError
-from palaestra.sandbox.docker import OWNER_LABEL, docker_socket, ensure_image, owner_label
+from palaestra.sandbox.docker import docker_socket, ensure_image
+from palaestra.sandbox.docker_janitor import OWNER_LABEL, owner_label
 from palaestra.sandbox.dockerfile import parse_dockerfile
 from palaestra.sandbox.janitor import RUN_ID_LABEL
 

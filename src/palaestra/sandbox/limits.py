@@ -283,6 +283,27 @@ def kill_and_thaw(paths: list[str]) -> None:
                 pass  # not this hierarchy's file
 
 
+def freeze(paths: list[str], frozen: bool) -> None:
+    """Freeze (or thaw) every process of a sandbox's cgroups at ``paths`` (cgroup v1's freezer
+    hierarchy, v2's ``cgroup.freeze``); a freeze returns once the kernel reports the processes
+    frozen. Blocking."""
+    for path in paths:
+        if Path(path, "freezer.state").exists():  # v1
+            control, status = Path(path, "freezer.state"), Path(path, "freezer.state")
+            value = wanted = "FROZEN" if frozen else "THAWED"
+        elif Path(path, "cgroup.freeze").exists():  # v2
+            control, status = Path(path, "cgroup.freeze"), Path(path, "cgroup.events")
+            value, wanted = str(int(frozen)), f"frozen {int(frozen)}"
+        else:
+            continue  # another v1 hierarchy: the freezer one does it
+        control.write_text(value)
+        deadline = time.monotonic() + _RMDIR_WAIT_S
+        while wanted not in status.read_text():
+            if time.monotonic() >= deadline:
+                raise OSError(errno.ETIMEDOUT, f"{control} did not reach {wanted!r}")
+            time.sleep(0.001)
+
+
 def reclaim_empty_cgroups(older_than_s: float, name_prefix: str = "") -> None:
     """Remove sandbox cgroups that hold no process, made more than ``older_than_s`` ago.
 

@@ -11,6 +11,12 @@ One episode reads as named steps, after mini-swe-agent's default agent::
         format errors in a row >= limit:      "format_error_limit"
     "step_limit"
 
+An episode waiting for the policy can be resumed elsewhere: :meth:`TurnScaffold.state_of` gives
+its loop's :class:`LoopState` (the conversation, the trajectory so far, the turn),
+``run(..., resume=state)`` goes on from it in another sandbox holding the same files (the
+environment's snapshots: :mod:`palaestra.env.fork`). A protocol whose episode lives partly
+outside the loop's state (a terminal session's processes) says ``resumable = False``.
+
 A protocol (:class:`TurnLoop` subclass, one instance per episode) gives only ``context``,
 ``parse`` and ``execute``; the loop decides the outcome. Limits compose the same way for every
 scaffold: every response counts against ``step_limit`` and ``max_consecutive_format_errors``
@@ -23,6 +29,7 @@ keystroke's duration) are its configuration.
 from __future__ import annotations
 
 import abc
+import copy
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
@@ -65,6 +72,18 @@ class FormatError(ValueError):
     def __init__(self, guidance: str, record: Any) -> None:
         super().__init__(guidance)
         self.record = record
+
+
+@dataclass(frozen=True)
+class LoopState:
+    """Where a turn loop stands while it waits for the policy's answer on turn ``turn``: the
+    conversation that request holds, the trajectory of the turns before and the format errors
+    in a row. Its lists are its own (resuming twice from it gives the same episode twice)."""
+
+    turn: int
+    messages: list[Message]
+    trajectory: list[dict[str, Any]]
+    format_errors: int
 
 
 @dataclass
@@ -123,6 +142,8 @@ class TurnScaffold(Generic[C]):
             key: _jinja.from_string(getattr(self.config, f"{key}_template"))
             for key in self.template_keys
         }
+        #: The loop of each running episode, by the id of the client it asks (:meth:`state_of`).
+        self._loops: dict[int, TurnLoop[Any, Any]] = {}
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled as its config (compiled templates do not pickle): a scaffold with options
@@ -136,8 +157,28 @@ class TurnScaffold(Generic[C]):
     def render(self, key: str, **context: Any) -> str:
         return self._templates[key].render(**self.template_vars(), **context)
 
-    async def run(self, task: Task, sandbox: Sandbox, llm: LLMClient) -> Outcome:
-        return await self.turns(self, task, sandbox).run(llm)
+    async def run(
+        self, task: Task, sandbox: Sandbox, llm: LLMClient, resume: LoopState | None = None
+    ) -> Outcome:
+        """Play an episode asking ``llm``; from ``resume`` on when given (``sandbox`` then
+        holds the files of the moment it was taken)."""
+        if resume is not None and not self.turns.resumable:
+            raise ValueError(f"scaffold {self.name!r} cannot resume an episode")
+        loop = self.turns(self, task, sandbox)
+        self._loops[id(llm)] = loop
+        try:
+            return await loop.run(llm, resume)
+        finally:
+            if self._loops.get(id(llm)) is loop:
+                del self._loops[id(llm)]
+
+    def state_of(self, llm: LLMClient) -> LoopState:
+        """The state of the running episode that asks ``llm``, taken while it waits for an
+        answer; raises ValueError when no episode of this scaffold asks it."""
+        loop = self._loops.get(id(llm))
+        if loop is None:
+            raise ValueError(f"no episode of scaffold {self.name!r} asks this client")
+        return loop.state()
 
 
 S = TypeVar("S", bound=TurnScaffold[Any])
@@ -148,6 +189,8 @@ class TurnLoop(abc.ABC, Generic[S, A]):
 
     #: Tool specs every request carries (None: the protocol is plain text).
     tools: ClassVar[list[dict[str, Any]] | None] = None
+    #: Whether an episode resumes from its :class:`LoopState` alone.
+    resumable: ClassVar[bool] = True
 
     def __init__(self, scaffold: S, task: Task, sandbox: Sandbox) -> None:
         self.scaffold = scaffold
@@ -157,11 +200,18 @@ class TurnLoop(abc.ABC, Generic[S, A]):
         self.messages: list[Message] = []
         self.trajectory: list[dict[str, Any]] = []
         self.format_errors = 0
+        self.turn = 0
 
-    async def run(self, llm: LLMClient) -> Outcome:
-        self.extend(await self.opening())
+    async def run(self, llm: LLMClient, resume: LoopState | None = None) -> Outcome:
+        if resume is None:
+            self.extend(await self.opening())
+        else:
+            self.turn, self.format_errors = resume.turn, resume.format_errors
+            self.messages = list(resume.messages)
+            self.trajectory = copy.deepcopy(resume.trajectory)
         limit = self.config.step_limit
-        for turn in range(limit):
+        for turn in range(self.turn, limit):
+            self.turn = turn
             observation = await self.step(await self.query(llm, turn))
             self.trajectory.append({"turn": turn, **observation.record})
             if observation.submission is not None:
@@ -191,6 +241,13 @@ class TurnLoop(abc.ABC, Generic[S, A]):
                 "content": self.scaffold.render("instance", instruction=instruction, **context),
             },
         ]
+
+    def state(self) -> LoopState:
+        """Where the loop stands (see :class:`LoopState`); its messages are shared (never
+        changed once in the conversation), the trajectory copied."""
+        return LoopState(
+            self.turn, list(self.messages), copy.deepcopy(self.trajectory), self.format_errors
+        )
 
     def extend(self, messages: list[Message]) -> None:
         """Append messages to the conversation, each validated (and copied) here, once.

@@ -251,6 +251,7 @@ class TerminusActions(ProtocolActions):
 class TerminusTurns(TurnLoop["TerminusScaffold", TerminusAction]):
     """One episode: a tmux session in the sandbox, typed into by JSON actions."""
 
+    resumable = False  # the session's processes are no part of a loop's state
     session: TmuxSession
     #: The previous response set ``task_complete``: one more in a row submits.
     pending_completion = False

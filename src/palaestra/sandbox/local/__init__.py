@@ -19,8 +19,9 @@ sandbox's root filesystem holds.
 
 The package's modules, by concept: :mod:`.backend` (:class:`LocalBackend`: create, the
 start-up janitor pass, options, closing everything at exit), :mod:`.pool` (the warm pools),
-:mod:`.sandbox` (:class:`LocalSandbox`: start, close, kill) and :mod:`.layout` (the sandbox's
-directories and files on the host, and bubblewrap's command line).
+:mod:`.sandbox` (:class:`LocalSandbox`: start, close, kill), :mod:`.layout` (the sandbox's
+directories and files on the host, and bubblewrap's command line) and :mod:`.snapshot` (a
+sandbox's files copied while it is frozen, to restore from).
 """
 
 from palaestra.sandbox.local.backend import DEFAULT_STATE_DIR, WARM_ENV, LocalBackend

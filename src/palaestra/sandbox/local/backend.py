@@ -13,6 +13,8 @@ from pathlib import Path
 
 from palaestra.sandbox.base import (
     SandboxBackend,
+    SandboxError,
+    SandboxSnapshot,
     SandboxSpec,
     SandboxSpecError,
     await_to_the_end,
@@ -28,6 +30,8 @@ from palaestra.sandbox.limits import favor_dynamic_moves
 from palaestra.sandbox.local.layout import bwrap_args, files_to_copy, populate, writable_dirs
 from palaestra.sandbox.local.pool import WarmPools
 from palaestra.sandbox.local.sandbox import LocalSandbox, in_thread
+from palaestra.sandbox.local.snapshot import LocalSnapshot
+from palaestra.sandbox.local.snapshot import live as live_snapshots
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +83,7 @@ class LocalBackend(SandboxBackend):
         if self.warm < 0:
             raise ValueError(f"warm={self.warm}: the warm pool size cannot be negative")
         self._open: set[LocalSandbox] = set()
+        self._snapshots: set[LocalSnapshot] = set()
         self._pools = WarmPools(self.warm, self.warm_keys, self._launch, self.run_id)
         self._starting_up: asyncio.Future[None] | None = None  # the start-up janitor pass
         self._owner = (os.getpid(), process_start_time(os.getpid()))
@@ -91,15 +96,7 @@ class LocalBackend(SandboxBackend):
             )
         writable = writable_dirs(spec)
         files = files_to_copy(spec, writable)
-        # Every create waits for the start-up janitor pass (once per backend, even when it
-        # failed): one racing it could have its run directory removed while still empty.
-        starting = self._starting_up
-        if starting is None or (
-            not starting.done() and starting.get_loop() is not asyncio.get_running_loop()
-        ):
-            starting = self._starting_up = asyncio.ensure_future(self._start_up())
-        if not starting.done():
-            await asyncio.shield(starting)
+        await self._started()
         pool = self._pools.pool_for(spec) if self.warm else None
         sandbox = await self._pools.take(pool, spec, files) if pool is not None else None
         if sandbox is None:
@@ -108,6 +105,17 @@ class LocalBackend(SandboxBackend):
             self._pools.refill(pool)
         return sandbox
 
+    async def _started(self) -> None:
+        """Wait for the start-up janitor pass (once per backend, even when it failed): a
+        sandbox started while it runs could have its run directory removed while still empty."""
+        starting = self._starting_up
+        if starting is None or (
+            not starting.done() and starting.get_loop() is not asyncio.get_running_loop()
+        ):
+            starting = self._starting_up = asyncio.ensure_future(self._start_up())
+        if not starting.done():
+            await asyncio.shield(starting)
+
     async def _start_up(self) -> None:
         clean_up_at_exit(_close_all_now)
         await asyncio.to_thread(reclaim_leftovers, self.state_dir)
@@ -115,10 +123,34 @@ class LocalBackend(SandboxBackend):
             moves = await asyncio.to_thread(favor_dynamic_moves)
             log.debug("cgroup2 favordynmods: %s", moves)
 
-    async def _launch(
-        self, spec: SandboxSpec, writable: list[str], files: dict[str, Path]
+    async def restore(
+        self, snapshot: SandboxSnapshot, *, labels: dict[str, str] | None = None
     ) -> LocalSandbox:
-        """Start a sandbox for ``spec`` (a cold start)."""
+        """Start a sandbox from a copy of ``snapshot``'s files (never from a warm pool: the
+        copy must be in place before the sandbox starts)."""
+        if not isinstance(snapshot, LocalSnapshot):
+            raise SandboxError(
+                f"snapshot {snapshot.id} is not a local one; restore it with the backend that "
+                "took it"
+            )
+        spec = dataclasses.replace(snapshot.spec, labels={**snapshot.spec.labels, **(labels or {})})
+        await self._started()
+        snapshot.hold()
+        try:
+            return await self._launch(spec, writable_dirs(spec), {}, seed=snapshot.files)
+        finally:
+            await snapshot.let_go()
+
+    async def _launch(
+        self,
+        spec: SandboxSpec,
+        writable: list[str],
+        files: dict[str, Path],
+        *,
+        seed: Path | None = None,
+    ) -> LocalSandbox:
+        """Start a sandbox for ``spec`` (a cold start), from a snapshot's files if ``seed``
+        names them."""
         sandbox_id = f"sb-{secrets.token_hex(6)}"
         sandbox_dir = self.state_dir / self.run_id / sandbox_id
         meta = SandboxMeta(
@@ -127,11 +159,13 @@ class LocalBackend(SandboxBackend):
             owner_start=self._owner[1],
             labels={**spec.labels, RUN_ID_LABEL: self.run_id},
         )
-        sandbox = LocalSandbox(sandbox_id, spec, sandbox_dir, on_close=self._closed)
+        sandbox = LocalSandbox(
+            sandbox_id, spec, sandbox_dir, on_close=self._closed, snapshots=self._snapshots
+        )
         self._open.add(sandbox)
         _live.add(sandbox)
         populating = asyncio.ensure_future(
-            asyncio.to_thread(populate, spec, sandbox_dir, meta, writable, files)
+            asyncio.to_thread(populate, spec, sandbox_dir, meta, writable, files, seed)
         )
         try:
             sandbox._limits = await await_to_the_end(populating)
@@ -168,11 +202,12 @@ class LocalBackend(SandboxBackend):
 
     async def aclose(self) -> None:
         """Close every sandbox this backend created that is still open, warm ones included,
-        once background refills are stopped."""
+        once background refills are stopped, and release its snapshots."""
         self._pools.closing = True
         try:
             await self._pools.empty()
             await asyncio.gather(*(sandbox.close() for sandbox in list(self._open)))
+            await asyncio.gather(*(snapshot.release() for snapshot in list(self._snapshots)))
         finally:
             self._pools.closing = False
         try:
@@ -203,7 +238,14 @@ _live: set[LocalSandbox] = set()
 def _close_all_now() -> None:
     """Close every open sandbox synchronously, blocking; registered with
     :func:`palaestra.sandbox.janitor.clean_up_at_exit` (exit, SIGTERM...), when no event loop
-    may be left. Their now empty run directories go too."""
+    may be left, and remove every snapshot. Their now empty run directories go too."""
+    for snapshot in list(live_snapshots):
+        if snapshot.owner_pid == os.getpid():
+            snapshot.remove_now()
+            try:
+                os.rmdir(snapshot.directory.parent)
+            except OSError:
+                pass  # sandboxes or other snapshots of the run are still there
     for sandbox in list(_live):
         if sandbox.owner_pid != os.getpid():
             continue  # in a forked child: the sandbox is its parent's

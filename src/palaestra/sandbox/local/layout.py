@@ -28,6 +28,7 @@ from palaestra.sandbox.janitor import RUN_ID_LABEL, SandboxMeta
 from palaestra.sandbox.limits import SandboxLimits, apply_limits, mounts_under, unmount
 from palaestra.sandbox.limits import mount as mount_fs
 from palaestra.sandbox.limits import release as release_limits
+from palaestra.sandbox.local.snapshot import OVERLAY_DIR, copy_into
 
 #: Host directories bound read-only at the same place (symlinks are recreated as symlinks);
 #: /etc is filtered.
@@ -99,9 +100,11 @@ def populate(
     meta: SandboxMeta,
     writable: list[str],
     files: dict[str, Path],
+    seed: Path | None = None,
 ) -> SandboxLimits:
     """Create the sandbox's directory, its meta.json, its limits (cgroups, disk quota) and
-    backing directories; copy files in.
+    backing directories; copy files in. ``seed`` is a snapshot's copy of a sandbox's ``fs/``
+    (:mod:`.snapshot`) to start from, copied in first.
 
     Runs before the sandbox starts, when nothing inside can have planted links yet.
     """
@@ -125,11 +128,14 @@ def populate(
     run_id = meta.labels[RUN_ID_LABEL]
     limits = apply_limits(spec, f"{run_id}.{meta.sandbox_id}", sandbox_dir / "fs")
     try:
+        if seed is not None:
+            (sandbox_dir / "fs").mkdir(exist_ok=True)
+            copy_into([seed / name for name in os.listdir(seed)], sandbox_dir / "fs")
         if spec.rootfs is not None:
             # The writable layer lives in fs/ (under the disk quota when there is one); it
             # disappears with the sandbox, the shared read-only rootfs stays as it was.
-            layer = sandbox_dir / "fs" / ".overlay"
-            (layer / "upper").mkdir(parents=True)
+            layer = sandbox_dir / "fs" / OVERLAY_DIR
+            (layer / "upper").mkdir(parents=True, exist_ok=True)
             (layer / "work").mkdir()
             (sandbox_dir / "root").mkdir()
             mount_fs(
@@ -278,7 +284,7 @@ def _make_parents(path: str, made: set[str]) -> list[str]:
 def overlay_changes(sandbox_dir: Path, under: tuple[str, ...]) -> list[str]:
     """What the overlay's writable layer holds inside the directories ``under``: every path
     made, changed or deleted (a whiteout) on top of the root filesystem. Blocking."""
-    upper = sandbox_dir / "fs" / ".overlay" / "upper"
+    upper = sandbox_dir / "fs" / OVERLAY_DIR / "upper"
     found: set[str] = set()
     for directory in under:
         top = upper / sandbox_path(directory).lstrip("/")

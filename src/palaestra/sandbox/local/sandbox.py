@@ -24,6 +24,7 @@ from palaestra.sandbox.channel_sandbox import ChannelSandbox
 from palaestra.sandbox.janitor import SandboxMeta, proc_stat, wait_gone
 from palaestra.sandbox.limits import SandboxLimits, kill_and_thaw
 from palaestra.sandbox.local.layout import overlay_changes, release_and_remove
+from palaestra.sandbox.local.snapshot import LocalSnapshot, take_snapshot
 
 _START_TIMEOUT_S = 60.0
 _CLOSE_TIMEOUT_S = 10.0
@@ -40,8 +41,10 @@ class LocalSandbox(ChannelSandbox):
         spec: SandboxSpec,
         sandbox_dir: Path,
         on_close: Callable[[LocalSandbox], None],
+        snapshots: set[LocalSnapshot],
     ) -> None:
         self.id = sandbox_id
+        self._snapshots = snapshots  # its backend's open snapshots, where its own go
         self.spec = spec
         self.sandbox_dir = sandbox_dir
         self._on_close = on_close
@@ -90,6 +93,29 @@ class LocalSandbox(ChannelSandbox):
         if self.spec.rootfs is None:
             return []  # only writable directories are writable: the rest is bound read-only
         return await in_thread(overlay_changes, self.sandbox_dir, under)
+
+    async def snapshot(self) -> LocalSnapshot:
+        """A copy of the sandbox's files, taken while its cgroups are frozen (see
+        :mod:`.snapshot`); needs the cgroups, which a sandbox has when run as root."""
+        self._usable_channel()
+        assert self._limits is not None and self._meta is not None
+        if not self._limits.cgroups:
+            raise SandboxError(
+                f"sandbox {self.id} cannot be snapshot without cgroups to freeze it while its "
+                f"files are copied ({self._limits.description}); run as root on a host with "
+                "cgroups"
+            )
+        try:
+            return await in_thread(
+                take_snapshot,
+                self.sandbox_dir,
+                self._meta,
+                self.spec,
+                self._limits.cgroups,
+                self._snapshots,
+            )
+        except OSError as exc:  # a cgroup that would not freeze, a full disk
+            raise SandboxError(f"cannot snapshot sandbox {self.id}: {exc}") from exc
 
     # -- lifecycle -----------------------------------------------------------------------------
 
