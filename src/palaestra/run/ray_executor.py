@@ -31,7 +31,7 @@ from palaestra.llm.client import LLMClient
 from palaestra.run.executor import LocalExecutor
 from palaestra.run.rollout import Episode
 from palaestra.sandbox import default_backend
-from palaestra.sandbox.docker import reclaim_docker_leftovers
+from palaestra.sandbox.docker import reclaim_dead_owners
 from palaestra.sandbox.janitor import reclaim_leftovers
 from palaestra.sandbox.local import LocalBackend
 
@@ -82,7 +82,7 @@ class EpisodeActor:
             reclaim_leftovers(backend.state_dir)
         else:  # in a thread of its own: the actor's loop may be running
             with ThreadPoolExecutor(1) as thread:
-                thread.submit(asyncio.run, reclaim_docker_leftovers()).result()
+                thread.submit(asyncio.run, reclaim_dead_owners()).result()
         tasks = load_tasks(env_id)
         agent = make_policy(policy, tasks) if isinstance(policy, str) else policy
         self.node_id = _node_id()

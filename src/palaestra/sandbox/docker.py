@@ -132,6 +132,13 @@ def _client() -> aiodocker.Docker:
     return aiodocker.Docker(url=f"unix://{docker_socket()}")
 
 
+async def reclaim_dead_owners() -> int:
+    """:func:`reclaim_docker_leftovers` on a client of its own, for a process without one (a
+    Ray actor starting on a node); how many it removed."""
+    async with _client() as client:
+        return await reclaim_docker_leftovers(client)
+
+
 async def ensure_image(docker: aiodocker.Docker, image: str) -> dict[str, Any]:
     """The engine's description of ``image``, pulling it when missing; a clear error if it
     cannot be had: SandboxSpecError when a registry has no such image (final), else SandboxError."""
