@@ -12,7 +12,8 @@ copy), and the solver solves 3 of 4 attempts of the first task it meets, 2 of 4 
 Run:  .venv/bin/python examples/self_play.py --pool runs/pool
       .venv/bin/python examples/self_play.py --creator openai:gpt-4o-mini --proposals 20
       .venv/bin/python examples/self_play.py --creator openai:M --solver hf:SmolLM2-dir
-      .venv/bin/python examples/self_play.py --solver hf:SmolLM2-dir   # the demo mix, a real solver
+      .venv/bin/python examples/self_play.py --solver hf:smollm2-135m --solver-step-limit 3 \
+          --solver-max-tokens 128   # the demo mix, a real solver on CPU
       .venv/bin/python examples/self_play.py --creator openai:M --from-failures runs/eval-1
 Then: palaestra tasks pool stats runs/pool
 """
@@ -28,10 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from palaestra.env.registry import load_tasks, make_policy
-from palaestra.llm import LLMClient, LLMRequest, LLMResponse, ScriptedPolicy
+from palaestra.llm import LLMClient, LLMRequest, LLMResponse, SamplingParams, ScriptedPolicy
 from palaestra.rl.self_play import SelfPlay, failed_tasks
 from palaestra.run.store import read_run
-from palaestra.scaffolds import NopPolicy, OraclePolicy
+from palaestra.scaffolds import NopPolicy, OraclePolicy, Scaffold, make_scaffold
 from palaestra.tasks.pool import Pool
 from palaestra.tasks.source import TaskSet
 
@@ -127,10 +128,12 @@ async def run(
     attempts: int = 4,
     concurrency: int = 1,
     from_failures: Path | None = None,
+    solver_scaffold: str | Scaffold = "bash",
 ) -> list[dict[str, Any]]:
     """Run ``proposals`` creator episodes; one result per proposal, in the order they end."""
     pool = Pool(pool_dir)
-    play = SelfPlay(pool, solver or DemoSolver(pool, attempts), attempts=attempts)
+    play = SelfPlay(pool, solver or DemoSolver(pool, attempts), attempts=attempts,
+                    scaffold=solver_scaffold)  # fmt: skip
     mode, source = "new", load_tasks(seeds)
     if from_failures is not None:
         failed = failed_tasks(from_failures)
@@ -156,6 +159,16 @@ async def run(
     return results
 
 
+def solver_scaffold(args: argparse.Namespace) -> str | Scaffold:
+    """The solver's bash scaffold, with the limits given (a small model on CPU needs them)."""
+    limits: dict[str, Any] = {}
+    if args.solver_step_limit is not None:
+        limits["step_limit"] = args.solver_step_limit
+    if args.solver_max_tokens is not None:
+        limits["sampling"] = SamplingParams(max_tokens=args.solver_max_tokens)
+    return make_scaffold("bash", **limits) if limits else "bash"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--creator", help="openai:<model>, hf:<dir> (default: the demo mix)")
@@ -167,6 +180,8 @@ def main() -> None:
     parser.add_argument("--attempts", type=int, default=4, help="solver attempts a task")
     parser.add_argument("--concurrency", type=int, default=1, help="proposals at once")
     parser.add_argument("--from-failures", type=Path, help="a run dir: vary its failed tasks")
+    parser.add_argument("--solver-step-limit", type=int, help="the solver's turns per attempt")
+    parser.add_argument("--solver-max-tokens", type=int, help="the solver's tokens per turn")
     args = parser.parse_args()
     if args.creator is None and args.from_failures:
         parser.error("--from-failures needs --creator (the demo mix is fixed)")
@@ -179,7 +194,8 @@ def main() -> None:
         results = asyncio.run(run(pool_dir, creator, solver, seeds=args.seeds,
                                   proposals=args.proposals or len(DEMO), attempts=args.attempts,
                                   concurrency=args.concurrency,
-                                  from_failures=args.from_failures))  # fmt: skip
+                                  from_failures=args.from_failures,
+                                  solver_scaffold=solver_scaffold(args)))  # fmt: skip
         for r in results:
             verdict = (f"accepted {r['task_id']} solve rate {r['solve_rate']}"
                        if r["accepted"] else f"rejected at {r['reason']}")  # fmt: skip

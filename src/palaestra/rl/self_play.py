@@ -39,6 +39,7 @@ from palaestra.run.rollout import Episode
 from palaestra.run.store import read_episodes
 from palaestra.run.validate import Validation, validate_proposal
 from palaestra.sandbox import SandboxBackend, default_backend
+from palaestra.scaffolds import Scaffold
 from palaestra.tasks import Task
 from palaestra.tasks.pool import Pool
 from palaestra.tasks.source import TaskSet
@@ -68,7 +69,8 @@ class SelfPlay:
     """The creator's judge and the loop around it; see the module docstring.
 
     ``pool``: the pool directory (or a :class:`Pool`). ``solver``: the policy that calibrates
-    accepted tasks, ``attempts`` times each, ``scaffold`` its scaffold. ``duplicate_at``: the
+    accepted tasks, ``attempts`` times each, ``scaffold`` its scaffold (a name, or one built
+    with limits, e.g. ``make_scaffold("bash", step_limit=5)``). ``duplicate_at``: the
     similarity at which validation refuses a proposal as a copy.
     """
 
@@ -78,7 +80,7 @@ class SelfPlay:
         solver: LLMClient,
         *,
         attempts: int = 4,
-        scaffold: str = "bash",
+        scaffold: str | Scaffold = "bash",
         sandbox: str | SandboxBackend = "local",
         duplicate_at: float = 0.9,
         max_solve_s: float = 60.0,
