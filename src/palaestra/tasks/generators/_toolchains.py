@@ -1,0 +1,138 @@
+"""Families whose workspace is a program in another language: C, C++, Rust, Go, JavaScript.
+
+A :class:`Toolchain` says which Debian packages a task's image installs (beside ``python3``,
+which the checker needs), how the agent's program is built and how it is run. The toolchains
+are the distribution's own (``gcc``, ``rustc``, ``golang-go``, ``nodejs``): on the local backend
+the host's, which ``scripts/install-system-deps.sh`` installs; on Docker the image's.
+
+:func:`program_test` writes the usual hidden test of such a family: build a private copy of
+``/app`` as ``nobody`` (a build failure sets ``compile_error`` and errors every check), run the
+program on fresh inputs made from the task's secret seed, and compare its standard output with
+what the family's Python reference solver (in the hidden test, never in the workspace) prints.
+The family supplies ``make_cases(rng) -> [(label, stdin, cpu_seconds or None)]`` and
+``expected(stdin) -> stdout`` as Python source.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from palaestra.tasks import outcomes
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """How a language's program is built and run; ``build`` is None for interpreted ones."""
+
+    language: str
+    packages: tuple[str, ...]
+    source: str
+    build: tuple[str, ...] | None
+    run: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def build_line(self) -> str:
+        """The build command as the instruction shows it (run in ``/app``)."""
+        return " ".join(self.build or self.run)
+
+
+C = Toolchain(
+    "C",
+    ("gcc", "libc6-dev"),
+    "main.c",
+    ("gcc", "-O2", "-std=c11", "-Wall", "-o", "prog", "main.c", "-lm"),
+    ("./prog",),
+)
+CPP = Toolchain(
+    "C++",
+    ("g++",),
+    "main.cpp",
+    ("g++", "-O2", "-std=c++17", "-Wall", "-o", "prog", "main.cpp"),
+    ("./prog",),
+)
+RUST = Toolchain(
+    "Rust",
+    ("rustc",),
+    "main.rs",
+    ("rustc", "-O", "--edition", "2021", "-o", "prog", "main.rs"),
+    ("./prog",),
+)
+GO = Toolchain(
+    "Go",
+    ("golang-go",),
+    "main.go",
+    ("go", "build", "-o", "prog", "."),
+    ("./prog",),
+    # cgo off: pure Go needs no C compiler; never fetch another Go release
+    (("CGO_ENABLED", "0"), ("GOTOOLCHAIN", "local")),
+)
+NODE = Toolchain("JavaScript (Node.js)", ("nodejs",), "main.js", None, ("node", "main.js"))
+
+#: What a program family's ``task.toml`` declares it reports.
+REWARD_OUTCOMES = outcomes.GRADED + outcomes.IO
+
+_TEST = r'''
+import os
+import random
+
+from palaestra_check import Checker, copy_tree_for_child, private_dir, run_command
+
+BUILD, RUN, ENV, SECRET = {build!r}, {run!r}, {env!r}, {secret}
+{code}
+
+
+def lines(text):
+    return [line.rstrip() for line in text.strip("\n").splitlines()]
+
+
+def build():
+    """A private copy of /app, built as nobody: (directory, None) or (None, the error)."""
+    work = copy_tree_for_child("/app", prefix="build-")
+    if BUILD is None:
+        return work, None
+    cache = private_dir("cache-")
+    env = dict(ENV, GOCACHE=os.path.join(cache, "go"), GOPATH=os.path.join(cache, "gopath"))
+    res = run_command(list(BUILD), cwd=work, timeout=240, env=env)
+    if not res.ok:
+        return None, (res.stderr or res.stdout or res.error).strip()[-800:] or res.error
+    return work, None
+
+
+ck = Checker(kind="io")
+cases = make_cases(random.Random(SECRET))
+work, failure = build()
+if failure is not None:
+    ck.compile_errors.append(failure)
+    print("BUILD FAILED " + failure)
+for label, stdin, bar in cases:
+    if work is None:
+        ck.error(label, "the program did not build")
+        continue
+    got = run_command(list(RUN), cwd=work, stdin=stdin, timeout=60, cpu_seconds=bar)
+    if not got.ok:
+        ck.error(label, got.error)
+        continue
+    want, have = lines(expected(stdin)), lines(got.stdout)
+    bad = [i for i in range(max(len(want), len(have))) if want[i:i + 1] != have[i:i + 1]]
+    detail = ""
+    if bad:
+        i = bad[0]
+        detail = "output line {{}}: expected {{!r}}, got {{!r}} ({{}} of {{}} lines differ)".format(
+            i + 1, want[i] if i < len(want) else None, have[i] if i < len(have) else None,
+            len(bad), len(want))
+    ck.check(label, not bad, detail)
+ck.finish()
+'''
+
+
+def program_test(toolchain: Toolchain, *, code: str, secret: int) -> str:
+    """The hidden test of a program family (see the module's docstring). ``code`` defines
+    ``make_cases(rng)`` and ``expected(stdin)``."""
+    return _TEST.format(
+        build=toolchain.build,
+        run=toolchain.run,
+        env=dict(toolchain.env),
+        secret=secret,
+        code=code,
+    )
