@@ -14,7 +14,7 @@ from __future__ import annotations
 import textwrap
 
 from palaestra.tasks.generators import family, python_test_sh, solve_sh_writing
-from palaestra.tasks.generators._toolchains import C, REWARD_OUTCOMES, program_test
+from palaestra.tasks.generators._toolchains import REWARD_OUTCOMES, C, program_test
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 from palaestra.tasks.generators.optimization._bench import apply_edits
 
@@ -89,7 +89,7 @@ int main(void) {{
 """
 
 # Python, in the hidden test: the inputs and the reference answers.
-_CASES = r'''
+_CASES = r"""
 OPS, N_RANGE, Q_RANGE, WITH_MIN, WITH_UPD, BIG, BAR = {params}
 
 
@@ -152,7 +152,7 @@ def expected(stdin):
             r //= 2
         out.append(str(s if op == OPS[0] else m))
     return "\n".join(out) + "\n"
-'''
+"""
 
 
 @family(
@@ -168,17 +168,16 @@ def generate(spec: GenSpec) -> GeneratedTask:
     big = spec.iscale(20_000, 30_000) if with_upd else 0
     params = ((sum_op, min_op, upd_op), (2, n_max), (1, n_max), with_min, with_upd, big, 1)
     cases = _CASES.format(params=repr(params))
-    oracle = (
-        _ORACLE.replace('"SUM"', f'"{sum_op}"')
-        .replace('"UPD"', f'"{upd_op}"')
-    )
+    oracle = _ORACLE.replace('"SUM"', f'"{sum_op}"').replace('"UPD"', f'"{upd_op}"')
     wrongs = {
         # 32-bit sums: wrap around once a range holds a few large values
         "int-sums": apply_edits(oracle, [("long long sum = 0,", "int sum = 0; long long")]),
         # the right bound read as exclusive
         "right-bound-exclusive": apply_edits(oracle, [("r += size + 1;", "r += size;")]),
         # bounds taken in the order given: a reversed query answers an empty range
-        "bounds-not-ordered": apply_edits(oracle, [("if (l > r) { int t = l; l = r; r = t; }\n", "")]),
+        "bounds-not-ordered": apply_edits(
+            oracle, [("if (l > r) { int t = l; l = r; r = t; }\n", "")]
+        ),
     }
     if with_min:
         wrongs["min-starts-at-zero"] = apply_edits(oracle, [("mn = LLONG_MAX;", "mn = 0;")])
@@ -193,8 +192,8 @@ def generate(spec: GenSpec) -> GeneratedTask:
     if with_upd:
         ops_doc += f"- `{upd_op} i v`: set the value at position i to v (prints nothing)\n"
     bar = (
-        f"\n        Inputs reach {big:,} values and {big:,} queries; the program must answer them "
-        "within 1 second of CPU time.\n"
+        f"\n        Inputs reach {big:,} values and {big:,} queries; the program must answer\n"
+        "        them within 1 second of CPU time.\n"
         if big
         else ""
     )
@@ -212,8 +211,9 @@ def generate(spec: GenSpec) -> GeneratedTask:
         in either order (`{sum_op} 7 3` means positions 3..7). Values are between -10^9 and
         10^9, n is at most {max(n_max, big):,}.
         {bar}
-        It is built with `{C.build_line}` (in /app) and run as `./prog`. Example input and
-        output: `/app/examples/`. Only the C standard library is available.
+        It is built with `{C.build_line}` (in /app) and run as
+        `./prog`. Example input and output: `/app/examples/`. Only the C standard library is
+        available.
         """
     )
     return GeneratedTask(

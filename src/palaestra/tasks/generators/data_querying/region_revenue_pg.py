@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import textwrap
 
+from palaestra.tasks import outcomes
 from palaestra.tasks.generators import family, python_test_sh, solve_sh_writing
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 from palaestra.tasks.generators.optimization._bench import apply_edits
-from palaestra.tasks import outcomes
 
 _PACKAGES = ("postgresql",)
 
@@ -230,7 +230,7 @@ def answer(customers, orders):
     return rows
 '''
 
-_TEST = r'''
+_TEST = r"""
 import glob
 import os
 import random
@@ -304,7 +304,7 @@ try:
 finally:
     run_command([BIN + "/pg_ctl", "-D", data_dir, "-m", "immediate", "stop"], cwd=sock, timeout=60)
 ck.finish()
-'''
+"""
 
 _QUESTIONS = {
     "easy": """\
@@ -349,8 +349,7 @@ def generate(spec: GenSpec) -> GeneratedTask:
     template = {"easy": _EASY, "medium": _MEDIUM, "hard": _HARD}[spec.tier]
     oracle = fill(template)
     wrongs = {
-        name: fill(apply_edits(template, edits, name))
-        for name, edits in _WRONGS[spec.tier].items()
+        name: fill(apply_edits(template, edits, name)) for name, edits in _WRONGS[spec.tier].items()
     }
     scope: dict = {}
     exec(data, scope)
@@ -381,9 +380,7 @@ def generate(spec: GenSpec) -> GeneratedTask:
         },
         tests={
             "test.sh": python_test_sh(timeout=400),
-            "test_hidden.py": _TEST.format(
-                secret=rng.randrange(2**31), schema=_SCHEMA, data=data
-            ),
+            "test_hidden.py": _TEST.format(secret=rng.randrange(2**31), schema=_SCHEMA, data=data),
         },
         solution={"solve.sh": solve_sh_writing({"answer.sql": oracle}, note="the reference query")},
         wrong_solutions={

@@ -16,8 +16,13 @@ import textwrap
 from palaestra.tasks.generators import family, python_test_sh, solve_sh_writing
 from palaestra.tasks.generators._toolchains import NODE, REWARD_OUTCOMES, program_test
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
-from palaestra.tasks.generators.debugging._kit import Bug, changed, choose_bugs, inject
-from palaestra.tasks.generators.debugging._kit import wrong_variants
+from palaestra.tasks.generators.debugging._kit import (
+    Bug,
+    changed,
+    choose_bugs,
+    inject,
+    wrong_variants,
+)
 
 _CORRECT = """\
 // Monthly sales report. Reads CSV on standard input: a header line, then
@@ -146,7 +151,7 @@ def _bugs() -> list[Bug]:
 
 
 # Python, in the hidden test: inputs and the reference report.
-_CASES = r'''
+_CASES = r"""
 import re
 
 DEFAULT, N_ROWS = {params}
@@ -213,7 +218,7 @@ def expected(stdin):
         for customer, (units, net) in sorted(months[month].items(), key=lambda kv: (-kv[1][1], kv[0])):
             out.append("{{}}\t{{}}\t{{}}\t{{}}.{{:02d}}".format(month, customer, units, net // 100, net % 100))
     return "\n".join(out) + "\n"
-'''
+"""
 
 
 @family(
@@ -237,14 +242,14 @@ def generate(spec: GenSpec) -> GeneratedTask:
     if spec.tier == "hard":
         reports = "- The figures are wrong in several ways; the accountants sent no details."
     instruction = textwrap.dedent(
-        f"""\
+        """\
         # Fix the sales report
 
         `/app/main.js` prints our monthly sales report (`node main.js < sales.csv`; a sample
         is `/app/sample.csv`). Its header comment describes the report exactly. The
         accountants report:
 
-        {{reports}}
+        {reports}
 
         Find and fix every bug so the report is exactly what the header describes, for any
         input. Keep the command line and the output format; Node.js from the distribution,

@@ -198,7 +198,7 @@ func main() {
 """
 
 # Python, in the hidden test: sessions and the model's output.
-_CASES = r'''
+_CASES = r"""
 MISSING, NONE, NO_TX, TX, DEPTH, LENGTH = {params}
 KEYS = ["ab", "abc", "b", "ba", "bad", "c1", "c2", "cab"]
 VALUES = ["1", "2", "red", "blue"]
@@ -279,28 +279,32 @@ def expected(stdin):
             for k, v in layers.pop().items():
                 put(k, v)
     return "\n".join(out) + "\n"
-'''
+"""
 
 
 def _doc(tier: str, none: str, no_tx: str) -> str:
-    doc = f"""\
-    - `COUNT value`: print how many keys currently hold exactly `value`.
-    - `KEYS prefix`: print the keys starting with `prefix`, sorted (byte order), separated by
-      one space; `{none}` when there are none.
-    """
+    doc = textwrap.dedent(
+        f"""\
+        - `COUNT value`: print how many keys currently hold exactly `value`.
+        - `KEYS prefix`: print the keys starting with `prefix`, sorted (byte order), separated
+          by one space; `{none}` when there are none.
+        """
+    )
     if tier == "easy":
         return doc
-    doc += f"""\
-    - `BEGIN`: open a transaction. Later changes are visible to every command at once but
-      only become permanent with `COMMIT`; `ROLLBACK` discards them (sets and deletes).
-    - `COMMIT` / `ROLLBACK` with no transaction open: print `{no_tx}`.
-    """
+    doc += textwrap.dedent(
+        f"""\
+        - `BEGIN`: open a transaction. Later changes are visible to every command at once but
+          only become permanent with `COMMIT`; `ROLLBACK` discards them (sets and deletes).
+        - `COMMIT` / `ROLLBACK` with no transaction open: print `{no_tx}`.
+        """
+    )
     if tier == "medium":
-        return doc + "    Sessions open at most one transaction at a time.\n"
+        return doc + "\nSessions open at most one transaction at a time.\n"
     return doc + (
-        "    Transactions nest: `BEGIN` inside a transaction opens an inner one; `COMMIT`\n"
-        "    merges the innermost transaction into the one around it (permanent only when the\n"
-        "    outermost commits) and `ROLLBACK` discards only the innermost.\n"
+        "\nTransactions nest: `BEGIN` inside a transaction opens an inner one; `COMMIT` merges\n"
+        "the innermost transaction into the one around it (permanent only when the outermost\n"
+        "commits) and `ROLLBACK` discards only the innermost.\n"
     )
 
 
@@ -328,7 +332,9 @@ def generate(spec: GenSpec) -> GeneratedTask:
             oracle, [("strings.HasPrefix(k, f[1])", "strings.Contains(k, f[1])")]
         ),
         # an empty answer printed as an empty line
-        "keys-none-blank": apply_edits(oracle, [(f'fmt.Fprintln(out, "{none}")', 'fmt.Fprintln(out, "")')]),
+        "keys-none-blank": apply_edits(
+            oracle, [(f'fmt.Fprintln(out, "{none}")', 'fmt.Fprintln(out, "")')]
+        ),
     }
     if tx:
         # deletes bypass the open transaction: a rollback does not bring the key back
@@ -343,24 +349,33 @@ def generate(spec: GenSpec) -> GeneratedTask:
         # COMMIT makes every open transaction permanent, not only the innermost
         wrongs["commit-closes-all"] = apply_edits(
             oracle,
-            [("\t\t\t\ts.commit()\n", "\t\t\t\tfor len(s.layers) > 0 {\n\t\t\t\t\ts.commit()\n\t\t\t\t}\n")],
+            [
+                (
+                    "\t\t\t\ts.commit()\n",
+                    "\t\t\t\tfor len(s.layers) > 0 {\n\t\t\t\t\ts.commit()\n\t\t\t\t}\n",
+                )
+            ],
         )
     starter = _STARTER.replace("MISSING_MARK", missing)
-    instruction = textwrap.dedent(
-        f"""\
+    instruction = (
+        textwrap.dedent(
+            """\
         # New commands for the key-value shell
 
         `/app/main.go` is `kvsh`, a small in-memory key-value shell that reads one command per
         line from standard input (its header comment lists what it does today). Add:
 
         """
-    ) + textwrap.dedent(_doc(spec.tier, none, no_tx)) + textwrap.dedent(
-        f"""
+        )
+        + _doc(spec.tier, none, no_tx)
+        + textwrap.dedent(
+            f"""
         Keep what works today (`SET`, `GET` printing `{missing}` for a missing key, `DELETE`,
         blank lines, `UNKNOWN COMMAND`); output goes to standard output, one line per answer.
         The module is built with `{GO.build_line}` (in /app, Go from the distribution, no
         network: the standard library only) and run as `./prog < session.txt`.
         """
+        )
     )
     return GeneratedTask(
         instruction=instruction,
