@@ -10,7 +10,6 @@ the image its Dockerfile builds on ``debian:bookworm-slim``.
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from palaestra.scaffolds import NopPolicy, OraclePolicy
 from palaestra.tasks import generators as g
 from palaestra.tasks import load_task
 from tests.sandbox.docker_support import needs_docker
+from tests.tasks.test_generators import _cache  # noqa: F401  (a private generator cache)
 
 LANGUAGE_FAMILIES = [f.name for f in g.families() if g.generate(f.name, 0, 0.0).packages]
 ONE_PER_TIER = {"easy": 1, "medium": 8, "hard": 15}
@@ -34,17 +34,6 @@ needs_toolchains = pytest.mark.skipif(
     reason=f"needs {', '.join(host_packages_missing(tuple(PACKAGES)))} on this host: run "
     "scripts/install-system-deps.sh as root (CI does)",
 )
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _cache(tmp_path_factory: pytest.TempPathFactory):
-    old = os.environ.get("PALAESTRA_CACHE_DIR")
-    os.environ["PALAESTRA_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
-    yield
-    if old is None:
-        del os.environ["PALAESTRA_CACHE_DIR"]
-    else:
-        os.environ["PALAESTRA_CACHE_DIR"] = old
 
 
 def test_every_language_and_postgresql_has_a_family():

@@ -15,9 +15,11 @@ The family supplies ``make_cases(rng) -> [(label, stdin, cpu_seconds or None)]``
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from palaestra.tasks import outcomes
+from palaestra.tasks.generators.base import Files, solve_sh_writing
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,7 @@ from palaestra_check import Checker, copy_tree_for_child, private_dir, run_comma
 
 BUILD, RUN, ENV, SECRET = {build!r}, {run!r}, {env!r}, {secret}
 {code}
+{compare}
 
 
 def lines(text):
@@ -113,17 +116,35 @@ for label, stdin, bar in cases:
     if not got.ok:
         ck.error(label, got.error)
         continue
-    want, have = lines(expected(stdin)), lines(got.stdout)
+    compare(ck, label, lines(expected(stdin)), lines(got.stdout), "output line")
+ck.finish()
+'''
+
+
+#: Hidden-test source: ``compare(ck, label, want, have, what)`` checks two lists of lines (or
+#: rows) and names the first that differs.
+COMPARE = r"""
+def compare(ck, label, want, have, what):
     bad = [i for i in range(max(len(want), len(have))) if want[i:i + 1] != have[i:i + 1]]
     detail = ""
     if bad:
         i = bad[0]
-        detail = "output line {{}}: expected {{!r}}, got {{!r}} ({{}} of {{}} lines differ)".format(
-            i + 1, want[i] if i < len(want) else None, have[i] if i < len(have) else None,
+        detail = "{} {}: expected {!r}, got {!r} ({} of {} differ)".format(
+            what, i + 1, want[i] if i < len(want) else None, have[i] if i < len(have) else None,
             len(bad), len(want))
-    ck.check(label, not bad, detail)
-ck.finish()
-'''
+    return ck.check(label, not bad, detail)
+"""
+
+
+def one_file_solutions(
+    path: str, oracle: str, wrongs: Mapping[str, str], *, note: str
+) -> tuple[Files, dict[str, Files]]:
+    """The ``solution`` and ``wrong_solutions`` of a task whose answer is the file ``path``."""
+    wrong = {
+        name: {"solve.sh": solve_sh_writing({path: text}, note=f"wrong: {name}")}
+        for name, text in wrongs.items()
+    }
+    return {"solve.sh": solve_sh_writing({path: oracle}, note=note)}, wrong
 
 
 def program_test(toolchain: Toolchain, *, code: str, secret: int) -> str:
@@ -135,4 +156,5 @@ def program_test(toolchain: Toolchain, *, code: str, secret: int) -> str:
         env=dict(toolchain.env),
         secret=secret,
         code=code,
+        compare=COMPARE,
     )

@@ -13,8 +13,13 @@ from __future__ import annotations
 
 import textwrap
 
-from palaestra.tasks.generators import family, python_test_sh, solve_sh_writing
-from palaestra.tasks.generators._toolchains import REWARD_OUTCOMES, C, program_test
+from palaestra.tasks.generators import family, python_test_sh
+from palaestra.tasks.generators._toolchains import (
+    REWARD_OUTCOMES,
+    C,
+    one_file_solutions,
+    program_test,
+)
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 from palaestra.tasks.generators.optimization._bench import apply_edits
 
@@ -216,6 +221,7 @@ def generate(spec: GenSpec) -> GeneratedTask:
         available.
         """
     )
+    solution, wrong = one_file_solutions("main.c", oracle, wrongs, note="a segment tree")
     return GeneratedTask(
         instruction=instruction,
         workspace={
@@ -227,11 +233,8 @@ def generate(spec: GenSpec) -> GeneratedTask:
             "test.sh": python_test_sh(timeout=400),
             "test_hidden.py": program_test(C, code=cases, secret=rng.randrange(2**31)),
         },
-        solution={"solve.sh": solve_sh_writing({"main.c": oracle}, note="a segment tree")},
-        wrong_solutions={
-            name: {"solve.sh": solve_sh_writing({"main.c": src}, note=f"wrong: {name}")}
-            for name, src in wrongs.items()
-        },
+        solution=solution,
+        wrong_solutions=wrong,
         tags=("c", "algorithms", "segment-tree"),
         verifier_timeout_sec=420.0,
         reward_outcomes=REWARD_OUTCOMES,

@@ -15,7 +15,8 @@ from __future__ import annotations
 import textwrap
 
 from palaestra.tasks import outcomes
-from palaestra.tasks.generators import family, python_test_sh, solve_sh_writing
+from palaestra.tasks.generators import family, python_test_sh
+from palaestra.tasks.generators._toolchains import COMPARE, one_file_solutions
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 from palaestra.tasks.generators.optimization._bench import apply_edits
 
@@ -240,6 +241,7 @@ from palaestra_check import Checker, private_dir, run_command
 SECRET = {secret}
 SCHEMA = {schema!r}
 {data}
+{compare}
 
 BIN = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(p.split("/")[-2]))[-1]
 
@@ -291,16 +293,8 @@ try:
         if not got.ok:
             ck.error(label, got.error)
             continue
-        want = answer(customers, orders)
         have = [line.split("\t") for line in got.stdout.splitlines() if line]
-        bad = [i for i in range(max(len(want), len(have))) if want[i:i + 1] != have[i:i + 1]]
-        detail = ""
-        if bad:
-            i = bad[0]
-            detail = "row {{}}: expected {{}}, got {{}} ({{}} rows expected, {{}} returned)".format(
-                i + 1, want[i] if i < len(want) else None, have[i] if i < len(have) else None,
-                len(want), len(have))
-        ck.check(label, not bad, detail)
+        compare(ck, label, answer(customers, orders), have, "row")
 finally:
     run_command([BIN + "/pg_ctl", "-D", data_dir, "-m", "immediate", "stop"], cwd=sock, timeout=60)
 ck.finish()
@@ -370,6 +364,7 @@ def generate(spec: GenSpec) -> GeneratedTask:
         `/app/answer.sql` on a throwaway PostgreSQL server loaded with `/app/sample_data.sql`.
         """
     ).replace("{question}", question)
+    solution, wrong = one_file_solutions("answer.sql", oracle, wrongs, note="the reference query")
     return GeneratedTask(
         instruction=instruction,
         workspace={
@@ -380,13 +375,12 @@ def generate(spec: GenSpec) -> GeneratedTask:
         },
         tests={
             "test.sh": python_test_sh(timeout=400),
-            "test_hidden.py": _TEST.format(secret=rng.randrange(2**31), schema=_SCHEMA, data=data),
+            "test_hidden.py": _TEST.format(
+                secret=rng.randrange(2**31), schema=_SCHEMA, data=data, compare=COMPARE
+            ),
         },
-        solution={"solve.sh": solve_sh_writing({"answer.sql": oracle}, note="the reference query")},
-        wrong_solutions={
-            name: {"solve.sh": solve_sh_writing({"answer.sql": sql}, note=f"wrong: {name}")}
-            for name, sql in wrongs.items()
-        },
+        solution=solution,
+        wrong_solutions=wrong,
         tags=("sql", "postgresql", "data-querying"),
         verifier_timeout_sec=420.0,
         reward_outcomes=outcomes.TESTS + outcomes.IO,

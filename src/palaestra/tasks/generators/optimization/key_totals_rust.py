@@ -13,8 +13,13 @@ from __future__ import annotations
 
 import textwrap
 
-from palaestra.tasks.generators import family, python_test_sh, solve_sh_writing
-from palaestra.tasks.generators._toolchains import REWARD_OUTCOMES, RUST, program_test
+from palaestra.tasks.generators import family, python_test_sh
+from palaestra.tasks.generators._toolchains import (
+    REWARD_OUTCOMES,
+    RUST,
+    one_file_solutions,
+    program_test,
+)
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 from palaestra.tasks.generators.optimization._bench import apply_edits
 
@@ -212,6 +217,7 @@ def generate(spec: GenSpec) -> GeneratedTask:
         `./prog < input.csv`; a sample input is `/app/sample.csv`.
         """
     )
+    solution, wrong = one_file_solutions("main.rs", fast, wrongs, note="a key -> index map")
     return GeneratedTask(
         instruction=instruction,
         workspace={"main.rs": slow, "sample.csv": sample},
@@ -219,11 +225,8 @@ def generate(spec: GenSpec) -> GeneratedTask:
             "test.sh": python_test_sh(timeout=400),
             "test_hidden.py": program_test(RUST, code=cases, secret=rng.randrange(2**31)),
         },
-        solution={"solve.sh": solve_sh_writing({"main.rs": fast}, note="a key -> index map")},
-        wrong_solutions={
-            name: {"solve.sh": solve_sh_writing({"main.rs": src}, note=f"wrong: {name}")}
-            for name, src in wrongs.items()
-        },
+        solution=solution,
+        wrong_solutions=wrong,
         tags=("rust", "optimization", "hashing"),
         verifier_timeout_sec=420.0,
         reward_outcomes=REWARD_OUTCOMES,

@@ -13,8 +13,13 @@ from __future__ import annotations
 
 import textwrap
 
-from palaestra.tasks.generators import family, python_test_sh, solve_sh_writing
-from palaestra.tasks.generators._toolchains import GO, REWARD_OUTCOMES, program_test
+from palaestra.tasks.generators import family, python_test_sh
+from palaestra.tasks.generators._toolchains import (
+    GO,
+    REWARD_OUTCOMES,
+    one_file_solutions,
+    program_test,
+)
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 from palaestra.tasks.generators.optimization._bench import apply_edits
 
@@ -377,6 +382,7 @@ def generate(spec: GenSpec) -> GeneratedTask:
         """
         )
     )
+    solution, wrong = one_file_solutions("main.go", oracle, wrongs, note="a layered store")
     return GeneratedTask(
         instruction=instruction,
         workspace={"main.go": starter, "go.mod": "module kvsh\n\ngo 1.19\n"},
@@ -384,11 +390,8 @@ def generate(spec: GenSpec) -> GeneratedTask:
             "test.sh": python_test_sh(timeout=400),
             "test_hidden.py": program_test(GO, code=cases, secret=rng.randrange(2**31)),
         },
-        solution={"solve.sh": solve_sh_writing({"main.go": oracle}, note="a layered store")},
-        wrong_solutions={
-            name: {"solve.sh": solve_sh_writing({"main.go": src}, note=f"wrong: {name}")}
-            for name, src in wrongs.items()
-        },
+        solution=solution,
+        wrong_solutions=wrong,
         tags=("go", "software-engineering", "transactions"),
         verifier_timeout_sec=420.0,
         reward_outcomes=REWARD_OUTCOMES,
