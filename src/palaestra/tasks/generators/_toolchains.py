@@ -66,8 +66,8 @@ GO = Toolchain(
     "main.go",
     ("go", "build", "-o", "prog", "."),
     ("./prog",),
-    # cgo off: pure Go needs no C compiler; never fetch another Go release
-    (("CGO_ENABLED", "0"), ("GOTOOLCHAIN", "local")),
+    # cgo off: pure Go needs no C compiler; never fetch a module or another Go release
+    (("CGO_ENABLED", "0"), ("GOPROXY", "off"), ("GOTOOLCHAIN", "local")),
 )
 NODE = Toolchain("JavaScript (Node.js)", ("nodejs",), "main.js", None, ("node", "main.js"))
 
