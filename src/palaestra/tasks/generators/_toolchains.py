@@ -1,4 +1,4 @@
-"""Families whose workspace is a program in another language: C, C++, Rust, Go, JavaScript.
+"""Families whose workspace is a program in another language: C, Rust, Go, JavaScript.
 
 A :class:`Toolchain` says which Debian packages a task's image installs (beside ``python3``,
 which the checker needs), how the agent's program is built and how it is run. The toolchains
@@ -44,13 +44,6 @@ C = Toolchain(
     ("gcc", "libc6-dev"),
     "main.c",
     ("gcc", "-O2", "-std=c11", "-Wall", "-o", "prog", "main.c", "-lm"),
-    ("./prog",),
-)
-CPP = Toolchain(
-    "C++",
-    ("g++",),
-    "main.cpp",
-    ("g++", "-O2", "-std=c++17", "-Wall", "-o", "prog", "main.cpp"),
     ("./prog",),
 )
 RUST = Toolchain(
