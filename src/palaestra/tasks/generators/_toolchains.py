@@ -19,7 +19,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from palaestra.tasks import outcomes
-from palaestra.tasks.generators.base import Files, solve_sh_writing
+from palaestra.tasks.generators.base import (
+    Files,
+    GeneratedTask,
+    python_test_sh,
+    solve_sh_writing,
+)
 
 
 @dataclass(frozen=True)
@@ -150,4 +155,33 @@ def program_test(toolchain: Toolchain, *, code: str, secret: int) -> str:
         secret=secret,
         code=code,
         compare=COMPARE,
+    )
+
+
+def program_task(
+    toolchain: Toolchain,
+    *,
+    instruction: str,
+    workspace: Files,
+    cases: str,
+    secret: int,
+    solution: Files,
+    wrong_solutions: Mapping[str, Files],
+    tags: tuple[str, ...],
+) -> GeneratedTask:
+    """A program family's task: its hidden test is :func:`program_test` of ``cases``, its image
+    installs ``toolchain``'s packages."""
+    return GeneratedTask(
+        instruction=instruction,
+        workspace=workspace,
+        tests={
+            "test.sh": python_test_sh(timeout=400),
+            "test_hidden.py": program_test(toolchain, code=cases, secret=secret),
+        },
+        solution=solution,
+        wrong_solutions=wrong_solutions,
+        tags=tags,
+        verifier_timeout_sec=420.0,
+        reward_outcomes=REWARD_OUTCOMES,
+        packages=toolchain.packages,
     )

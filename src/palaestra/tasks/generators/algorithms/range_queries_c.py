@@ -13,13 +13,8 @@ from __future__ import annotations
 
 import textwrap
 
-from palaestra.tasks.generators import family, python_test_sh
-from palaestra.tasks.generators._toolchains import (
-    REWARD_OUTCOMES,
-    C,
-    one_file_solutions,
-    program_test,
-)
+from palaestra.tasks.generators import family
+from palaestra.tasks.generators._toolchains import C, one_file_solutions, program_task
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 from palaestra.tasks.generators.optimization._bench import apply_edits
 
@@ -221,22 +216,18 @@ def generate(spec: GenSpec) -> GeneratedTask:
         available.
         """
     )
-    solution, wrong = one_file_solutions("main.c", oracle, wrongs, note="a segment tree")
-    return GeneratedTask(
+    solution, wrong = one_file_solutions(C.source, oracle, wrongs, note="a segment tree")
+    return program_task(
+        C,
         instruction=instruction,
         workspace={
             "main.c": _STUB.format(build=C.build_line),
             "examples/example.in": example,
             "examples/example.out": scope["expected"](example),
         },
-        tests={
-            "test.sh": python_test_sh(timeout=400),
-            "test_hidden.py": program_test(C, code=cases, secret=rng.randrange(2**31)),
-        },
+        cases=cases,
+        secret=rng.randrange(2**31),
         solution=solution,
         wrong_solutions=wrong,
         tags=("c", "algorithms", "segment-tree"),
-        verifier_timeout_sec=420.0,
-        reward_outcomes=REWARD_OUTCOMES,
-        packages=C.packages,
     )

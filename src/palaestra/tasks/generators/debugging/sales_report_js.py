@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import textwrap
 
-from palaestra.tasks.generators import family, python_test_sh, solve_sh_writing
-from palaestra.tasks.generators._toolchains import NODE, REWARD_OUTCOMES, program_test
+from palaestra.tasks.generators import family, solve_sh_writing
+from palaestra.tasks.generators._toolchains import NODE, program_task
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 from palaestra.tasks.generators.debugging._kit import (
     Bug,
@@ -256,13 +256,12 @@ def generate(spec: GenSpec) -> GeneratedTask:
         no npm packages.
         """
     ).replace("{reports}", reports)
-    return GeneratedTask(
+    return program_task(
+        NODE,
         instruction=instruction,
         workspace={**workspace, "sample.csv": sample},
-        tests={
-            "test.sh": python_test_sh(timeout=300),
-            "test_hidden.py": program_test(NODE, code=cases, secret=rng.randrange(2**31)),
-        },
+        cases=cases,
+        secret=rng.randrange(2**31),
         solution={
             "solve.sh": solve_sh_writing(changed(correct, workspace), note="the correct report")
         },
@@ -271,7 +270,4 @@ def generate(spec: GenSpec) -> GeneratedTask:
             for name, files in wrongs.items()
         },
         tags=("javascript", "node", "debugging"),
-        verifier_timeout_sec=320.0,
-        reward_outcomes=REWARD_OUTCOMES,
-        packages=NODE.packages,
     )

@@ -13,13 +13,8 @@ from __future__ import annotations
 
 import textwrap
 
-from palaestra.tasks.generators import family, python_test_sh
-from palaestra.tasks.generators._toolchains import (
-    REWARD_OUTCOMES,
-    RUST,
-    one_file_solutions,
-    program_test,
-)
+from palaestra.tasks.generators import family
+from palaestra.tasks.generators._toolchains import RUST, one_file_solutions, program_task
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 from palaestra.tasks.generators.optimization._bench import apply_edits
 
@@ -217,18 +212,14 @@ def generate(spec: GenSpec) -> GeneratedTask:
         `./prog < input.csv`; a sample input is `/app/sample.csv`.
         """
     )
-    solution, wrong = one_file_solutions("main.rs", fast, wrongs, note="a key -> index map")
-    return GeneratedTask(
+    solution, wrong = one_file_solutions(RUST.source, fast, wrongs, note="a key -> index map")
+    return program_task(
+        RUST,
         instruction=instruction,
         workspace={"main.rs": slow, "sample.csv": sample},
-        tests={
-            "test.sh": python_test_sh(timeout=400),
-            "test_hidden.py": program_test(RUST, code=cases, secret=rng.randrange(2**31)),
-        },
+        cases=cases,
+        secret=rng.randrange(2**31),
         solution=solution,
         wrong_solutions=wrong,
         tags=("rust", "optimization", "hashing"),
-        verifier_timeout_sec=420.0,
-        reward_outcomes=REWARD_OUTCOMES,
-        packages=RUST.packages,
     )

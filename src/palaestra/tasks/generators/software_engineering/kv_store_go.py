@@ -13,13 +13,8 @@ from __future__ import annotations
 
 import textwrap
 
-from palaestra.tasks.generators import family, python_test_sh
-from palaestra.tasks.generators._toolchains import (
-    GO,
-    REWARD_OUTCOMES,
-    one_file_solutions,
-    program_test,
-)
+from palaestra.tasks.generators import family
+from palaestra.tasks.generators._toolchains import GO, one_file_solutions, program_task
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 from palaestra.tasks.generators.optimization._bench import apply_edits
 
@@ -382,18 +377,14 @@ def generate(spec: GenSpec) -> GeneratedTask:
         """
         )
     )
-    solution, wrong = one_file_solutions("main.go", oracle, wrongs, note="a layered store")
-    return GeneratedTask(
+    solution, wrong = one_file_solutions(GO.source, oracle, wrongs, note="a layered store")
+    return program_task(
+        GO,
         instruction=instruction,
         workspace={"main.go": starter, "go.mod": "module kvsh\n\ngo 1.19\n"},
-        tests={
-            "test.sh": python_test_sh(timeout=400),
-            "test_hidden.py": program_test(GO, code=cases, secret=rng.randrange(2**31)),
-        },
+        cases=cases,
+        secret=rng.randrange(2**31),
         solution=solution,
         wrong_solutions=wrong,
         tags=("go", "software-engineering", "transactions"),
-        verifier_timeout_sec=420.0,
-        reward_outcomes=REWARD_OUTCOMES,
-        packages=GO.packages,
     )
