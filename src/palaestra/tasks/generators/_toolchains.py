@@ -31,7 +31,6 @@ from palaestra.tasks.generators.base import (
 class Toolchain:
     """How a language's program is built and run; ``build`` is None for interpreted ones."""
 
-    language: str
     packages: tuple[str, ...]
     source: str
     build: tuple[str, ...] | None
@@ -45,21 +44,18 @@ class Toolchain:
 
 
 C = Toolchain(
-    "C",
     ("gcc", "libc6-dev"),
     "main.c",
     ("gcc", "-O2", "-std=c11", "-Wall", "-o", "prog", "main.c", "-lm"),
     ("./prog",),
 )
 RUST = Toolchain(
-    "Rust",
     ("rustc",),
     "main.rs",
     ("rustc", "-O", "--edition", "2021", "-o", "prog", "main.rs"),
     ("./prog",),
 )
 GO = Toolchain(
-    "Go",
     ("golang-go",),
     "main.go",
     ("go", "build", "-o", "prog", "."),
@@ -67,7 +63,7 @@ GO = Toolchain(
     # cgo off: pure Go needs no C compiler; never fetch a module or another Go release
     (("CGO_ENABLED", "0"), ("GOPROXY", "off"), ("GOTOOLCHAIN", "local")),
 )
-NODE = Toolchain("JavaScript (Node.js)", ("nodejs",), "main.js", None, ("node", "main.js"))
+NODE = Toolchain(("nodejs",), "main.js", None, ("node", "main.js"))
 
 #: What a program family's ``task.toml`` declares it reports.
 REWARD_OUTCOMES = outcomes.GRADED + outcomes.IO
