@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the system packages palaestra needs when missing: bubblewrap for the local sandbox
 # (required); tmux (terminus scaffold), chromium (report test), docker.io, debootstrap,
-# xfsprogs and btrfs-progs (docker backend) are optional: their tests skip without them, except
-# in CI. Runs apt-get only as root; otherwise says what to install. --required-only (what
+# xfsprogs and btrfs-progs (docker backend) and the toolchains of the generated C, Rust, Go,
+# Node.js and PostgreSQL families are optional: their tests skip without them (CI installs them,
+# as root). Runs apt-get only as root; otherwise says what to install. --required-only (what
 # `make demo` passes) leaves the optional packages alone.
 set -euo pipefail
 required_only=false
@@ -26,6 +27,12 @@ command -v dockerd >/dev/null 2>&1 || optional+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || optional+=(debootstrap)
 command -v mkfs.xfs >/dev/null 2>&1 || optional+=(xfsprogs)
 command -v mkfs.btrfs >/dev/null 2>&1 || optional+=(btrfs-progs)
+# the generated families in other languages: their Dockerfiles `apt-get install` these, which
+# the local backend then finds on the host (keep in step with generators/_toolchains.py)
+for package in gcc libc6-dev rustc golang-go nodejs postgresql; do
+  dpkg-query -W -f '${Status}' "$package" 2>/dev/null | grep -q 'ok installed' ||
+    optional+=("$package")
+done
 if $required_only; then
   :
 elif [ "$(id -u)" -eq 0 ]; then

@@ -136,6 +136,9 @@ class GeneratedTask:
     reward_outcomes: tuple[str, ...] = ()
     """The per-test outcome keys its tests report (:mod:`palaestra.tasks.outcomes`), written
     to ``task.toml``; only keys its checks really classify."""
+    packages: tuple[str, ...] = ()
+    """Debian packages its image installs beside ``python3`` (a compiler, a database server):
+    the Dockerfile's ``apt-get install``, which the local backend finds on the host."""
 
 
 @dataclass(frozen=True)
@@ -202,18 +205,29 @@ def module_version(fn: Callable[..., object]) -> str:
     if module is not None and module.__file__:
         for helper in sorted(Path(module.__file__).parent.glob("_*.py")):
             digest.update(helper.read_bytes())
+    for helper in sorted(Path(__file__).parent.glob("_[a-z]*.py")):  # shared: _toolchains.py
+        digest.update(helper.read_bytes())
     digest.update(Path(__file__).read_bytes())
     digest.update(CHECK_MODULE.read_bytes())
     return digest.hexdigest()[:12]
 
 
-DOCKERFILE = """\
+_DOCKERFILE = """\
 FROM debian:bookworm-slim
-RUN apt-get update && apt-get install -y --no-install-recommends python3 \\
+RUN apt-get update && apt-get install -y --no-install-recommends {packages} \\
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY workspace/ /app/
 """
+
+
+def render_dockerfile(packages: tuple[str, ...] = ()) -> str:
+    """The task image: ``debian:bookworm-slim`` with python3 (the checker's) and ``packages``."""
+    return _DOCKERFILE.format(packages=" ".join(("python3", *packages)))
+
+
+DOCKERFILE = render_dockerfile()
+"""The image of a task that needs nothing but Python."""
 
 
 def render_task_toml(fam: Family, spec: GenSpec, task: GeneratedTask) -> str:
@@ -256,7 +270,7 @@ def write_task(fam: Family, spec: GenSpec, task: GeneratedTask, dest: Path) -> P
     dest.mkdir(parents=True)
     _write(dest / "task.toml", render_task_toml(fam, spec, task))
     _write(dest / "instruction.md", task.instruction.rstrip() + "\n")
-    _write(dest / "environment" / "Dockerfile", DOCKERFILE)
+    _write(dest / "environment" / "Dockerfile", render_dockerfile(task.packages))
     (dest / "environment" / "workspace").mkdir(parents=True)
     _write_files(dest / "environment" / "workspace", task.workspace)
     _write_files(dest / "tests", {"palaestra_check.py": CHECK_MODULE.read_text(), **task.tests})

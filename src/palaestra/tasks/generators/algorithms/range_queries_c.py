@@ -1,0 +1,233 @@
+"""range-queries-c: a C program answering range-sum (and range-minimum, and point-update)
+queries over an array of large integers.
+
+Easy: sums only, over a modest array. Medium adds minimum queries and negative values on a larger
+array. Hard adds point updates between queries and a large input under a CPU-time bar, so
+recomputing each range is too slow (a segment or Fenwick tree is needed). In every tier values
+reach 10^9 (sums overflow 32 bits) and a query's two bounds may come in either order. The hidden
+test builds the agent's ``main.c`` with gcc as ``nobody`` and compares its output with a Python
+reference on fresh secret inputs.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+from palaestra.tasks.generators import family
+from palaestra.tasks.generators._toolchains import C, one_file_solutions, program_task
+from palaestra.tasks.generators.base import GeneratedTask, GenSpec
+from palaestra.tasks.generators.optimization._bench import apply_edits
+
+_OPS = [("sum", "min", "set"), ("S", "M", "U"), ("total", "lowest", "assign"), ("Q", "L", "W")]
+
+_ORACLE = """\
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static long long *sum_t, *min_t;
+static int size = 1;
+
+static void pull(int i) {
+    sum_t[i] = sum_t[2 * i] + sum_t[2 * i + 1];
+    min_t[i] = min_t[2 * i] < min_t[2 * i + 1] ? min_t[2 * i] : min_t[2 * i + 1];
+}
+
+static void assign(int i, long long v) {
+    i += size;
+    sum_t[i] = v;
+    min_t[i] = v;
+    for (i >>= 1; i >= 1; i >>= 1) pull(i);
+}
+
+/* sum and minimum of a[l..r], 0-based, inclusive */
+static void query(int l, int r, long long *s, long long *m) {
+    long long sum = 0, mn = LLONG_MAX;
+    for (l += size, r += size + 1; l < r; l >>= 1, r >>= 1) {
+        if (l & 1) { sum += sum_t[l]; if (min_t[l] < mn) mn = min_t[l]; l++; }
+        if (r & 1) { --r; sum += sum_t[r]; if (min_t[r] < mn) mn = min_t[r]; }
+    }
+    *s = sum;
+    *m = mn;
+}
+
+int main(void) {
+    int n, q;
+    if (scanf("%d %d", &n, &q) != 2) return 1;
+    while (size < n) size <<= 1;
+    sum_t = calloc(2 * size, sizeof *sum_t);
+    min_t = malloc(2 * size * sizeof *min_t);
+    for (int i = 0; i < 2 * size; i++) min_t[i] = LLONG_MAX;
+    for (int i = 0; i < n; i++) {
+        if (scanf("%lld", &sum_t[size + i]) != 1) return 1;
+        min_t[size + i] = sum_t[size + i];
+    }
+    for (int i = size - 1; i >= 1; i--) pull(i);
+    char op[16];
+    long long a, b;
+    for (int k = 0; k < q && scanf("%15s %lld %lld", op, &a, &b) == 3; k++) {
+        if (strcmp(op, "UPD") == 0) { assign((int)a - 1, b); continue; }
+        int l = (int)a - 1, r = (int)b - 1;
+        if (l > r) { int t = l; l = r; r = t; }
+        long long s, m;
+        query(l, r, &s, &m);
+        printf("%lld\\n", strcmp(op, "SUM") == 0 ? s : m);
+    }
+    return 0;
+}
+"""
+
+_STUB = """\
+/* Range queries (see the task). Build: {build} */
+#include <stdio.h>
+
+int main(void) {{
+    /* read the array and answer the queries */
+    return 0;
+}}
+"""
+
+# Python, in the hidden test: the inputs and the reference answers.
+_CASES = r"""
+OPS, N_RANGE, Q_RANGE, WITH_MIN, WITH_UPD, BIG, BAR = {params}
+
+
+def make_input(rng, n, q):
+    values = [rng.randrange(-10**9 if WITH_MIN else 0, 10**9 + 1) for _ in range(n)]
+    kinds = [OPS[0]] + ([OPS[1]] if WITH_MIN else [])
+    lines = ["{{}} {{}}".format(n, q), " ".join(map(str, values))]
+    for _ in range(q):
+        if WITH_UPD and rng.random() < 0.35:
+            lines.append("{{}} {{}} {{}}".format(OPS[2], rng.randint(1, n), rng.randrange(-10**9, 10**9 + 1)))
+            continue
+        a = rng.randint(1, n)
+        b = a if rng.random() < 0.1 else rng.randint(max(1, a - 40), min(n, a + 40)) if rng.random() < 0.5 else rng.randint(1, n)
+        lines.append("{{}} {{}} {{}}".format(rng.choice(kinds), a, b))
+    return "\n".join(lines) + "\n"
+
+
+def make_cases(rng):
+    cases = [("a one-element array", make_input(rng, 1, 6), None)]
+    for k in range(3):
+        cases.append(("random input {{}}".format(k + 1), make_input(rng, rng.randint(*N_RANGE), rng.randint(*Q_RANGE)), None))
+    if BIG:
+        cases.append(("{{}} values and queries within {{}}s of CPU".format(BIG, BAR), make_input(rng, BIG, BIG), BAR))
+    return cases
+
+
+def expected(stdin):
+    words = stdin.split()
+    n, q = int(words[0]), int(words[1])
+    size = 1
+    while size < n:
+        size *= 2
+    big = float("inf")
+    sums, mins = [0] * (2 * size), [big] * (2 * size)
+    for i in range(n):
+        sums[size + i] = mins[size + i] = int(words[2 + i])
+    for i in range(size - 1, 0, -1):
+        sums[i], mins[i] = sums[2 * i] + sums[2 * i + 1], min(mins[2 * i], mins[2 * i + 1])
+    out, pos = [], 2 + n
+    for _ in range(q):
+        op, a, b = words[pos], int(words[pos + 1]), int(words[pos + 2])
+        pos += 3
+        if op == OPS[2]:
+            i = size + a - 1
+            sums[i] = mins[i] = b
+            i //= 2
+            while i:
+                sums[i], mins[i] = sums[2 * i] + sums[2 * i + 1], min(mins[2 * i], mins[2 * i + 1])
+                i //= 2
+            continue
+        l, r = min(a, b) - 1 + size, max(a, b) + size
+        s, m = 0, big
+        while l < r:
+            if l & 1:
+                s, m, l = s + sums[l], min(m, mins[l]), l + 1
+            if r & 1:
+                r -= 1
+                s, m = s + sums[r], min(m, mins[r])
+            l //= 2
+            r //= 2
+        out.append(str(s if op == OPS[0] else m))
+    return "\n".join(out) + "\n"
+"""
+
+
+@family(
+    "range-queries-c",
+    category="algorithms",
+    summary="C program: range sums, minima and point updates over 64-bit values (CPU bar)",
+)
+def generate(spec: GenSpec) -> GeneratedTask:
+    rng = spec.rng
+    sum_op, min_op, upd_op = rng.choice(_OPS)
+    with_min, with_upd = spec.tier != "easy", spec.tier == "hard"
+    n_max = spec.iscale(300, 6000)
+    big = spec.iscale(20_000, 30_000) if with_upd else 0
+    params = ((sum_op, min_op, upd_op), (2, n_max), (1, n_max), with_min, with_upd, big, 1)
+    cases = _CASES.format(params=repr(params))
+    oracle = _ORACLE.replace('"SUM"', f'"{sum_op}"').replace('"UPD"', f'"{upd_op}"')
+    wrongs = {
+        # 32-bit sums: wrap around once a range holds a few large values
+        "int-sums": apply_edits(oracle, [("long long sum = 0,", "int sum = 0; long long")]),
+        # the right bound read as exclusive
+        "right-bound-exclusive": apply_edits(oracle, [("r += size + 1;", "r += size;")]),
+        # bounds taken in the order given: a reversed query answers an empty range
+        "bounds-not-ordered": apply_edits(
+            oracle, [("if (l > r) { int t = l; l = r; r = t; }\n", "")]
+        ),
+    }
+    if with_min:
+        wrongs["min-starts-at-zero"] = apply_edits(oracle, [("mn = LLONG_MAX;", "mn = 0;")])
+    if with_upd:
+        wrongs["update-leaves-minimum"] = apply_edits(oracle, [("    min_t[i] = v;\n", "")])
+    scope: dict = {}
+    exec(cases, scope)
+    example = scope["make_input"](rng, 8, 10)
+    ops_doc = f"- `{sum_op} l r`: print the sum of the values at positions l..r\n"
+    if with_min:
+        ops_doc += f"- `{min_op} l r`: print the smallest value at positions l..r\n"
+    if with_upd:
+        ops_doc += f"- `{upd_op} i v`: set the value at position i to v (prints nothing)\n"
+    bar = (
+        f"\n        Inputs reach {big:,} values and {big:,} queries; the program must answer\n"
+        "        them within 1 second of CPU time.\n"
+        if big
+        else ""
+    )
+    instruction = textwrap.dedent(
+        f"""\
+        # Range queries in C
+
+        Write `/app/main.c`: a program that reads from standard input a line `n q`, a line of
+        n integers (positions 1..n) and q query lines, and answers them on standard output,
+        one line per answered query, in order:
+
+        {ops_doc.replace(chr(10), chr(10) + "        ").rstrip()}
+
+        Positions are 1-based and both bounds are inclusive; the two bounds of a query may come
+        in either order (`{sum_op} 7 3` means positions 3..7). Values are between -10^9 and
+        10^9, n is at most {max(n_max, big):,}.
+        {bar}
+        It is built with `{C.build_line}` (in /app) and run as
+        `./prog`. Example input and output: `/app/examples/`. Only the C standard library is
+        available.
+        """
+    )
+    solution, wrong = one_file_solutions(C.source, oracle, wrongs, note="a segment tree")
+    return program_task(
+        C,
+        instruction=instruction,
+        workspace={
+            "main.c": _STUB.format(build=C.build_line),
+            "examples/example.in": example,
+            "examples/example.out": scope["expected"](example),
+        },
+        cases=cases,
+        secret=rng.randrange(2**31),
+        solution=solution,
+        wrong_solutions=wrong,
+        tags=("c", "algorithms", "segment-tree"),
+    )
