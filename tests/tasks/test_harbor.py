@@ -349,9 +349,9 @@ def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
         ),
         ('[verifier]\nnetwork_mode = "allowlist"\n', "verifier.network_mode", "network allowlists"),
         (
-            '[verifier.environment]\ndocker_image = "grader:1"\n',
-            "verifier.environment_mode",
-            "separate verifier environment",
+            'artifacts = [{ source = "/dump", service = "db" }]\n',
+            "artifacts",
+            "compose service 'db'",
         ),
     ],
 )

@@ -54,8 +54,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from palaestra.env.agent_user import agent_sandbox
 from palaestra.env.end import INFRA_ERRORS, EpisodeEnd
-from palaestra.env.sandbox_spec import prepare_sandbox_spec
+from palaestra.env.healthcheck import run_healthcheck
+from palaestra.env.sandbox_spec import prepare_sandbox_spec, prepare_verifier_spec
+from palaestra.env.separate import verify_separately
 from palaestra.env.shaping import Shaping, TurnInfo
 from palaestra.env.types import (
     Environment,
@@ -162,6 +165,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         self._episode: _Episode | None = None
         self._closed = False
         self._specs: dict[str, SandboxSpec] = {}
+        self._verifier_specs: dict[str, SandboxSpec] = {}
 
     # -- episode control ------------------------------------------------------------------
 
@@ -188,14 +192,15 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
             mounts=(*spec.mounts, *self._scaffold_mounts()),
         )
         started = time.perf_counter()
-        sandbox = await self.backend.create(spec)
+        sandbox = await self._ready_sandbox(task, spec)
         client = MediatedClient(metadata={"env_id": self.env_id})
+        agent_view = agent_sandbox(sandbox, task.agent_user)  # [agent] user runs the commands
         ep = _Episode(
             id=episode_id,
             task=task,
             sandbox=sandbox,
             client=client,
-            scaffold_task=asyncio.create_task(self.scaffold.run(task, sandbox, client)),
+            scaffold_task=asyncio.create_task(self.scaffold.run(task, agent_view, client)),
             agent_budget_s=self.agent_timeout_sec or task.agent_timeout_sec,
         )
         ep.timings["sandbox_start_s"] = time.perf_counter() - started
@@ -247,10 +252,36 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
     # -- internals ------------------------------------------------------------------------
 
     async def _spec(self, task: Task) -> SandboxSpec:
-        """The task's sandbox spec, prepared (off the loop) once per task."""
+        """The task's sandbox spec, prepared (off the loop) once per task; a separate
+        verifier's too, so that a task whose tests image does not build fails before its agent
+        runs."""
         if task.id not in self._specs:
             self._specs[task.id] = await prepare_sandbox_spec(task, self.backend.name)
+            if task.verifier_environment is not None:
+                verifier_spec = await prepare_verifier_spec(task, self.backend.name)
+                self._verifier_specs[task.id] = verifier_spec
         return self._specs[task.id]
+
+    async def _ready_sandbox(self, task: Task, spec: SandboxSpec) -> Sandbox:
+        """A new sandbox for the task, once its ``[environment.healthcheck]`` passed (closed,
+        and the error raised, when it does not)."""
+        sandbox = await self.backend.create(spec)
+        if task.healthcheck is not None:
+            try:
+                await run_healthcheck(sandbox, task.healthcheck)
+            except BaseException:
+                await sandbox.close()
+                raise
+        return sandbox
+
+    async def _verify(self, ep: _Episode) -> VerifierResult:
+        """The verifier's result: in the agent's sandbox, or in a separate one (Harbor's
+        ``environment_mode = "separate"``: :mod:`palaestra.env.separate`)."""
+        if ep.task.verifier_environment is None:
+            return await self.verifier.verify(ep.task, ep.sandbox)
+        spec = self._verifier_specs[ep.task.id]
+        spec = replace(spec, labels={**spec.labels, "palaestra.episode_id": ep.id})
+        return await verify_separately(ep.task, ep.sandbox, self.backend, spec, self.verifier)
 
     def _scaffold_mounts(self) -> tuple[Mount, ...]:
         """Host paths the scaffold needs in the sandbox (the external scaffold's proxy socket);
@@ -313,7 +344,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
             ):
                 started = time.perf_counter()
                 try:
-                    result = await self.verifier.verify(ep.task, ep.sandbox)
+                    result = await self._verify(ep)
                 except Exception as e:  # an infrastructure failure while verifying
                     error = _error_text(type(e).__name__, str(e))
                     result = VerifierResult(VerifierStatus.ERROR, error=error)

@@ -23,8 +23,8 @@ Where palaestra differs from Harbor, it is stricter and says why:
   silently drops other values), and ``difficulty``/``category``/``tags`` in ``[metadata]`` must
   be strings (a list of strings for tags).
 * Tasks using what palaestra cannot run faithfully are refused at load time rather than run
-  differently: multi-step tasks (``[[steps]]``), Windows tasks, network allowlists, and a
-  verifier in a separate environment.
+  differently: multi-step tasks (``[[steps]]``), Windows tasks, network allowlists, and
+  artifacts collected from compose sidecars.
 * Validation Harbor does for features palaestra does not use is not repeated: the syntax of
   ``allowed_hosts`` entries, step names, artifact paths, MCP header credentials and
   ``.harborignore`` rules.
@@ -272,17 +272,17 @@ def _unsupported(path: Path, config: TaskConfig) -> list[TaskError]:
                     fix='set network_mode = "no-network", or "public" if the task needs the internet',
                 )
             )
-    verifier = config.verifier
-    if verifier.environment_mode == "separate" or verifier.environment is not None:
-        problems.append(
-            TaskError(
-                path,
-                "a separate verifier environment is not supported: palaestra runs tests/test.sh in "
-                "the agent's sandbox (Harbor's shared mode)",
-                field="verifier.environment_mode",
-                fix="remove environment_mode and [verifier.environment] from [verifier]",
+    for entry in config.artifacts:
+        if not isinstance(entry, str) and entry.service not in (None, "main"):
+            problems.append(
+                TaskError(
+                    path,
+                    f"artifact {entry.source!r} comes from compose service {entry.service!r}, "
+                    "but palaestra runs one sandbox per task (no compose sidecars)",
+                    field="artifacts",
+                    fix="collect it from the main service (leave service out)",
+                )
             )
-        )
     return problems
 
 

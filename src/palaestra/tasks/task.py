@@ -12,7 +12,8 @@ import math
 from pathlib import Path
 from typing import Literal
 
-from palaestra.tasks.config import TaskConfig
+from palaestra.tasks.config import HealthcheckConfig, TaskConfig
+from palaestra.tasks.verifier_env import VerifierEnvironment, verifier_environment
 
 _SANDBOX_NETWORK: dict[str, Literal["none", "public"]] = {"public": "public", "no-network": "none"}
 
@@ -98,9 +99,28 @@ class Task:
 
     @property
     def verifier_network(self) -> Literal["none", "public"]:
-        """The verifier's network: ``[verifier] network_mode``, else ``[environment]``'s."""
+        """The verifier's network: ``[verifier] network_mode``, else that of the environment it
+        runs in (``[environment]``, or a separate verifier's own)."""
         config = self.config
-        return _SANDBOX_NETWORK[config.verifier.network_mode or config.environment.network_mode]
+        separate = self.verifier_environment
+        environment = separate.config if separate is not None else config.environment
+        return _SANDBOX_NETWORK[config.verifier.network_mode or environment.network_mode]
+
+    @property
+    def verifier_environment(self) -> VerifierEnvironment | None:
+        """Where a separate verifier runs (Harbor's ``environment_mode = "separate"``), or None
+        when the verifier runs in the agent's sandbox: :mod:`palaestra.tasks.verifier_env`."""
+        return verifier_environment(self.config, self.path)
+
+    @property
+    def healthcheck(self) -> HealthcheckConfig | None:
+        """``[environment.healthcheck]``: must pass before the agent starts."""
+        return self.config.environment.healthcheck
+
+    @property
+    def agent_user(self) -> str | int | None:
+        """``[agent] user``: who the agent's commands run as (None: the image's user, root)."""
+        return self.config.agent.user
 
     @property
     def cpus(self) -> float | None:
