@@ -1,8 +1,10 @@
 """The rest of Harbor, with tasks written as third-party authors write them: a separate verifier
 (``environment_mode = "separate"``, the tests' own image from ``tests/Dockerfile``),
-``[environment.healthcheck]`` and ``[agent] user``."""
+``[environment.healthcheck]``, ``[agent] user`` and multi-step tasks (``steps/``)."""
 
 from __future__ import annotations
+
+import textwrap
 
 import pytest
 
@@ -183,3 +185,78 @@ def test_artifact_sources_start_with_the_convention_directory() -> None:
         "/app/out.txt",
         "/data",
     ]
+
+
+MULTI_STEP_TOML = """\
+multi_step_reward_strategy = "mean"
+
+[agent]
+timeout_sec = 600.0
+
+[[steps]]
+name = "write"
+min_reward = 1.0
+
+[[steps]]
+name = "extend"
+"""
+
+
+def multi_step_task(root) -> Task:
+    """Step "write" has its own tests; step "extend" brings files and a set-up script, and is
+    verified by the task's shared tests/test.sh."""
+    files = {
+        "task.toml": MULTI_STEP_TOML,
+        "environment/Dockerfile": "FROM debian:bookworm-slim\nWORKDIR /app\n",
+        "steps/write/instruction.md": "Write 42 to /app/answer.txt.\n",
+        "steps/write/solution/solve.sh": "echo 42 > /app/answer.txt\n",
+        "steps/write/tests/test.sh": """\
+            #!/bin/bash
+            [ "$(cat /app/answer.txt)" = 42 ] && r=1 || r=0
+            echo "{\\"reward\\": $r, \\"wrote\\": $r}" > /logs/verifier/reward.json
+            """,
+        "steps/extend/instruction.md": "Append the number in /app/seed.txt to /app/answer.txt.\n",
+        "steps/extend/workdir/seed.txt": "7\n",
+        "steps/extend/workdir/setup.sh": "echo setup-ran > /app/setup.log\n",
+        "steps/extend/solution/solve.sh": "cat /app/seed.txt >> /app/answer.txt\n",
+        "tests/test.sh": """\
+            #!/bin/bash
+            [ "$(cat /app/answer.txt)" = "$(printf '42\\n7')" ] && [ -s /app/setup.log ] \\
+              && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt
+            """,
+    }
+    for rel, text in files.items():
+        path = root / "multi" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return load_task(root / "multi")
+
+
+async def test_multi_step_task_oracle_and_nop(tmp_path):
+    task = multi_step_task(tmp_path)
+    assert [s.step for s in task.steps] == ["write", "extend"]
+    async with CodeEnv([task]) as env:
+        oracle = await rollout(env, OraclePolicy.from_tasks([task]))
+        nop = await rollout(env, NopPolicy())
+    assert oracle.reward == 1.0 and [s["reward"] for s in oracle.info["steps"]] == [1.0, 1.0]
+    assert oracle.end.rewards == {"reward": 1.0, "wrote": 0.5}  # a missing key counts 0
+    # doing nothing misses step one's min_reward: the second step never runs
+    assert nop.reward == 0.0 and [s["step"] for s in nop.info["steps"]] == ["write"]
+
+
+async def test_multi_step_steps_share_the_sandbox_not_the_tests(tmp_path):
+    task = multi_step_task(tmp_path)
+    policy = ScriptedPolicy(
+        [
+            bash_action("echo 42 > /app/answer.txt"),
+            SUBMIT_ACTION,
+            bash_action("ls -A /tests /logs/verifier; cat /app/setup.log /app/answer.txt"),
+            SUBMIT_ACTION,
+        ]
+    )
+    async with CodeEnv([task]) as env:
+        episode = await rollout(env, policy)
+    seen = policy.requests[3].messages[-1]["content"]
+    assert "setup-ran" in seen and "42" in seen and "test.sh" not in seen
+    assert "Append the number" in policy.requests[2].messages[1]["content"]  # a new conversation
+    assert episode.reward == 0.5 and episode.end.status == "failed"  # (1 + 0) / 2

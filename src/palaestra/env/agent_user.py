@@ -4,14 +4,16 @@ Harbor runs the agent phase under ``environment.with_default_user(task.config.ag
 every command the agent runs without naming a user runs as that one (a name from the image's
 ``/etc/passwd``, or a uid). :class:`AgentSandbox` is that default around a sandbox: what the
 scaffold is handed. Files still move as the sandbox moves them (uploads are root's, as Harbor's
-``upload_file``); the healthcheck and the verifier use the sandbox itself, as root.
+``upload_file``); the healthcheck and the verifier use the sandbox itself, as root. The
+directories the agent writes to by convention are opened to it (:func:`open_agent_dirs`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from palaestra.sandbox.base import Command, ExecResult, Sandbox
+from palaestra.sandbox.base import Command, ExecResult, Sandbox, SandboxError
+from palaestra.tasks.paths import AGENT_LOGS_DIR, ARTIFACTS_DIR, SOLUTION_DIR
 
 
 class AgentSandbox(Sandbox):
@@ -53,6 +55,19 @@ class AgentSandbox(Sandbox):
     @property
     def closed(self) -> bool:
         return self._sandbox.closed
+
+
+#: Where an agent that is not root must be able to write, as Harbor makes them (its agent log
+#: and artifact directories; ``/solution``, where palaestra's oracle unpacks the solution).
+AGENT_DIRS = (AGENT_LOGS_DIR, ARTIFACTS_DIR, SOLUTION_DIR)
+
+
+async def open_agent_dirs(sandbox: Sandbox) -> None:
+    """Make :data:`AGENT_DIRS` writable by any user (before a non-root agent starts)."""
+    result = await sandbox.exec(["chmod", "0777", *AGENT_DIRS], timeout=60)
+    if not result.ok:
+        raise SandboxError(f"could not open {', '.join(AGENT_DIRS)} to the agent's user: "
+                           f"{result.output.strip()}")  # fmt: skip
 
 
 def agent_sandbox(sandbox: Sandbox, user: str | int | None) -> Sandbox:

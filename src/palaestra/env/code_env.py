@@ -56,10 +56,11 @@ from typing import Any, Literal
 
 from palaestra.env.agent_user import agent_sandbox
 from palaestra.env.end import INFRA_ERRORS, EpisodeEnd
-from palaestra.env.healthcheck import run_healthcheck
 from palaestra.env.sandbox_spec import prepare_sandbox_spec, prepare_verifier_spec
 from palaestra.env.separate import verify_separately
+from palaestra.env.setup import set_up
 from palaestra.env.shaping import Shaping, TurnInfo
+from palaestra.env.steps import begin_step, combine, stops_after
 from palaestra.env.types import (
     Environment,
     EpisodeError,
@@ -98,6 +99,8 @@ class _Episode:
     client: MediatedClient
     scaffold_task: asyncio.Task[Outcome]
     agent_budget_s: float
+    current: Task
+    """What the scaffold works on: the task, or the step of a multi-step task now running."""
     steps: int = 0
     done: bool = False
     agent_s: float = 0.0
@@ -107,6 +110,7 @@ class _Episode:
     usage: Usage = field(default_factory=Usage)
     cost_usd: float | None = None
     timings: dict[str, float] = field(default_factory=dict)
+    step_results: list[tuple[Task, VerifierResult]] = field(default_factory=list)
 
 
 class CodeEnv(Environment[LLMRequest, LLMResponse]):
@@ -183,7 +187,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         else:
             task = self.tasks.get(task_id)
         if note := self.reward.instruction_note():  # what the strategy asks for besides code
-            task = replace(task, instruction=task.instruction.rstrip("\n") + note)
+            task = task.with_note(note)
         episode_id = uuid.uuid4().hex[:16]
         spec = await self._spec(task)
         spec = replace(
@@ -192,16 +196,18 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
             mounts=(*spec.mounts, *self._scaffold_mounts()),
         )
         started = time.perf_counter()
-        sandbox = await self._ready_sandbox(task, spec)
+        current = task.steps[0] if task.steps else task  # a multi-step task's first step
+        sandbox = await self.backend.create(spec)
+        await set_up(sandbox, task, current)  # healthcheck...; closes the sandbox if it fails
         client = MediatedClient(metadata={"env_id": self.env_id})
-        agent_view = agent_sandbox(sandbox, task.agent_user)  # [agent] user runs the commands
         ep = _Episode(
             id=episode_id,
             task=task,
             sandbox=sandbox,
             client=client,
-            scaffold_task=asyncio.create_task(self.scaffold.run(task, agent_view, client)),
-            agent_budget_s=self.agent_timeout_sec or task.agent_timeout_sec,
+            scaffold_task=self._start(current, sandbox, client),
+            agent_budget_s=self.agent_timeout_sec or current.agent_timeout_sec,
+            current=current,
         )
         ep.timings["sandbox_start_s"] = time.perf_counter() - started
         self._episode = ep
@@ -230,6 +236,11 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
             ep.cost_usd = (ep.cost_usd or 0.0) + action.cost_usd
         ep.client.respond(action)
         event = await self._advance(ep)
+        while isinstance(event, Outcome) and ep.task.steps:  # a step ended: the next one?
+            following = await self._next_step(ep, event)
+            if following is None:
+                break
+            event = following
         if isinstance(event, LLMRequest):
             info = self._observe(ep)
             info["shaping_reward"] = self._shape(ep, action, event.metadata, last=False)
@@ -262,21 +273,39 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
                 self._verifier_specs[task.id] = verifier_spec
         return self._specs[task.id]
 
-    async def _ready_sandbox(self, task: Task, spec: SandboxSpec) -> Sandbox:
-        """A new sandbox for the task, once its ``[environment.healthcheck]`` passed (closed,
-        and the error raised, when it does not)."""
-        sandbox = await self.backend.create(spec)
-        if task.healthcheck is not None:
-            try:
-                await run_healthcheck(sandbox, task.healthcheck)
-            except BaseException:
-                await sandbox.close()
-                raise
-        return sandbox
+    def _start(self, unit: Task, sandbox: Sandbox, client: MediatedClient) -> asyncio.Task[Outcome]:
+        """The scaffold on ``unit`` (the task or a step), as its ``[agent] user``."""
+        view = agent_sandbox(sandbox, unit.agent_user)
+        return asyncio.create_task(self.scaffold.run(unit, view, client))
+
+    async def _next_step(self, ep: _Episode, outcome: Outcome) -> LLMRequest | Outcome | None:
+        """After a step's agent ended: verify the step, then start the next one and run it to
+        its first request (an error outcome when its set-up failed); None: the episode ends
+        (:mod:`palaestra.env.steps`)."""
+        if outcome.status is EndReason.ERROR or (
+            outcome.truncated and not self.verify_on_truncation
+        ):
+            return None
+        result = await self.verifier.verify(ep.current, ep.sandbox)
+        ep.step_results.append((ep.current, result))
+        index = ep.task.steps.index(ep.current)
+        if not result.ok or stops_after(ep.current, result) or index + 1 == len(ep.task.steps):
+            return None
+        ep.current = ep.task.steps[index + 1]
+        try:
+            await begin_step(ep.current, ep.sandbox, first=False)
+        except Exception as e:
+            return Outcome(EndReason.ERROR, ep.steps, str(e), error_class=type(e).__name__)
+        ep.agent_s, ep.agent_budget_s = 0.0, self.agent_timeout_sec or ep.current.agent_timeout_sec
+        ep.scaffold_task = self._start(ep.current, ep.sandbox, ep.client)
+        return await self._advance(ep)
 
     async def _verify(self, ep: _Episode) -> VerifierResult:
-        """The verifier's result: in the agent's sandbox, or in a separate one (Harbor's
-        ``environment_mode = "separate"``: :mod:`palaestra.env.separate`)."""
+        """The verifier's result: in the agent's sandbox, in a separate one (Harbor's
+        ``environment_mode = "separate"``: :mod:`palaestra.env.separate`), or the steps'
+        results combined (verified as each ended)."""
+        if ep.task.steps:
+            return combine(ep.task, [result for _, result in ep.step_results])
         if ep.task.verifier_environment is None:
             return await self.verifier.verify(ep.task, ep.sandbox)
         spec = self._verifier_specs[ep.task.id]
@@ -366,6 +395,8 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
             trajectory=outcome.trajectory,
             sandbox_adjustments=list(ep.sandbox.adjustments),
         )
+        if ep.task.steps:  # each verified step: its name and what its verifier found
+            info["steps"] = [{"step": t.step, **r.to_dict()} for t, r in ep.step_results]
         observation = ep.last_request
         if outcome.next_request is not None:  # merge what the client adds to every request
             observation = outcome.next_request.model_copy(

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from palaestra.tasks.config import ArtifactConfig, EnvironmentConfig, TaskConfig
+from palaestra.tasks.config import ArtifactConfig, EnvironmentConfig, StepConfig, TaskConfig
 from palaestra.tasks.paths import ARTIFACTS_DIR
 
 VerifierMode = Literal["shared", "separate"]
@@ -49,6 +49,15 @@ def verifier_mode(config: TaskConfig) -> VerifierMode:
     if verifier.environment_mode is not None:
         return verifier.environment_mode
     return "separate" if verifier.environment is not None else "shared"
+
+
+def step_verifier_mode(config: TaskConfig, step: StepConfig) -> VerifierMode:
+    """A step's mode: its own ``[steps.verifier]`` first, else the task's (Harbor's
+    ``resolve_step_verifier_mode``)."""
+    own = step.verifier
+    if own.environment_mode is not None:
+        return own.environment_mode
+    return "separate" if own.environment is not None else verifier_mode(config)
 
 
 def verifier_environment(config: TaskConfig, task_dir: Path) -> VerifierEnvironment | None:
