@@ -23,8 +23,9 @@ Where palaestra differs from Harbor, it is stricter and says why:
   silently drops other values), and ``difficulty``/``category``/``tags`` in ``[metadata]`` must
   be strings (a list of strings for tags).
 * Tasks using what palaestra cannot run faithfully are refused at load time rather than run
-  differently: Windows tasks, network allowlists, artifacts collected from compose sidecars,
-  and in multi-step tasks a step verified in a separate environment or changing the network.
+  differently: Windows tasks, network allowlists, artifacts collected from compose sidecars, a
+  separate verifier defined by ``tests/docker-compose.yaml``, and in multi-step tasks a step
+  verified in a separate environment or changing the network.
 * Validation Harbor does for features palaestra does not use is not repeated: the syntax of
   ``allowed_hosts`` entries, step names, artifact paths, MCP header credentials and
   ``.harborignore`` rules.
@@ -45,7 +46,7 @@ from pydantic import BaseModel, ValidationError
 from palaestra.tasks.config import TaskConfig
 from palaestra.tasks.errors import TaskError, field_label, toml_syntax_error, validation_errors
 from palaestra.tasks.task import Task
-from palaestra.tasks.verifier_env import step_verifier_mode
+from palaestra.tasks.verifier_env import step_verifier_mode, verifier_mode
 
 _CANARY_LINE = re.compile(r"^(<!--.*canary.*-->|#.*canary.*)$", re.IGNORECASE)
 
@@ -334,6 +335,16 @@ def _unsupported(path: Path, config: TaskConfig) -> list[TaskError]:
                     fix='set network_mode = "no-network", or "public" if the task needs the internet',
                 )
             )
+    compose = path.parent / "tests" / "docker-compose.yaml"
+    if verifier_mode(config) == "separate" and compose.is_file():
+        problems.append(
+            TaskError(
+                compose,
+                "a separate verifier defined by docker-compose is not supported: palaestra "
+                "runs one sandbox per phase, without compose services",
+                fix="define the verifier's image with tests/Dockerfile",
+            )
+        )
     for entry in config.artifacts:
         if not isinstance(entry, str) and entry.service not in (None, "main"):
             problems.append(
