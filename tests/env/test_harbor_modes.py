@@ -16,6 +16,7 @@ from palaestra.scaffolds import NopPolicy, OraclePolicy
 from palaestra.tasks import Task, TaskConfig, load_task
 from palaestra.tasks.verifier_env import artifact_sources
 from tests.conftest import SUBMIT_ACTION, bash_action
+from tests.env.test_third_party_tasks import SERVICE_DOCKERFILE
 from tests.sandbox.docker_support import needs_docker
 
 #: The tests' image: test.sh and the expected answer live only here, never in the agent's.
@@ -119,13 +120,7 @@ async def test_healthcheck_that_never_passes_is_an_infrastructure_error(make_tas
     assert not episode.turns  # the agent never started
 
 
-SERVICE_DOCKERFILE = """\
-FROM debian:bookworm-slim
-COPY service.sh /usr/local/bin/service.sh
-ENTRYPOINT ["/bin/sh", "/usr/local/bin/service.sh"]
-WORKDIR /app
-"""
-#: The image's entrypoint: a "service" that is ready a second after the container starts.
+#: The image's entrypoint (SERVICE_DOCKERFILE's): a "service" that is ready a second after the container starts.
 SERVICE_SH = """\
 #!/bin/sh
 ( sleep 1; mkdir -p /srv; echo up > /srv/ready ) &
