@@ -1,9 +1,13 @@
 """``CodeEnv``: a task source, a sandbox backend, a scaffold and a verifier, as one RL environment.
 
-``reset`` picks a task (deterministically from the seed), creates a sandbox, and starts the
+``reset`` picks a task (deterministically from the seed), creates a sandbox, sets it up
+(:mod:`~palaestra.env.setup`: the task's healthcheck, its ``[agent] user``), and starts the
 scaffold as an asyncio task; the scaffold's first LLM request is the FIRST observation. ``step``
 hands the action to the scaffold and returns its next request (MID), or, once the scaffold has
-ended, runs the verifier in the same sandbox and returns LAST with the reward.
+ended, runs the verifier in the same sandbox (or in a separate one:
+:mod:`~palaestra.env.separate`) and returns LAST with the reward. A multi-step task runs the
+scaffold and the verifier once per step (:mod:`~palaestra.env.steps`); the next step's first
+request is a MID observation.
 
 How the episode ended is one typed value on LAST, ``info["end"]`` (``ts.end``), an
 :class:`~palaestra.env.end.EpisodeEnd`. Its ``reason`` (an :class:`EndReason`) and the time step:
@@ -32,7 +36,8 @@ and LAST also ``shaping_reward`` (the shaping hook's value for the action just t
 without a hook: :mod:`palaestra.env.shaping`); LAST also ``end``, ``category``,
 ``difficulty``, ``timings``, ``usage``, ``cost_usd``, the scaffold's ``trajectory`` and
 ``sandbox_adjustments`` (what the backend changed from the task's limits to run it, e.g. more
-CPUs than the host has: :attr:`~palaestra.sandbox.Sandbox.adjustments`). The
+CPUs than the host has: :attr:`~palaestra.sandbox.Sandbox.adjustments`), and for a multi-step
+task ``steps`` (each verified step's result). The
 observation itself is a function of the seed and the task only (its metadata names the task,
 the turn, the scaffold and the env, not the episode), so resetting with the same seed gives the
 same observation.
