@@ -11,6 +11,7 @@ import pytest
 from palaestra import CodeEnv
 from palaestra.llm import ScriptedPolicy
 from palaestra.run import rollout
+from palaestra.run.check import check_tasks
 from palaestra.sandbox.docker import DockerBackend
 from palaestra.scaffolds import NopPolicy, OraclePolicy
 from palaestra.tasks import Task, TaskConfig, load_task
@@ -255,3 +256,19 @@ async def test_multi_step_steps_share_the_sandbox_not_the_tests(tmp_path):
     assert "setup-ran" in seen and "42" in seen and "test.sh" not in seen
     assert "Append the number" in policy.requests[2].messages[1]["content"]  # a new conversation
     assert episode.reward == 0.5 and episode.end.status == "failed"  # (1 + 0) / 2
+
+
+async def test_tasks_check_runs_them_as_episodes(tmp_path, make_task):
+    """``palaestra tasks check``: the oracle of each step, a wrong solution, nothing at all."""
+    multi = multi_step_task(tmp_path)
+    wrong = multi.path / "wrong_solutions" / "off-by-one"
+    wrong.mkdir(parents=True)
+    (wrong / "solve.sh").write_text("echo 41 > /app/answer.txt\n")
+    results = await check_tasks([multi, separate_task(make_task)])
+    assert [(r.task_id, r.scenario, r.reward, r.ok) for r in results] == [
+        ("multi", "oracle", 1.0, True),
+        ("multi", "nop", 0.0, True),
+        ("multi", "wrong:off-by-one", 0.0, True),
+        ("separate-verifier", "oracle", 1.0, True),
+        ("separate-verifier", "nop", 0.0, True),
+    ]

@@ -88,7 +88,11 @@ class Task:
 
     @property
     def solve_script(self) -> Path | None:
-        """solution/solve.sh, or None when the task ships no reference solution."""
+        """solution/solve.sh, or None when the task ships no reference solution. A multi-step
+        task has one when each of its steps has one (its own or the task's): its first step's."""
+        if self.steps:
+            scripts = [step.solve_script for step in self.steps]
+            return scripts[0] if all(scripts) else None
         script = self.solution_dir / "solve.sh"
         return script if script.is_file() else None
 
