@@ -9,9 +9,11 @@ A Harbor task is a directory::
     solution/solve.sh  optional reference solution (what the oracle policy runs)
 
 The directory rules are Harbor's ``Task``/``TaskPaths``: the task needs ``instruction.md`` and
-``tests/test.sh``, an environment definition (``docker_image``, ``environment/Dockerfile`` or
-``environment/docker-compose.yaml``), and nothing under ``tests/`` or ``solution/`` may link
-outside the task; the instruction has its leading canary lines removed, as Harbor shows it to
+``tests/test.sh`` (a multi-step task: ``steps/<name>/instruction.md`` for each step, with a
+portable name, and its ``steps/<name>/tests/test.sh`` or the shared one), an environment
+definition (``docker_image``, ``environment/Dockerfile`` or ``environment/docker-compose.yaml``),
+and nothing under ``tests/``, ``solution/`` or ``steps/`` may link outside the task; the
+instruction has its leading canary lines removed, as Harbor shows it to
 agents.
 
 Where palaestra differs from Harbor, it is stricter and says why:
@@ -27,7 +29,7 @@ Where palaestra differs from Harbor, it is stricter and says why:
   separate verifier defined by ``tests/docker-compose.yaml``, and in multi-step tasks a step
   verified in a separate environment or changing the network.
 * Validation Harbor does for features palaestra does not use is not repeated: the syntax of
-  ``allowed_hosts`` entries, step names, artifact paths, MCP header credentials and
+  ``allowed_hosts`` entries, artifact destinations, MCP header credentials and
   ``.harborignore`` rules.
 """
 
