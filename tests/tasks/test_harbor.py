@@ -340,7 +340,6 @@ def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("toml", "field", "message"),
     [
-        ('[[steps]]\nname = "one"\n', "steps", "multi-step tasks"),
         ('[environment]\nos = "windows"\n', "environment.os", "Windows tasks"),
         (
             '[environment]\nnetwork_mode = "allowlist"\nallowed_hosts = ["pypi.org"]\n',
@@ -349,9 +348,9 @@ def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
         ),
         ('[verifier]\nnetwork_mode = "allowlist"\n', "verifier.network_mode", "network allowlists"),
         (
-            '[verifier.environment]\ndocker_image = "grader:1"\n',
-            "verifier.environment_mode",
-            "separate verifier environment",
+            'artifacts = [{ source = "/dump", service = "db" }]\n',
+            "artifacts",
+            "compose service 'db'",
         ),
     ],
 )
@@ -456,3 +455,34 @@ def test_load_tasks_without_tasks(tmp_path: Path) -> None:
         load_tasks(tmp_path / "missing")
     with pytest.raises(ValueError, match="errors must be"):
         load_tasks(tmp_path, errors="ignore")  # type: ignore[arg-type]
+
+
+STEPS_TOML = '[[steps]]\nname = "one"\n\n[[steps]]\nname = "two"\n'
+
+
+def test_a_multi_step_task_loads_each_steps_instruction(tmp_path: Path) -> None:
+    path = write_task(tmp_path, toml=STEPS_TOML, instruction=None)
+    for name in ("one", "two"):
+        (path / "steps" / name).mkdir(parents=True)
+        (path / "steps" / name / "instruction.md").write_text(f"<!-- canary -->\nDo {name}.\n")
+    task = load_task(path)
+    assert [(s.id, s.step, s.instruction) for s in task.steps] == [
+        ("task/steps/one", "one", "Do one.\n"),
+        ("task/steps/two", "two", "Do two.\n"),
+    ]
+    assert task.instruction == "Do one.\n" and task.steps[0].test_dirs == (path / "tests",)
+
+
+@pytest.mark.parametrize(
+    ("toml", "message"),
+    [
+        (STEPS_TOML, "is missing"),  # steps/two/instruction.md
+        (STEPS_TOML + '[steps.verifier]\nenvironment_mode = "separate"\n', "step(s) two verify"),
+        ('[[steps]]\nname = "one"\n[[steps]]\nname = "a:b"\n', "not a portable directory"),
+    ],
+)
+def test_multi_step_problems_are_named(tmp_path: Path, toml: str, message: str) -> None:
+    path = write_task(tmp_path, toml=toml, instruction=None)
+    (path / "steps" / "one").mkdir(parents=True)
+    (path / "steps" / "one" / "instruction.md").write_text("Do one.\n")
+    assert message in str(load_error(path))

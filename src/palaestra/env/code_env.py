@@ -1,9 +1,13 @@
 """``CodeEnv``: a task source, a sandbox backend, a scaffold and a verifier, as one RL environment.
 
-``reset`` picks a task (deterministically from the seed), creates a sandbox, and starts the
+``reset`` picks a task (deterministically from the seed), creates a sandbox, sets it up
+(:mod:`~palaestra.env.setup`: the task's healthcheck, its ``[agent] user``), and starts the
 scaffold as an asyncio task; the scaffold's first LLM request is the FIRST observation. ``step``
 hands the action to the scaffold and returns its next request (MID), or, once the scaffold has
-ended, runs the verifier in the same sandbox and returns LAST with the reward.
+ended, runs the verifier in the same sandbox (or in a separate one:
+:mod:`~palaestra.env.separate`) and returns LAST with the reward. A multi-step task runs the
+scaffold and the verifier once per step (:mod:`~palaestra.env.steps`); the next step's first
+request is a MID observation.
 
 How the episode ended is one typed value on LAST, ``info["end"]`` (``ts.end``), an
 :class:`~palaestra.env.end.EpisodeEnd`. Its ``reason`` (an :class:`EndReason`) and the time step:
@@ -31,12 +35,10 @@ Every time step's ``info`` has ``episode_id``, ``task_id`` and ``step`` (actions
 and LAST also ``shaping_reward`` (the shaping hook's value for the action just taken, None
 without a hook: :mod:`palaestra.env.shaping`); LAST also ``end``, ``category``,
 ``difficulty``, ``timings``, ``usage``, ``cost_usd``, the scaffold's ``trajectory`` and
-``sandbox_adjustments`` (what the backend changed from the task's limits to run it, e.g. more
-CPUs than the host has: :attr:`~palaestra.sandbox.Sandbox.adjustments`). The
-observation itself is a function of the seed and the task only (its metadata names the task,
-the turn, the scaffold and the env, not the episode), so resetting with the same seed gives the
-same observation.
-
+``sandbox_adjustments`` (what the backend changed from the task's limits, e.g. more CPUs than
+the host has), and for a multi-step task ``steps`` (each verified step's result). The
+observation is a function of the seed and the task only (its metadata names the task, the turn,
+the scaffold and the env, not the episode): the same seed gives the same observation.
 ``snapshot``, ``restore`` and ``fork`` save an episode between steps and start new episodes
 from it: :mod:`palaestra.env.fork`.
 
@@ -57,10 +59,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from palaestra.env.agent_user import agent_sandbox
 from palaestra.env.end import INFRA_ERRORS, EpisodeEnd
 from palaestra.env.fork import EpisodeSnapshot, fork_episode, restore_episode, take_snapshot
-from palaestra.env.sandbox_spec import prepare_sandbox_spec
+from palaestra.env.sandbox_spec import prepare_sandbox_spec, prepare_verifier_spec
+from palaestra.env.separate import verify_separately
+from palaestra.env.setup import set_up
 from palaestra.env.shaping import Shaping, TurnInfo
+from palaestra.env.steps import begin_step, combine, stops_after
 from palaestra.env.types import (
     Environment,
     EpisodeError,
@@ -99,6 +105,8 @@ class _Episode:
     client: MediatedClient
     scaffold_task: asyncio.Task[Outcome]
     agent_budget_s: float
+    current: Task
+    """What the scaffold works on: the task, or the step of a multi-step task now running."""
     steps: int = 0
     done: bool = False
     agent_s: float = 0.0
@@ -110,6 +118,7 @@ class _Episode:
     timings: dict[str, float] = field(default_factory=dict)
     #: Each observation answered so far with its action (a snapshot's prefix).
     turns: list[tuple[LLMRequest, LLMResponse]] = field(default_factory=list)
+    step_results: list[tuple[Task, VerifierResult]] = field(default_factory=list)
 
 
 class CodeEnv(Environment[LLMRequest, LLMResponse]):
@@ -169,6 +178,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         self._closed = False
         self._specs: dict[str, SandboxSpec] = {}
         self._snapshots: set[EpisodeSnapshot] = set()
+        self._verifier_specs: dict[str, SandboxSpec] = {}
 
     # -- episode control ------------------------------------------------------------------
 
@@ -186,7 +196,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         else:
             task = self.tasks.get(task_id)
         if note := self.reward.instruction_note():  # what the strategy asks for besides code
-            task = replace(task, instruction=task.instruction.rstrip("\n") + note)
+            task = task.with_note(note)
         episode_id = uuid.uuid4().hex[:16]
         spec = await self._spec(task)
         spec = replace(
@@ -195,15 +205,18 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
             mounts=(*spec.mounts, *self._scaffold_mounts()),
         )
         started = time.perf_counter()
+        current = task.steps[0] if task.steps else task  # a multi-step task's first step
         sandbox = await self.backend.create(spec)
+        await set_up(sandbox, task, current)  # healthcheck...; closes the sandbox if it fails
         client = MediatedClient(metadata={"env_id": self.env_id})
         ep = _Episode(
             id=episode_id,
             task=task,
             sandbox=sandbox,
             client=client,
-            scaffold_task=asyncio.create_task(self.scaffold.run(task, sandbox, client)),
-            agent_budget_s=self.agent_timeout_sec or task.agent_timeout_sec,
+            scaffold_task=self._start(current, sandbox, client),
+            agent_budget_s=self.agent_timeout_sec or current.agent_timeout_sec,
+            current=current,
         )
         ep.timings["sandbox_start_s"] = time.perf_counter() - started
         self._episode = ep
@@ -234,6 +247,11 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
             ep.cost_usd = (ep.cost_usd or 0.0) + action.cost_usd
         ep.client.respond(action)
         event = await self._advance(ep)
+        while isinstance(event, Outcome) and ep.task.steps:  # a step ended: the next one?
+            following = await self._next_step(ep, event)
+            if following is None:
+                break
+            event = following
         if isinstance(event, LLMRequest):
             info = self._observe(ep)
             info["shaping_reward"] = self._shape(ep, action, event.metadata, last=False)
@@ -274,10 +292,54 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
     # -- internals ------------------------------------------------------------------------
 
     async def _spec(self, task: Task) -> SandboxSpec:
-        """The task's sandbox spec, prepared (off the loop) once per task."""
+        """The task's sandbox spec, prepared (off the loop) once per task; a separate
+        verifier's too, so that a task whose tests image does not build fails before its agent
+        runs."""
         if task.id not in self._specs:
             self._specs[task.id] = await prepare_sandbox_spec(task, self.backend.name)
+            if task.verifier_environment is not None:
+                verifier_spec = await prepare_verifier_spec(task, self.backend.name)
+                self._verifier_specs[task.id] = verifier_spec
         return self._specs[task.id]
+
+    def _start(self, unit: Task, sandbox: Sandbox, client: MediatedClient) -> asyncio.Task[Outcome]:
+        """The scaffold on ``unit`` (the task or a step), as its ``[agent] user``."""
+        view = agent_sandbox(sandbox, unit.agent_user)
+        return asyncio.create_task(self.scaffold.run(unit, view, client))
+
+    async def _next_step(self, ep: _Episode, outcome: Outcome) -> LLMRequest | Outcome | None:
+        """After a step's agent ended: verify the step, then start the next one and run it to
+        its first request (an error outcome when its set-up failed); None: the episode ends
+        (:mod:`palaestra.env.steps`)."""
+        if outcome.status is EndReason.ERROR or (
+            outcome.truncated and not self.verify_on_truncation
+        ):
+            return None
+        result = await self.verifier.verify(ep.current, ep.sandbox)
+        ep.step_results.append((ep.current, result))
+        index = ep.task.steps.index(ep.current)
+        if not result.ok or stops_after(ep.current, result) or index + 1 == len(ep.task.steps):
+            return None
+        ep.current = ep.task.steps[index + 1]
+        try:
+            await begin_step(ep.current, ep.sandbox, first=False)
+        except Exception as e:
+            return Outcome(EndReason.ERROR, ep.steps, str(e), error_class=type(e).__name__)
+        ep.agent_s, ep.agent_budget_s = 0.0, self.agent_timeout_sec or ep.current.agent_timeout_sec
+        ep.scaffold_task = self._start(ep.current, ep.sandbox, ep.client)
+        return await self._advance(ep)
+
+    async def _verify(self, ep: _Episode) -> VerifierResult:
+        """The verifier's result: in the agent's sandbox, in a separate one (Harbor's
+        ``environment_mode = "separate"``: :mod:`palaestra.env.separate`), or the steps'
+        results combined (verified as each ended)."""
+        if ep.task.steps:
+            return combine(ep.task, [result for _, result in ep.step_results])
+        if ep.task.verifier_environment is None:
+            return await self.verifier.verify(ep.task, ep.sandbox)
+        spec = self._verifier_specs[ep.task.id]
+        spec = replace(spec, labels={**spec.labels, "palaestra.episode_id": ep.id})
+        return await verify_separately(ep.task, ep.sandbox, self.backend, spec, self.verifier)
 
     def _scaffold_mounts(self) -> tuple[Mount, ...]:
         """Host paths the scaffold needs in the sandbox (the external scaffold's proxy socket);
@@ -340,7 +402,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
             ):
                 started = time.perf_counter()
                 try:
-                    result = await self.verifier.verify(ep.task, ep.sandbox)
+                    result = await self._verify(ep)
                 except Exception as e:  # an infrastructure failure while verifying
                     error = _error_text(type(e).__name__, str(e))
                     result = VerifierResult(VerifierStatus.ERROR, error=error)
@@ -362,6 +424,8 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
             trajectory=outcome.trajectory,
             sandbox_adjustments=list(ep.sandbox.adjustments),
         )
+        if ep.task.steps:  # each verified step: its name and what its verifier found
+            info["steps"] = [{"step": t.step, **r.to_dict()} for t, r in ep.step_results]
         observation = ep.last_request
         if outcome.next_request is not None:  # merge what the client adds to every request
             observation = outcome.next_request.model_copy(

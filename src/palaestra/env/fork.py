@@ -42,6 +42,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from palaestra.env.agent_user import agent_sandbox
 from palaestra.env.types import EpisodeError, TimeStep, restart
 from palaestra.llm.client import MediatedClient
 from palaestra.llm.types import LLMRequest, LLMResponse
@@ -141,7 +142,9 @@ async def restore_episode(env: CodeEnv, snapshot: EpisodeSnapshot) -> TimeStep[L
     )
     client = MediatedClient(metadata={"env_id": env.env_id})
     record = snapshot._episode
-    task = _resumable(env).run(record.task, sandbox, client, snapshot.conversation)
+    # The unit the scaffold was on (a multi-step task's current step), as its [agent] user.
+    view = agent_sandbox(sandbox, record.current.agent_user)
+    task = _resumable(env).run(record.current, view, client, snapshot.conversation)
     ep = replace(
         record,
         id=episode_id,

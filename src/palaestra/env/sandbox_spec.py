@@ -6,7 +6,9 @@ A :class:`~palaestra.tasks.Task` is data; this module turns it into a :class:`Sa
 * :func:`task_sandbox_spec`: that plan as a spec, with the task's limits and Harbor's
   directories (blocking);
 * :func:`prepare_sandbox_spec`: the spec for a named backend, building the task's image with
-  Docker when the Dockerfile needs it (async).
+  Docker when the Dockerfile needs it (async);
+* :func:`prepare_verifier_spec`: the same for a separate verifier's sandbox (Harbor's
+  ``environment_mode = "separate"``: :mod:`palaestra.tasks.verifier_env`).
 
 Every spec made here carries Harbor's layout: the workdir from the task (``[environment]
 workdir``, else the Dockerfile's ``WORKDIR``, else ``/app``) and the empty writable directories
@@ -16,8 +18,10 @@ Harbor's agent and verifier use (:data:`~palaestra.tasks.paths.HARBOR_DIRS`).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from palaestra.sandbox.base import SandboxSpec
 from palaestra.sandbox.docker import docker_unavailable
@@ -30,7 +34,8 @@ from palaestra.sandbox.dockerfile_replay import (
 )
 from palaestra.sandbox.images import BuildError, build_image, export_rootfs, image_config
 from palaestra.tasks import Task, TaskError
-from palaestra.tasks.paths import HARBOR_DIRS
+from palaestra.tasks.config import EnvironmentConfig
+from palaestra.tasks.paths import HARBOR_DIRS, TESTS_DIR
 
 #: The writable directories of a task's sandbox: ``/tmp`` and Harbor's.
 TASK_WRITABLE_DIRS = ("/tmp", *HARBOR_DIRS)
@@ -42,47 +47,78 @@ def local_plan(task: Task) -> LocalEnvironmentPlan:
     See :mod:`palaestra.sandbox.dockerfile_replay`; raises :class:`TaskError` for what the local
     backend cannot replay (RUN, multi-stage builds, docker-compose...).
     """
-    compose = task.environment_dir / "docker-compose.yaml"
+    return _local_plan(_Definition.agent(task))
+
+
+@dataclass(frozen=True)
+class _Definition:
+    """What one of a task's sandboxes is made from: the agent's, or a separate verifier's."""
+
+    task: Task
+    directory: Path
+    """environment/, or tests/ for a verifier image the task defines there."""
+    environment: EnvironmentConfig
+    network: Literal["none", "public"]
+    bundled_tests: bool = False
+
+    @classmethod
+    def agent(cls, task: Task) -> _Definition:
+        return cls(task, task.environment_dir, task.config.environment, task.network)
+
+    @classmethod
+    def verifier(cls, task: Task) -> _Definition:
+        found = task.verifier_environment
+        if found is None:
+            raise ValueError(f"task {task.id} has no separate verifier environment")
+        return cls(task, found.directory, found.config, task.verifier_network, found.bundled_tests)
+
+
+def _local_plan(definition: _Definition) -> LocalEnvironmentPlan:
+    compose = definition.directory / "docker-compose.yaml"
     if compose.exists():
         raise TaskError(
             compose,
             "docker-compose environments are not supported by the local sandbox backend",
             fix='run this task with sandbox="docker"',
         )
-    environment = task.config.environment
+    environment = definition.environment
     try:
-        return plan_local_environment(
-            task.environment_dir,
+        plan = plan_local_environment(
+            definition.directory,
             docker_image=environment.docker_image,
             workdir=environment.workdir,
         )
     except DockerfileError as e:
-        path = task.environment_dir / "Dockerfile"
+        path = definition.directory / "Dockerfile"
         raise TaskError(path, e.problem, fix=e.fix, line=e.line) from e
+    if definition.bundled_tests and environment.docker_image:  # tests/ is not copied in
+        return dataclasses.replace(plan, files={})
+    return plan
 
 
 def _check_networks(task: Task) -> None:
-    """The verifier runs in the agent's sandbox, so both phases must share one network policy."""
-    if task.verifier_network != task.network:
+    """A shared verifier runs in the agent's sandbox: both phases must share one network."""
+    if task.verifier_environment is None and task.verifier_network != task.network:
         raise TaskError(
             task.path / "task.toml",
             f"the agent's network ({task.network}) and the verifier's ({task.verifier_network}) "
             "differ, but the verifier runs in the agent's sandbox",
             field="verifier.network_mode",
-            fix="give [agent] and [verifier] the same network_mode, or set it once in "
-            "[environment]",
+            fix="give [agent] and [verifier] the same network_mode, set it once in "
+            '[environment], or run the verifier apart (environment_mode = "separate")',
         )
 
 
-def _limits(task: Task) -> dict[str, Any]:
+def _limits(definition: _Definition) -> dict[str, Any]:
     """What every spec of the task shares: Harbor's directories, network, resources, labels."""
+    environment = definition.environment
     return {
         "writable_dirs": TASK_WRITABLE_DIRS,
-        "network": task.network,
-        "cpus": task.cpus,
-        "memory_mb": task.memory_mb,
-        "storage_mb": task.storage_mb,
-        "labels": {"palaestra.task_id": task.id},
+        "network": definition.network,
+        "cpus": None if environment.cpus is None else float(environment.cpus),
+        "memory_mb": environment.memory_mb,
+        "storage_mb": environment.storage_mb,
+        "labels": {"palaestra.task_id": definition.task.id},
     }
 
 
@@ -93,9 +129,13 @@ def task_sandbox_spec(task: Task) -> SandboxSpec:
     backend, use :func:`prepare_sandbox_spec`.
     """
     _check_networks(task)
-    plan = local_plan(task)
+    return _replayed_spec(_Definition.agent(task))
+
+
+def _replayed_spec(definition: _Definition) -> SandboxSpec:
+    plan = _local_plan(definition)
     return SandboxSpec(
-        workdir=plan.workdir, env=dict(plan.env), files=dict(plan.files), **_limits(task)
+        workdir=plan.workdir, env=dict(plan.env), files=dict(plan.files), **_limits(definition)
     )
 
 
@@ -111,23 +151,42 @@ async def prepare_sandbox_spec(task: Task, backend: str) -> SandboxSpec:
     Slow work runs in threads or on the engine, never blocking the event loop.
     """
     _check_networks(task)
-    environment = task.config.environment
-    build = await asyncio.to_thread(needs_image_build, task.environment_dir)
+    return await _prepare(_Definition.agent(task), backend)
+
+
+async def prepare_verifier_spec(task: Task, backend: str) -> SandboxSpec:
+    """The sandbox of the task's separate verifier (:attr:`Task.verifier_environment`), made
+    as :func:`prepare_sandbox_spec` makes the agent's: from ``tests/Dockerfile`` (its build
+    context ``tests/``), ``[verifier.environment] docker_image``, or the agent's environment
+    afresh. An image that holds its own ``/tests`` keeps it on the local backend too."""
+    definition = _Definition.verifier(task)
+    spec = await _prepare(definition, backend)
+    if definition.bundled_tests and spec.rootfs is not None:
+        tests = spec.rootfs / TESTS_DIR.lstrip("/")
+        if await asyncio.to_thread(tests.is_dir):  # /tests is a fresh writable directory
+            spec = dataclasses.replace(spec, files={**spec.files, TESTS_DIR: tests})
+    return spec
+
+
+async def _prepare(definition: _Definition, backend: str) -> SandboxSpec:
+    environment = definition.environment
+    directory = definition.directory
+    build = await asyncio.to_thread(needs_image_build, directory)
     if backend == "docker":
-        if await asyncio.to_thread((task.environment_dir / "Dockerfile").is_file):
-            image = await build_task_image(task)
+        if await asyncio.to_thread((directory / "Dockerfile").is_file):
+            image = await _build_image(definition)
             files: dict[str, Path] = {}
         else:  # a prebuilt image; environment/ goes into the workdir, as Harbor does
-            plan = await asyncio.to_thread(local_plan, task)
+            plan = await asyncio.to_thread(_local_plan, definition)
             image, files = plan.base_image or "", dict(plan.files)
         config = await image_config(image)
         workdir = environment.workdir or config.workdir or DEFAULT_WORKDIR
         if files:
             files = {workdir: next(iter(files.values()))}
-        return SandboxSpec(workdir=workdir, image=image, files=files, **_limits(task))
+        return SandboxSpec(workdir=workdir, image=image, files=files, **_limits(definition))
     if not build:
-        return await asyncio.to_thread(task_sandbox_spec, task)
-    dockerfile = task.environment_dir / "Dockerfile"
+        return await asyncio.to_thread(_replayed_spec, definition)
+    dockerfile = directory / "Dockerfile"
     reason = await docker_unavailable()
     if reason is not None:
         raise TaskError(
@@ -136,7 +195,7 @@ async def prepare_sandbox_spec(task: Task, backend: str) -> SandboxSpec:
             f"an image Docker builds, but Docker is not available ({reason})",
             fix='enable Docker as said, or run this task with sandbox="docker"',
         )
-    rootfs = await export_rootfs(await build_task_image(task))
+    rootfs = await export_rootfs(await _build_image(definition))
     if rootfs.config.entrypoint:
         raise TaskError(
             dockerfile,
@@ -149,20 +208,20 @@ async def prepare_sandbox_spec(task: Task, backend: str) -> SandboxSpec:
     files = {workdir: image_workdir} if await asyncio.to_thread(image_workdir.is_dir) else {}
     return SandboxSpec(
         workdir=workdir, env=dict(rootfs.config.env), files=files, rootfs=rootfs.path,
-        **_limits(task),
+        **_limits(definition),
     )  # fmt: skip
 
 
-async def build_task_image(task: Task) -> str:
-    """The image of the task's Dockerfile; a failed build is the task's error."""
+async def _build_image(definition: _Definition) -> str:
+    """The image of the definition's Dockerfile; a failed build is the task's error."""
     try:
         return await build_image(
-            task.environment_dir, timeout=task.config.environment.build_timeout_sec
+            definition.directory, timeout=definition.environment.build_timeout_sec
         )
     except BuildError as e:
         raise TaskError(
-            task.environment_dir / "Dockerfile",
+            definition.directory / "Dockerfile",
             str(e),
-            fix="correct the step the build log shows failing (or raise [environment] "
-            "build_timeout_sec if it timed out)",
+            fix="correct the step the build log shows failing (or raise build_timeout_sec "
+            "if it timed out)",
         ) from e

@@ -2,7 +2,9 @@
 
 Each *scenario* gets a fresh sandbox of the task's own spec: ``oracle`` runs ``solution/solve.sh``,
 ``nop`` changes nothing, ``wrong:<name>`` runs ``wrong_solutions/<name>/solve.sh`` (generated
-tasks ship at least three). Then the Harbor verifier runs exactly as in an episode. A task is
+tasks ship at least three). Then the Harbor verifier runs exactly as in an episode. A task that
+needs an episode's machinery (multi-step, a separate verifier, a healthcheck, an ``[agent]
+user``) is checked as an episode, the scenario's solution run by the oracle policy. A task is
 sound when the oracle gets reward 1.0 and every other scenario 0.0, with no verifier errors.
 This is what ``palaestra tasks check`` runs, and what the generator tests run on their sample.
 """
@@ -11,15 +13,20 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from palaestra.env.code_env import CodeEnv
+from palaestra.env.end import EpisodeEnd
 from palaestra.env.sandbox_spec import task_sandbox_spec
+from palaestra.run.rollout import rollout
 from palaestra.sandbox import SandboxBackend, make_backend
+from palaestra.scaffolds import NopPolicy, OraclePolicy
 from palaestra.tasks import Task
 from palaestra.tasks.paths import SOLUTION_DIR
-from palaestra.verify.harbor import HarborVerifier
+from palaestra.verify.harbor import HarborVerifier, VerifierResult
 
 
 @dataclass(frozen=True)
@@ -77,6 +84,45 @@ async def run_scenario(
                               detail, time.perf_counter() - started,
                               (task.tests_dir / "palaestra_check.py").is_file(), verify_s)  # fmt: skip
 
+    if task.steps or task.verifier_environment or task.healthcheck or task.agent_user is not None:
+        end = await _as_episode(task, solution, backend, verifier)
+        verdict = end.verifier
+        if verdict is None:
+            return result(None, {}, "error", f"{end.error_class}: {end.error_message}")
+    else:
+        verdict = await _in_one_sandbox(task, solution, backend, verifier, result)
+        if isinstance(verdict, ScenarioResult):
+            return verdict
+    if not verdict.ok:
+        return result(None, verdict.rewards, "error", f"{verdict.error}\n{verdict.output[-2000:]}",
+                      verdict.duration_s)  # fmt: skip
+    return result(verdict.reward, verdict.rewards, "ok", verdict.output[-2000:], verdict.duration_s)
+
+
+async def _as_episode(
+    task: Task, solution: Path | None, backend: SandboxBackend, verifier: HarborVerifier | None
+) -> EpisodeEnd:
+    """A task that needs an episode's machinery (steps, a separate verifier, a healthcheck, an
+    agent user: docs/harbor.md) is checked as an episode whose policy runs the solution (each
+    step its own, for the oracle) and submits."""
+    if solution is None:
+        policy: OraclePolicy | NopPolicy = NopPolicy()
+    elif solution == task.solution_dir:
+        policy = OraclePolicy.from_tasks([task])
+    else:
+        policy = OraclePolicy({t.id: solution for t in (task, *task.steps)})
+    async with CodeEnv([task], sandbox=backend, verifier=verifier) as env:
+        return (await rollout(env, policy)).end
+
+
+async def _in_one_sandbox(
+    task: Task,
+    solution: Path | None,
+    backend: SandboxBackend,
+    verifier: HarborVerifier | None,
+    result: Callable[..., ScenarioResult],
+) -> VerifierResult | ScenarioResult:
+    """The solution applied, then the verifier run, in one sandbox of the task's spec."""
     spec = await asyncio.to_thread(task_sandbox_spec, task)
     sandbox = await backend.create(spec)
     try:
@@ -91,15 +137,11 @@ async def run_scenario(
                 return result(None, {}, "error", f"solve.sh failed ({applied.exit_code}): "
                               f"{(applied.stdout + applied.stderr)[-2000:]}")  # fmt: skip
             await sandbox.exec(f"rm -rf {SOLUTION_DIR}", timeout=30)
-        verdict = await (verifier or HarborVerifier()).verify(
+        return await (verifier or HarborVerifier()).verify(
             task, sandbox, timeout=task.verifier_timeout_sec
         )
     finally:
         await sandbox.close()
-    if not verdict.ok:
-        return result(None, verdict.rewards, "error", f"{verdict.error}\n{verdict.output[-2000:]}",
-                      verdict.duration_s)  # fmt: skip
-    return result(verdict.reward, verdict.rewards, "ok", verdict.output[-2000:], verdict.duration_s)
 
 
 async def check_tasks(

@@ -87,8 +87,11 @@ class OraclePolicy:
 
     @classmethod
     def from_tasks(cls, tasks: Iterable[Any]) -> OraclePolicy:
-        """The oracle of these tasks (anything with ``id`` and ``solution_dir``)."""
-        return cls({t.id: t.solution_dir for t in tasks})
+        """The oracle of these tasks (anything with ``id`` and ``solution_dir``), and of their
+        ``steps`` (a multi-step task's, each solved by its own solution)."""
+        return cls(
+            {t.id: t.solution_dir for task in tasks for t in (task, *getattr(task, "steps", ()))}
+        )
 
     async def _solve_command(self, task_id: str, solution_dir: Path) -> str:
         if not (solution_dir / "solve.sh").is_file():

@@ -9,9 +9,11 @@ A Harbor task is a directory::
     solution/solve.sh  optional reference solution (what the oracle policy runs)
 
 The directory rules are Harbor's ``Task``/``TaskPaths``: the task needs ``instruction.md`` and
-``tests/test.sh``, an environment definition (``docker_image``, ``environment/Dockerfile`` or
-``environment/docker-compose.yaml``), and nothing under ``tests/`` or ``solution/`` may link
-outside the task; the instruction has its leading canary lines removed, as Harbor shows it to
+``tests/test.sh`` (a multi-step task: ``steps/<name>/instruction.md`` for each step, with a
+portable name, and its ``steps/<name>/tests/test.sh`` or the shared one), an environment
+definition (``docker_image``, ``environment/Dockerfile`` or ``environment/docker-compose.yaml``),
+and nothing under ``tests/``, ``solution/`` or ``steps/`` may link outside the task; the
+instruction has its leading canary lines removed, as Harbor shows it to
 agents.
 
 Where palaestra differs from Harbor, it is stricter and says why:
@@ -23,15 +25,17 @@ Where palaestra differs from Harbor, it is stricter and says why:
   silently drops other values), and ``difficulty``/``category``/``tags`` in ``[metadata]`` must
   be strings (a list of strings for tags).
 * Tasks using what palaestra cannot run faithfully are refused at load time rather than run
-  differently: multi-step tasks (``[[steps]]``), Windows tasks, network allowlists, and a
-  verifier in a separate environment.
+  differently: Windows tasks, network allowlists, artifacts collected from compose sidecars, a
+  separate verifier defined by ``tests/docker-compose.yaml``, and in multi-step tasks a step
+  verified in a separate environment or changing the network.
 * Validation Harbor does for features palaestra does not use is not repeated: the syntax of
-  ``allowed_hosts`` entries, step names, artifact paths, MCP header credentials and
+  ``allowed_hosts`` entries, artifact destinations, MCP header credentials and
   ``.harborignore`` rules.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import tomllib
 import warnings
@@ -44,6 +48,7 @@ from pydantic import BaseModel, ValidationError
 from palaestra.tasks.config import TaskConfig
 from palaestra.tasks.errors import TaskError, field_label, toml_syntax_error, validation_errors
 from palaestra.tasks.task import Task
+from palaestra.tasks.verifier_env import step_verifier_mode, verifier_mode
 
 _CANARY_LINE = re.compile(r"^(<!--.*canary.*-->|#.*canary.*)$", re.IGNORECASE)
 
@@ -65,14 +70,23 @@ def load_task(path: Path | str, *, task_id: str | None = None) -> Task:
         )
     problems: list[TaskError] = []
     config = _load_config(task_dir / "task.toml", problems)
-    instruction = _load_instruction(task_dir / "instruction.md", problems)
-    if not (task_dir / "tests" / "test.sh").is_file():
+    step_configs = (config.steps or []) if config is not None else []
+    instruction = None
+    if not step_configs or (task_dir / "instruction.md").exists():  # a step has its own
+        instruction = _load_instruction(task_dir / "instruction.md", problems)
+    steps = [(s.name, _load_step(task_dir, s.name, problems)) for s in step_configs]
+    test_sh = task_dir / "tests" / "test.sh"
+    if not test_sh.is_file() and (
+        not steps
+        or not all((task_dir / "steps" / n / "tests" / "test.sh").is_file() for n, _ in steps)
+    ):
         problems.append(
             TaskError(
-                task_dir / "tests" / "test.sh",
+                test_sh,
                 "is missing; the verifier runs it to compute the reward",
                 fix="add tests/test.sh that writes a number to /logs/verifier/reward.txt (or a JSON "
-                "object of numbers to /logs/verifier/reward.json)",
+                "object of numbers to /logs/verifier/reward.json)"
+                + ("; a step may have its own steps/<name>/tests/test.sh" if steps else ""),
             )
         )
     if config is not None:
@@ -91,11 +105,16 @@ def load_task(path: Path | str, *, task_id: str | None = None) -> Task:
                     '"WORKDIR /app"), or set docker_image = "<image>" under [environment]',
                 )
             )
-    problems += _links_leaving(task_dir, ("tests", "solution"))
+    problems += _links_leaving(task_dir, ("tests", "solution", "steps"))
     if problems:
         raise _one_error(task_dir, problems)
-    assert config is not None and instruction is not None
-    return Task(id=task_id or task_dir.name, path=task_dir, config=config, instruction=instruction)
+    assert config is not None
+    first = instruction if instruction is not None else steps[0][1]
+    assert first is not None
+    task = Task(id=task_id or task_dir.name, path=task_dir, config=config, instruction=first)
+    return dataclasses.replace(
+        task, steps=tuple(task.with_step(name, text or "") for name, text in steps)
+    )
 
 
 def load_tasks(root: Path | str, *, errors: Literal["raise", "skip"] = "raise") -> list[Task]:
@@ -229,6 +248,32 @@ def _load_instruction(path: Path, problems: list[TaskError]) -> str | None:
     return instruction
 
 
+#: Harbor's portable step names: no separators, controls, reserved characters or device names.
+_BAD_STEP_CHARACTERS = re.compile(r'[<>:"/\\|?*\x00-\x1f\x7f]')
+_DEVICE_NAME = re.compile(r"^(CON|PRN|AUX|NUL|CONIN\$|CONOUT\$|(?:COM|LPT)[1-9])$", re.IGNORECASE)
+
+
+def _load_step(task_dir: Path, name: str, problems: list[TaskError]) -> str | None:
+    """Step ``name``'s instruction (``steps/<name>/instruction.md``), its name checked."""
+    if (
+        not name.strip()
+        or name in {".", ".."}
+        or name.endswith((".", " "))
+        or _BAD_STEP_CHARACTERS.search(name)
+        or _DEVICE_NAME.fullmatch(name.partition(".")[0].rstrip(" "))
+    ):
+        problems.append(
+            TaskError(
+                task_dir / "task.toml",
+                f"step name {name!r} is not a portable directory name",
+                field="steps",
+                fix="use letters, digits, '-', '_' and '.' (not at the end)",
+            )
+        )
+        return None
+    return _load_instruction(task_dir / "steps" / name / "instruction.md", problems)
+
+
 def _strip_canary(text: str) -> str:
     """Harbor's ``strip_canary``: drop leading canary comment lines and the blanks after them."""
     lines = text.split("\n")
@@ -243,15 +288,35 @@ def _strip_canary(text: str) -> str:
 def _unsupported(path: Path, config: TaskConfig) -> list[TaskError]:
     """What palaestra refuses to run rather than run differently from Harbor."""
     problems = []
-    if config.steps:
+    separate_steps = [
+        s.name for s in config.steps or () if step_verifier_mode(config, s) != "shared"
+    ]
+    if separate_steps:
         problems.append(
             TaskError(
                 path,
-                "multi-step tasks are not supported by palaestra",
+                f"step(s) {', '.join(separate_steps)} verify in a separate environment, which "
+                "palaestra does not run for multi-step tasks (the agent's sandbox stays up "
+                "between steps)",
                 field="steps",
-                fix="split the steps into separate tasks",
+                fix='verify the steps in the agent\'s sandbox (environment_mode = "shared")',
             )
         )
+    for step in config.steps or ():
+        for phase in ("agent", "verifier"):
+            mode = getattr(step, phase).network_mode
+            if mode is not None and mode != (
+                config.agent.network_mode or config.environment.network_mode
+            ):
+                problems.append(
+                    TaskError(
+                        path,
+                        f"step {step.name!r} changes the {phase}'s network to {mode}, but a "
+                        "palaestra sandbox keeps one network for the whole episode",
+                        field="steps",
+                        fix="set network_mode once, in [environment]",
+                    )
+                )
     if config.environment.os == "windows":
         problems.append(
             TaskError(
@@ -272,17 +337,27 @@ def _unsupported(path: Path, config: TaskConfig) -> list[TaskError]:
                     fix='set network_mode = "no-network", or "public" if the task needs the internet',
                 )
             )
-    verifier = config.verifier
-    if verifier.environment_mode == "separate" or verifier.environment is not None:
+    compose = path.parent / "tests" / "docker-compose.yaml"
+    if verifier_mode(config) == "separate" and compose.is_file():
         problems.append(
             TaskError(
-                path,
-                "a separate verifier environment is not supported: palaestra runs tests/test.sh in "
-                "the agent's sandbox (Harbor's shared mode)",
-                field="verifier.environment_mode",
-                fix="remove environment_mode and [verifier.environment] from [verifier]",
+                compose,
+                "a separate verifier defined by docker-compose is not supported: palaestra "
+                "runs one sandbox per phase, without compose services",
+                fix="define the verifier's image with tests/Dockerfile",
             )
         )
+    for entry in config.artifacts:
+        if not isinstance(entry, str) and entry.service not in (None, "main"):
+            problems.append(
+                TaskError(
+                    path,
+                    f"artifact {entry.source!r} comes from compose service {entry.service!r}, "
+                    "but palaestra runs one sandbox per task (no compose sidecars)",
+                    field="artifacts",
+                    fix="collect it from the main service (leave service out)",
+                )
+            )
     return problems
 
 

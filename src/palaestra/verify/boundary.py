@@ -12,7 +12,10 @@ The verifier trusts nothing the agent left behind. Around ``tests/test.sh`` it d
    directories owned by root (a symbolic link planted there is removed), ``/logs/verifier`` is
    removed and created afresh, root-owned, mode 755 (a link planted in it to a file the agent
    keeps writing is gone), and ``/tests`` is emptied and made root-only (mode 700), so code
-   the tests run as another user cannot read them (generated tasks keep their reference there);
+   the tests run as another user cannot read them (generated tasks keep their reference there).
+   A separate verifier (Harbor's ``environment_mode = "separate"``) runs all this in a fresh
+   sandbox of its own, where the agent's files are data copied in: its image's ``/tests`` is
+   kept, not emptied;
 2. ``test.sh`` runs through :data:`RUN_SH`, which notes the state of both reward files the
    moment ``test.sh`` exits, in :data:`END_STATE` (under root-only ``/logs``);
 3. after: every process in the sandbox is killed again, *before* the reward is read: nothing
@@ -40,6 +43,8 @@ SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "
 #: Where :data:`RUN_SH` notes the reward files' state when ``test.sh`` exits.
 END_STATE = f"{LOGS_DIR}/.palaestra-test-sh-ended"
 
+#: Step 1's directories. With the argument ``keep``, ``/tests`` keeps its files: the image of a
+#: separate verifier holds its tests itself (Harbor's bundled tests).
 PREPARE_SH = f"""
 set -e
 for d in {LOGS_DIR} {TESTS_DIR}; do
@@ -48,7 +53,7 @@ for d in {LOGS_DIR} {TESTS_DIR}; do
 done
 rm -rf {VERIFIER_DIR} {END_STATE}
 mkdir {VERIFIER_DIR}
-find {TESTS_DIR} -mindepth 1 -delete
+[ "$1" = keep ] || find {TESTS_DIR} -mindepth 1 -delete
 chown 0:0 {LOGS_DIR} {VERIFIER_DIR} {TESTS_DIR}
 chmod 755 {LOGS_DIR} {VERIFIER_DIR}
 chmod 700 {TESTS_DIR}

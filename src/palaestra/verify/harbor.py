@@ -1,11 +1,15 @@
-"""The Harbor verifier: run a task's hidden tests in the agent's sandbox and read the reward.
+"""The Harbor verifier: run a task's hidden tests in its sandbox and read the reward.
 
 Harbor's semantics, step by step, inside the phase boundary of :mod:`.boundary`:
 
 1. every agent process is killed (nothing the agent left running may touch the result);
 2. ``/logs/verifier`` is created afresh, root-owned (the agent cannot plant a reward, nor a
    link to one), and ``/tests`` is emptied and made root-only;
-3. ``tests/`` is uploaded to ``/tests`` only now (the agent never saw it);
+3. ``tests/`` is uploaded to ``/tests`` only now (the agent never saw it; a step of a
+   multi-step task gets its ``steps/<name>/tests/`` over it), unless the sandbox
+   is a separate verifier's whose image holds ``/tests`` itself
+   (:mod:`palaestra.tasks.verifier_env`; the environment layer makes that sandbox and copies
+   the agent's artifacts into it: :mod:`palaestra.env.separate`);
 4. ``/tests/test.sh`` is made executable and run (its shebang honoured) under the task's
    verifier timeout, with ``[verifier].env`` (``${VAR}`` and ``${VAR:-default}`` resolved from
    the host's environment, as Harbor does);
@@ -187,7 +191,11 @@ class HarborVerifier:
                 error_kind="SystemTampered",
                 duration_s=time.perf_counter() - started,
             )
-        prep = await sandbox.exec(["sh", "-c", PREPARE_SH], timeout=60)
+        separate = task.verifier_environment
+        bundled = separate is not None and separate.bundled_tests
+        prep = await sandbox.exec(
+            ["sh", "-c", PREPARE_SH, "sh", "keep" if bundled else "fresh"], timeout=60
+        )
         if not prep.ok:
             return VerifierResult(
                 VerifierStatus.ERROR,
@@ -196,12 +204,13 @@ class HarborVerifier:
                 duration_s=time.perf_counter() - started,
             )
         try:
-            env = resolve_env_vars(task.config.verifier.env)
+            env = resolve_env_vars(task.verifier_env)
         except KeyError as e:
             return VerifierResult(
                 VerifierStatus.ERROR, error=str(e.args[0]), duration_s=time.perf_counter() - started
             )
-        await sandbox.upload(task.tests_dir, TESTS_DIR)
+        for tests in () if bundled else task.test_dirs:
+            await sandbox.upload(tests, TESTS_DIR)
         limit = timeout if timeout is not None else task.verifier_timeout_sec
         run = await sandbox.exec(["sh", "-c", RUN_SH], timeout=limit, env=env)
         await sandbox.kill_all()  # before the reward is read: what test.sh started is done
