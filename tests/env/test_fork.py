@@ -104,3 +104,13 @@ async def test_snapshot_needs_an_episode_waiting_for_an_action(make_task):
         assert last.last()
         with pytest.raises(EpisodeError, match="waiting for an action"):
             await env.snapshot()
+
+
+async def test_a_restored_episode_runs_as_the_tasks_agent_user(make_task):
+    task = make_task(extra_toml='user = "nobody"\n')  # appended to [agent]
+    async with CodeEnv(TaskSet.from_dir(task)) as env:
+        await env.reset(seed=1)
+        async with await env.snapshot() as snapshot:
+            await env.restore(snapshot)
+            ts = await env.step(bash_action("id -un"))
+    assert "<output>\nnobody\n</output>" in ts.observation.messages[-1]["content"]
