@@ -273,6 +273,7 @@ async def main(state_dir, run_id, marker, fate):
         sandbox = await backend.create(spec)
         await sandbox.exec(f"sleep {marker} & (setsid sleep {marker} &)")
     print("ready", flush=True)
+    await asyncio.to_thread(sys.stdin.readline)  # the test has counted the sleeps
     if fate == "raise":
         raise RuntimeError("crash with sandboxes open")
     if fate == "return":
@@ -295,11 +296,14 @@ async def test_exiting_owner_leaves_nothing(
     marker, run_id = new_marker(), new_run_id()
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-c", EXITING_OWNER, str(state_dir), run_id, marker, fate,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
-    assert proc.stdout is not None
+    assert proc.stdin is not None and proc.stdout is not None
     assert await asyncio.wait_for(proc.stdout.readline(), 60) == b"ready\n"
     assert len(host_pids(f"sleep\0{marker}")) == 4
+    proc.stdin.write(b"go\n")  # counted before the owner goes on to its fate
+    await proc.stdin.drain()
     if sig is not None:
         proc.send_signal(sig)
     code = await asyncio.wait_for(proc.wait(), 60)

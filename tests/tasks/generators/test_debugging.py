@@ -14,6 +14,9 @@ import pytest
 from palaestra.tasks import generators as g
 
 DEBUGGING = [f.name for f in g.families("debugging")]
+#: Those in Python, whose workspace carries unittest tests; the others' workspaces are checked by
+#: tests/tasks/test_language_families.py (nop 0, the reference 1, each wrong solution 0).
+PYTHON = [name for name in DEBUGGING if not g.generate(name, 0, 0.0).packages]
 
 
 def _write(root: Path, files) -> None:
@@ -27,7 +30,7 @@ def test_five_debugging_families():
     assert len(DEBUGGING) >= 5
 
 
-@pytest.mark.parametrize("family", DEBUGGING)
+@pytest.mark.parametrize("family", PYTHON)
 @pytest.mark.parametrize("difficulty", [0.1, 0.5, 0.9])
 def test_visible_tests_fail_on_workspace_and_pass_with_reference(
     family: str, difficulty: float, tmp_path: Path
@@ -51,4 +54,7 @@ def test_every_seed_generates(family: str):
         for difficulty in (0.0, 0.5, 1.0):
             task = g.generate(family, seed, difficulty)
             bug_sets.add(tuple(sorted(n for n in task.wrong_solutions if n.startswith("leaves-"))))
-    assert len(bug_sets) > 10, "bug selections should vary with the seed"
+    # The Python families draw from larger bug pools than sales-report-js (5 bugs, 2 to 4 of them).
+    assert len(bug_sets) > (10 if family in PYTHON else 6), (
+        "bug selections should vary with the seed"
+    )
