@@ -69,6 +69,46 @@ class LocalCluster:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+@dataclass
+class ExtraNode:
+    """One more node of a :class:`LocalCluster`, to kill mid-run (its raylet, its workers and
+    whatever they started, by SIGKILL: as a machine that dies)."""
+
+    cluster: LocalCluster
+    temp_dir: Path
+
+    def kill(self) -> None:
+        sub = LocalCluster("", self.cluster.root, [self.temp_dir], self.cluster.state_dir)
+        pids = sub.pids()
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(_alive(p) for p in pids):
+            time.sleep(0.1)
+        self.cluster.temp_dirs.remove(self.temp_dir)
+
+
+def add_node(cluster: LocalCluster, src: Path, name: str, cpus: int = 2) -> ExtraNode:
+    """``ray start`` one more node into ``cluster``, with the custom resource ``name``."""
+    temp_dir = cluster.root / name
+    cluster.temp_dirs.append(temp_dir)
+    subprocess.run(
+        [RAY, "start", f"--address={cluster.address}", f"--temp-dir={temp_dir}",
+         f"--resources={json.dumps({name: 1})}", "--num-cpus", str(cpus),
+         "--disable-usage-stats"],
+        env=_env(src, cluster.state_dir), capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    return ExtraNode(cluster, temp_dir)
+
+
+def _env(src: Path, state_dir: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(src), "PALAESTRA_STATE_DIR": str(state_dir),
+            "RAY_USAGE_STATS_ENABLED": "0"}  # fmt: skip
+
+
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -82,8 +122,7 @@ def start_cluster(src: Path, cpus: int = 2) -> LocalCluster:
     ``src`` and keep their sandboxes in a state dir of their own."""
     root = Path(tempfile.mkdtemp(prefix="pray-", dir="/tmp"))  # short: Ray's socket paths
     state_dir = root / "sandboxes"
-    env = {**os.environ, "PYTHONPATH": str(src), "PALAESTRA_STATE_DIR": str(state_dir),
-           "RAY_USAGE_STATS_ENABLED": "0"}  # fmt: skip
+    env = _env(src, state_dir)
     common = ["--num-cpus", str(cpus), "--disable-usage-stats"]
     head_dir, node_dir = root / "h", root / "n"
     cluster = LocalCluster("", root, [head_dir, node_dir], state_dir)

@@ -19,7 +19,7 @@ from palaestra.run.evaluate import evaluate
 from palaestra.run.ray_executor import ACTOR_PREFIX, RayExecutor, RayOptions
 from palaestra.run.store import read_episodes
 from tests.procs import bwrap_pids, eventually
-from tests.run.ray_cluster import LocalCluster, start_cluster
+from tests.run.ray_cluster import LocalCluster, add_node, start_cluster
 
 ray = pytest.importorskip("ray", reason="ray (the dev extra) not installed")
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -96,6 +96,38 @@ async def test_an_actor_killed_mid_run_loses_only_its_episodes(cluster, tmp_path
     assert _once(tmp_path) == sorted((t.id, a) for t in load_tasks(TASKS) for a in (0, 1))
     # the restarted actor's janitor reclaimed what its killed incarnation left on the node
     assert await eventually(lambda: not bwrap_pids(str(cluster.state_dir)), within=20)
+    assert not any(cluster.state_dir.glob("*/sb-*"))
+
+
+async def test_a_node_killed_mid_run_loses_only_its_episodes(cluster, tmp_path):
+    """A third node dies (SIGKILL of its raylet, workers and sandboxes) at the first stored
+    episode: its in-flight episodes are retried on the live nodes, each recorded once; when the
+    machine comes back as a node, the first actor there reclaims what the dead node left."""
+    node = add_node(cluster, SRC, "node3")
+    assert await eventually(lambda: sum(n["Alive"] for n in ray.nodes()) == 3, within=60)
+    killed: list[bool] = []
+
+    def kill_node(record: dict) -> None:
+        if not killed:
+            node.kill()
+            killed.append(True)
+
+    summary = await evaluate(TASKS, "nop", attempts=3, executor="ray", concurrency=9,
+                             out_dir=tmp_path, on_episode=kill_node)  # fmt: skip
+    assert killed and summary["lost"] >= 1, summary
+    assert (summary["episodes"], summary["passed"], summary["errors"]) == (9, 0, 0)
+    assert _once(tmp_path) == sorted((t.id, a) for t in load_tasks(TASKS) for a in range(3))
+    assert await eventually(lambda: sum(n["Alive"] for n in ray.nodes()) == 2, within=60)
+    assert any(cluster.state_dir.glob("*/sb-*"))  # what the dead node's sandboxes left
+    # The machine comes back as a node: the first actor there reclaims them at its start.
+    add_node(cluster, SRC, "node3-back")
+    back = RayExecutor(TASKS, "nop", RayOptions(actors=1, resources={"node3-back": 0.5}),
+                       concurrency=1, env_overrides={"sandbox": "local"})  # fmt: skip
+    await back.start()
+    try:
+        await back.nodes()
+    finally:
+        await back.aclose()
     assert not any(cluster.state_dir.glob("*/sb-*"))
 
 
