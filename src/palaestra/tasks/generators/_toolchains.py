@@ -10,7 +10,9 @@ the host's, which ``scripts/install-system-deps.sh`` installs; on Docker the ima
 program on fresh inputs made from the task's secret seed, and compare its standard output with
 what the family's Python reference solver (in the hidden test, never in the workspace) prints.
 The family supplies ``make_cases(rng) -> [(label, stdin, cpu_seconds or None)]`` and
-``expected(stdin) -> stdout`` as Python source.
+``expected(stdin) -> stdout`` as Python source. A program that works on files rather than
+standard input brings its own ``runner``: ``run_case(ck, work, label, case, cpu_seconds)`` (see
+:data:`STDIN_RUNNER`), which runs the program built in ``work`` on one case and records checks.
 """
 
 from __future__ import annotations
@@ -82,6 +84,8 @@ BUILD, RUN, ENV, SECRET = {build!r}, {run!r}, {env!r}, {secret}
 def lines(text):
     return [line.rstrip() for line in text.strip("\n").splitlines()]
 
+{runner}
+
 
 def build():
     """A private copy of /app, built as nobody: (directory, None) or (None, the error)."""
@@ -102,17 +106,22 @@ work, failure = build()
 if failure is not None:
     ck.compile_errors.append(failure)
     print("BUILD FAILED " + failure)
-for label, stdin, bar in cases:
+for label, case, bar in cases:
     if work is None:
         ck.error(label, "the program did not build")
         continue
-    got = run_command(list(RUN), cwd=work, stdin=stdin, timeout=60, cpu_seconds=bar)
-    if not got.ok:
-        ck.error(label, got.error)
-        continue
-    compare(ck, label, lines(expected(stdin)), lines(got.stdout), "output line")
+    run_case(ck, work, label, case, bar)
 ck.finish()
 '''
+
+#: Hidden-test source: the ``run_case`` of a program that reads its case on standard input.
+STDIN_RUNNER = r"""
+def run_case(ck, work, label, stdin, bar):
+    got = run_command(list(RUN), cwd=work, stdin=stdin, timeout=60, cpu_seconds=bar)
+    if not got.ok:
+        return ck.error(label, got.error)
+    return compare(ck, label, lines(expected(stdin)), lines(got.stdout), "output line")
+"""
 
 
 #: Hidden-test source: ``compare(ck, label, want, have, what)`` checks two lists of lines (or
@@ -141,9 +150,11 @@ def one_file_solutions(
     return {"solve.sh": solve_sh_writing({path: oracle}, note=note)}, wrong
 
 
-def program_test(toolchain: Toolchain, *, code: str, secret: int) -> str:
+def program_test(
+    toolchain: Toolchain, *, code: str, secret: int, runner: str = STDIN_RUNNER
+) -> str:
     """The hidden test of a program family (see the module's docstring). ``code`` defines
-    ``make_cases(rng)`` and ``expected(stdin)``."""
+    ``make_cases(rng)`` and what ``runner`` needs (``expected(stdin)`` for the default)."""
     return _TEST.format(
         build=toolchain.build,
         run=toolchain.run,
@@ -151,6 +162,7 @@ def program_test(toolchain: Toolchain, *, code: str, secret: int) -> str:
         secret=secret,
         code=code,
         compare=COMPARE,
+        runner=runner,
     )
 
 
@@ -164,15 +176,16 @@ def program_task(
     solution: Files,
     wrong_solutions: Mapping[str, Files],
     tags: tuple[str, ...],
+    runner: str = STDIN_RUNNER,
 ) -> GeneratedTask:
-    """A program family's task: its hidden test is :func:`program_test` of ``cases``, its image
-    installs ``toolchain``'s packages."""
+    """A program family's task: its hidden test is :func:`program_test` of ``cases`` (and
+    ``runner``), its image installs ``toolchain``'s packages."""
     return GeneratedTask(
         instruction=instruction,
         workspace=workspace,
         tests={
             "test.sh": python_test_sh(timeout=400),
-            "test_hidden.py": program_test(toolchain, code=cases, secret=secret),
+            "test_hidden.py": program_test(toolchain, code=cases, secret=secret, runner=runner),
         },
         solution=solution,
         wrong_solutions=wrong_solutions,
