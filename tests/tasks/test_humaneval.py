@@ -4,6 +4,7 @@ verifier; the untouched stub and an empty body fail."""
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -38,3 +39,20 @@ async def test_canonical_solutions_pass_and_empty_solutions_fail():
     assert not bad, "\n".join(bad)
     assert Counter(r.scenario for r in results) == {
         "oracle": 164, "nop": 164, "wrong:empty-body": 164}  # fmt: skip
+
+
+def test_the_cache_version_covers_the_shared_task_files(tmp_path, monkeypatch):
+    """The exported tasks are cached by version: a change to what they are written from (the
+    generators' Dockerfile, test.sh, file writing in generators/base.py) must change it, or a
+    stale cache (e.g. an image without python3) is served."""
+    from palaestra.tasks.generators import base
+
+    before = humaneval._version()
+    changed = tmp_path / "base.py"
+    changed.write_bytes(Path(base.__file__).read_bytes() + b"\n# another Dockerfile\n")
+    monkeypatch.setattr(base, "__file__", str(changed))
+    humaneval._version.cache_clear()
+    try:
+        assert humaneval._version() != before
+    finally:
+        humaneval._version.cache_clear()

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from palaestra.tasks import outcomes
-from palaestra.tasks.generators import cache_dir
+from palaestra.tasks.generators import base, cache_dir
 from palaestra.tasks.generators.base import (
     CHECK_MODULE,
     DOCKERFILE,
@@ -206,6 +206,7 @@ def write(problem: dict[str, Any], dest: Path) -> Path:
 @functools.cache
 def _version() -> str:
     digest = hashlib.sha256(Path(__file__).read_bytes())
+    digest.update(Path(base.__file__).read_bytes())  # the Dockerfile, test.sh, file writing
     digest.update(CHECK_MODULE.read_bytes())
     digest.update(HARNESS.read_bytes())
     digest.update(json.dumps(problems()).encode())
