@@ -89,8 +89,10 @@ async def test_an_actor_killed_mid_run_loses_only_its_episodes(cluster, tmp_path
             ray.kill(ray.get_actor(actor["name"], actor["namespace"]), no_restart=False)
             killed.append(actor["name"])
 
-    summary = await evaluate(TASKS, "nop", attempts=2, executor="ray", concurrency=4,
-                             out_dir=tmp_path, on_episode=kill_one)  # fmt: skip
+    # One actor holds every slot, so at the first stored episode the one killed has the others
+    # in flight (with several, the first one listed may have finished its share).
+    summary = await evaluate(TASKS, "nop", attempts=2, executor=RayOptions(actors=1),
+                             concurrency=4, out_dir=tmp_path, on_episode=kill_one)  # fmt: skip
     assert killed and summary["lost"] >= 1  # the kill cut episodes short
     assert (summary["episodes"], summary["passed"], summary["errors"]) == (6, 0, 0)
     assert _once(tmp_path) == sorted((t.id, a) for t in load_tasks(TASKS) for a in (0, 1))
@@ -117,9 +119,10 @@ async def test_a_node_killed_mid_run_loses_only_its_episodes(cluster, tmp_path):
     assert killed and summary["lost"] >= 1, summary
     assert (summary["episodes"], summary["passed"], summary["errors"]) == (9, 0, 0)
     assert _once(tmp_path) == sorted((t.id, a) for t in load_tasks(TASKS) for a in range(3))
-    assert await eventually(lambda: sum(n["Alive"] for n in ray.nodes()) == 2, within=60)
-    assert any(cluster.state_dir.glob("*/sb-*"))  # what the dead node's sandboxes left
-    # The machine comes back as a node: the first actor there reclaims them at its start.
+    assert await eventually(lambda: sum(n["Alive"] for n in ray.nodes()) == 2, within=120)
+    # The dead node's sandboxes stay in the state dir until an actor starts on this machine:
+    # node3's actor, restarted elsewhere, may already have; else the machine comes back as a
+    # node and the first actor there reclaims them at its start.
     add_node(cluster, SRC, "node3-back")
     back = RayExecutor(TASKS, "nop", RayOptions(actors=1, resources={"node3-back": 0.5}),
                        concurrency=1, env_overrides={"sandbox": "local"})  # fmt: skip
