@@ -48,7 +48,7 @@ HELD_OUT_FIRST_SEED = 100_000
 
 def scaffold(args: argparse.Namespace, temperature: float | None) -> Any:
     sampling = SamplingParams(max_tokens=args.max_tokens, temperature=temperature)
-    return make_scaffold("bash", step_limit=args.step_limit, sampling=sampling)
+    return make_scaffold(args.scaffold, step_limit=args.step_limit, sampling=sampling)
 
 
 async def held_out_pass_rate(policy: HFLocalPolicy, args: argparse.Namespace) -> float:
@@ -180,12 +180,13 @@ async def main() -> None:
     p.add_argument("--max-staleness", type=int, default=1)
     p.add_argument("--concurrency", type=int, default=16)
     p.add_argument("--train-tasks", type=int, default=200)
-    p.add_argument("--eval-tasks", type=int, default=60)
+    p.add_argument("--eval-tasks", type=int, default=48)
     p.add_argument("--eval-every", type=float, default=600.0, help="seconds of training")
-    p.add_argument("--step-limit", type=int, default=2)
-    p.add_argument("--max-tokens", type=int, default=96)
-    p.add_argument("--lr", type=float, default=2e-6)
-    p.add_argument("--temperature", type=float, default=1.0, help="sampling while training")
+    p.add_argument("--scaffold", default="bash-compact", help="bash-compact: short prompts")
+    p.add_argument("--step-limit", type=int, default=1)
+    p.add_argument("--max-tokens", type=int, default=48)
+    p.add_argument("--lr", type=float, default=1e-5)
+    p.add_argument("--temperature", type=float, default=0.3, help="sampling while training")
     p.add_argument("--out", type=Path, default=Path("runs/bench-learning"))
     args = p.parse_args()
     if not args.model.startswith("hf:"):

@@ -272,3 +272,17 @@ def test_cli_step_limit_and_max_tokens_configure_the_scaffold(tmp_path):
     assert json.loads(proc.stdout)["end_reasons"] == {"step_limit": 1}
     (row,) = read_episodes(tmp_path)
     assert row["steps"] == 1
+
+
+def test_cli_bash_compact_and_temperature_are_accepted(tmp_path):
+    # bash-compact ends after one response; the oracle's first one runs the reference solution
+    proc = _cli("eval", "gen/shell-warmup:0:1", "-p", "oracle", "--scaffold", "bash-compact",
+                "--temperature", "0.25", "--json", "--out", str(tmp_path))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["end_reasons"] == {"step_limit": 1} and summary["pass_rate"] == 1.0
+    db = sqlite3.connect(tmp_path / "results.db")
+    (request,) = db.execute("select new_messages from steps").fetchone()
+    assert "skilled software engineer" not in request  # the compact system prompt
+    bad = _cli("eval", "starter:0:1", "-p", "oracle", "--temperature", "-1")
+    assert bad.returncode == 2 and "--temperature" in bad.stderr

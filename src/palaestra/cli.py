@@ -190,7 +190,11 @@ def eval_cmd(
         ),
     ] = None,
     scaffold: Annotated[
-        str, typer.Option(help="Scaffold name: bash, tools (function calling), terminus (tmux).")
+        str,
+        typer.Option(
+            help="Scaffold name: bash, bash-compact (short prompts, for small models), tools "
+            "(function calling), terminus (tmux)."
+        ),
     ] = "bash",
     sandbox: Annotated[
         str, typer.Option(help=f"Sandbox backend: {', '.join(BACKENDS)}.")
@@ -200,6 +204,10 @@ def eval_cmd(
     ] = None,
     max_tokens: Annotated[
         int | None, typer.Option(min=1, help="Tokens per response (default: the policy's).")
+    ] = None,
+    temperature: Annotated[
+        float | None,
+        typer.Option(min=0.0, help="Sampling temperature, 0 for greedy (default: the policy's)."),
     ] = None,
     seed: Annotated[int, typer.Option(help="Base seed of the episodes.")] = 0,
     retries: Annotated[
@@ -278,14 +286,14 @@ def eval_cmd(
             param_hint="--sandbox",
         )
     limits: dict[str, Any] = {} if step_limit is None else {"step_limit": step_limit}
-    if max_tokens is not None:
-        limits["sampling"] = SamplingParams(max_tokens=max_tokens)
+    if max_tokens is not None or temperature is not None:
+        limits["sampling"] = SamplingParams(max_tokens=max_tokens, temperature=temperature)
     try:
         chosen = make_scaffold(scaffold, **limits) if limits else scaffold
     except TypeError:
         raise typer.BadParameter(
             f"the {scaffold} scaffold takes no step limit or sampling options; drop "
-            "--step-limit and --max-tokens",
+            "--step-limit, --max-tokens and --temperature",
             param_hint="--scaffold",
         ) from None
     try:

@@ -8,6 +8,7 @@ from typing import Any
 
 from palaestra.scaffolds.base import EndReason, Outcome, Scaffold
 from palaestra.scaffolds.bash import BashScaffold, BashScaffoldConfig
+from palaestra.scaffolds.bash_compact import compact_bash_scaffold
 from palaestra.scaffolds.external import (
     ExternalScaffold,
     ExternalScaffoldConfig,
@@ -21,6 +22,7 @@ from palaestra.scaffolds.tools import ToolsScaffold, ToolsScaffoldConfig
 #: real mini-swe-agent (see :mod:`palaestra.scaffolds.mini_swe_agent`).
 SCAFFOLDS: dict[str, Callable[..., Scaffold]] = {
     "bash": BashScaffold,
+    "bash-compact": compact_bash_scaffold,
     "tools": ToolsScaffold,
     "terminus": TerminusScaffold,
     "external": ExternalScaffold,

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 SUBMIT_SENTINEL = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 ACTION_RE = re.compile(r"```(?:bash|sh)\s*\n(.*?)\n```", re.DOTALL)
+#: With ``bare_fences``: also ```` ```shell ```` and a fence that names no language.
+LENIENT_ACTION_RE = re.compile(r"```(?:bash|sh|shell)?[ \t]*\n(.*?)\n```", re.DOTALL)
 
 SYSTEM_TEMPLATE = """\
 You are a skilled software engineer working in a Linux shell to complete a task.
@@ -108,11 +110,15 @@ class BashScaffoldConfig(LoopConfig):
     timeout_template: str = TIMEOUT_TEMPLATE
     format_error_template: str = FORMAT_ERROR_TEMPLATE
     command_timeout: float = 180.0
+    #: Also take a block fenced with no language (or ``shell``) as the command: small models
+    #: often drop the tag. Off by default, where a bare block may be output the agent quotes.
+    bare_fences: bool = False
 
 
-def parse_actions(content: str | None) -> list[str]:
+def parse_actions(content: str | None, *, bare_fences: bool = False) -> list[str]:
     """Every fenced bash block in a response, in order."""
-    return [m.strip() for m in ACTION_RE.findall(content or "")]
+    pattern = LENIENT_ACTION_RE if bare_fences else ACTION_RE
+    return [m.strip() for m in pattern.findall(content or "")]
 
 
 def is_submission(result: ExecResult) -> bool:
@@ -137,7 +143,7 @@ class BashTurns(TurnLoop["BashScaffold", str]):
         return {"workdir": self.sandbox.spec.workdir}
 
     def parse(self, response: LLMResponse) -> str:
-        actions = parse_actions(response.content)
+        actions = parse_actions(response.content, bare_fences=self.config.bare_fences)
         if len(actions) != 1:
             guidance = self.scaffold.render("format_error", n_actions=len(actions))
             raise FormatError(guidance, len(actions))
