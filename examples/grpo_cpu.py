@@ -20,15 +20,17 @@ from palaestra.tasks.generators import task_id, tier_difficulty
 async def main(model: str, steps: int) -> None:
     # The warm-up family's easy tier: write a word to a file, make a directory, copy a file.
     tasks = [task_id("shell-warmup", s, tier_difficulty("easy", s)) for s in range(64)]
-    # Short episodes: two responses of at most 96 tokens, sampled at temperature 1.
-    scaffold = make_scaffold("bash", step_limit=2, sampling=SamplingParams(max_tokens=96))
+    # Short prompts a small model follows; one response of at most 48 tokens, then the verifier.
+    # The trainer's temperature must be the one the episodes are sampled with.
+    sampling = SamplingParams(max_tokens=48, temperature=0.3)
+    scaffold = make_scaffold("bash-compact", sampling=sampling)
     async with make_policy(model) as policy:
-        trainer = GRPOTrainer(policy, GRPOConfig(lr=2e-6))
+        trainer = GRPOTrainer(policy, GRPOConfig(lr=1e-5, temperature=0.3))
         await train(
             trainer,
             "gen/shell-warmup",
             steps=steps,
-            group_size=4,
+            group_size=8,
             groups_per_step=2,
             mode="async",  # episodes keep running while a step trains
             max_staleness=1,  # groups started two versions ago are dropped
