@@ -153,7 +153,7 @@ def plot(results: dict[str, list[dict[str, Any]]], path: Path, title: str) -> st
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        return "matplotlib is not installed: no PNG (pip install matplotlib); the JSON has it all"
+        return "matplotlib is not installed: no PNG (pip install 'palaestra[plot]'); see the JSON"
     fig, (by_step, by_time) = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
     for mode, points in results.items():
         by_step.plot([p["step"] for p in points], [p["held_out_pass_rate"] for p in points],
@@ -188,7 +188,19 @@ async def main() -> None:
     p.add_argument("--lr", type=float, default=1e-5)
     p.add_argument("--temperature", type=float, default=0.3, help="sampling while training")
     p.add_argument("--out", type=Path, default=Path("runs/bench-learning"))
+    p.add_argument("--replot", type=Path, nargs="+", metavar="JSON",
+                   help="only plot: merge the variants of these learning.json files into "
+                   "--out/learning.png (variants run as separate processes)")  # fmt: skip
     args = p.parse_args()
+    if args.replot:
+        merged: dict[str, list[dict[str, Any]]] = {}
+        for path in args.replot:
+            saved = json.loads(path.read_text())
+            merged |= saved["results"]
+        args.out.mkdir(parents=True, exist_ok=True)
+        print(plot(merged, args.out / "learning.png", f"{saved['args']['model']} on "
+                   f"{saved['args']['family']} ({saved['args']['tier']})"))  # fmt: skip
+        return
     if not args.model.startswith("hf:"):
         p.error(
             f"--model {args.model!r}: the trainer trains a local model, hf:<dir|file.gguf|name>"

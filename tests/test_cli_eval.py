@@ -281,6 +281,7 @@ def test_cli_bash_compact_and_temperature_are_accepted(tmp_path):
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
     assert summary["end_reasons"] == {"step_limit": 1} and summary["pass_rate"] == 1.0
+    assert summary["scaffold"] == "bash-compact"
     db = sqlite3.connect(tmp_path / "results.db")
     (request,) = db.execute("select new_messages from steps").fetchone()
     assert "skilled software engineer" not in request  # the compact system prompt

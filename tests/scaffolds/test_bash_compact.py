@@ -37,8 +37,11 @@ async def test_one_bare_fenced_command_is_run_and_verified():
     task, command = one_command_task()
     solved = await episode(task, f"Sure.\n```\n{command}\n```\nThat creates it.")
     assert solved.reward == 1.0 and solved.end_reason == "step_limit" and len(solved.turns) == 1
+    assert solved.turns[0].observation.metadata["scaffold"] == "bash-compact"
     request = solved.turns[0].observation.messages
-    assert request[0]["role"] == "system" and "skilled software engineer" not in request[0]["content"]
+    assert (
+        request[0]["role"] == "system" and "skilled software engineer" not in request[0]["content"]
+    )
     assert task.instruction.strip() in request[1]["content"]
     assert SUBMIT_SENTINEL not in request[1]["content"]  # no submission step to explain
     wrong = await episode(task, "```\ntrue\n```")

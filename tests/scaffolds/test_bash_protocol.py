@@ -36,7 +36,7 @@ def test_timeout_observation_mentions_limit_and_partial_output():
     assert "5" in obs and "partial out" in obs and "killed" in obs
 
 
-@pytest.mark.parametrize("name", ["bash", "tools", "terminus"])
+@pytest.mark.parametrize("name", ["bash", "bash-compact", "tools", "terminus"])
 def test_a_turn_scaffold_with_options_pickles_as_its_config(name):
     """What a Ray actor receives: the same config, templates compiled afresh."""
     scaffold = make_scaffold(name, step_limit=7, sampling=SamplingParams(max_tokens=64))

@@ -8,7 +8,7 @@ from typing import Any
 
 from palaestra.scaffolds.base import EndReason, Outcome, Scaffold
 from palaestra.scaffolds.bash import BashScaffold, BashScaffoldConfig
-from palaestra.scaffolds.bash_compact import compact_bash_scaffold
+from palaestra.scaffolds.bash_compact import CompactBashScaffold, CompactBashScaffoldConfig
 from palaestra.scaffolds.external import (
     ExternalScaffold,
     ExternalScaffoldConfig,
@@ -22,7 +22,7 @@ from palaestra.scaffolds.tools import ToolsScaffold, ToolsScaffoldConfig
 #: real mini-swe-agent (see :mod:`palaestra.scaffolds.mini_swe_agent`).
 SCAFFOLDS: dict[str, Callable[..., Scaffold]] = {
     "bash": BashScaffold,
-    "bash-compact": compact_bash_scaffold,
+    "bash-compact": CompactBashScaffold,
     "tools": ToolsScaffold,
     "terminus": TerminusScaffold,
     "external": ExternalScaffold,
@@ -45,6 +45,8 @@ __all__ = [
     "BashScaffold",
     "EndReason",
     "BashScaffoldConfig",
+    "CompactBashScaffold",
+    "CompactBashScaffoldConfig",
     "ExternalScaffold",
     "ExternalScaffoldConfig",
     "NopPolicy",

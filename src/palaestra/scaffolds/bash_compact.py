@@ -12,9 +12,9 @@ learning curve (``benchmarks/bench_learning.py``, docs/learning.md).
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
-from palaestra.scaffolds.bash import BashScaffold
+from palaestra.scaffolds.bash import BashScaffold, BashScaffoldConfig
 
 COMPACT_SYSTEM_TEMPLATE = "You are a helpful assistant who completes tasks in a Linux shell."
 
@@ -23,14 +23,18 @@ COMPACT_INSTANCE_TEMPLATE = """\
 
 Reply with the command in a ```bash code block."""
 
-COMPACT_DEFAULTS: dict[str, Any] = {
-    "system_template": COMPACT_SYSTEM_TEMPLATE,
-    "instance_template": COMPACT_INSTANCE_TEMPLATE,
-    "bare_fences": True,
-    "step_limit": 1,
-}
+
+@dataclass
+class CompactBashScaffoldConfig(BashScaffoldConfig):
+    system_template: str = COMPACT_SYSTEM_TEMPLATE
+    instance_template: str = COMPACT_INSTANCE_TEMPLATE
+    bare_fences: bool = True
+    step_limit: int = 1
 
 
-def compact_bash_scaffold(**overrides: Any) -> BashScaffold:
-    """The bash scaffold with :data:`COMPACT_DEFAULTS`; keyword arguments override them."""
-    return BashScaffold(**(COMPACT_DEFAULTS | overrides))
+class CompactBashScaffold(BashScaffold):
+    """The bash protocol with :class:`CompactBashScaffoldConfig`'s defaults; its requests say
+    ``bash-compact`` in ``metadata["scaffold"]`` and runs record that name."""
+
+    name = "bash-compact"
+    config_class = CompactBashScaffoldConfig
