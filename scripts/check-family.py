@@ -12,8 +12,8 @@ import asyncio
 import sys
 import time
 
-from palaestra.tasks import generators as g
 from palaestra.run.check import check_tasks
+from palaestra.tasks import generators as g
 
 
 async def main() -> int:
