@@ -2,8 +2,8 @@
 
 The ``bash`` scaffold's prompts (mini-swe-agent's) explain the protocol at length: explore,
 test, submit with a sentinel. A 135M-parameter model loses the thread in them: SmolLM2-135M
-echoes the headings and the sentinel block back and almost never writes the command (0 of 24
-easy ``shell-warmup`` tasks at temperature 0.6). This preset keeps the protocol (one fenced
+echoes the headings and the sentinel block back and almost never writes the command (0 of 16
+easy ``shell-warmup`` tasks at temperature 0.7). This preset keeps the protocol (one fenced
 block per response, run in the sandbox) and says only the task and the answer's form; a block
 fenced with no language counts (``bare_fences``), and there is no submission step: the episode
 ends at ``step_limit`` responses (default 1) and is then verified. It is the scaffold of the
