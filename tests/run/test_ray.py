@@ -114,7 +114,11 @@ async def test_a_node_killed_mid_run_loses_only_its_episodes(cluster, tmp_path):
             node.kill()
             killed.append(True)
 
-    summary = await evaluate(TASKS, "nop", attempts=3, executor="ray", concurrency=9,
+    # One actor per node (each reserves more than half a node's CPUs), one episode in flight
+    # on each: at the first stored episode node3's actor has at least two still to run, so
+    # the kill always cuts some short (SPREAD alone is best-effort placement).
+    options = RayOptions(actors=3, num_cpus=1.5)
+    summary = await evaluate(TASKS, "nop", attempts=3, executor=options, concurrency=3,
                              out_dir=tmp_path, on_episode=kill_node)  # fmt: skip
     assert killed and summary["lost"] >= 1, summary
     assert (summary["episodes"], summary["passed"], summary["errors"]) == (9, 0, 0)
