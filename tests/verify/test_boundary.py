@@ -15,9 +15,12 @@ def line(path: str = JSON, kind: str = "regular file", links: int = 1, uid: int 
     return f"{path}|{kind}|{links}|{uid}|1234|15|{mtime}"
 
 
-def test_untouched_reward_files_pass() -> None:
-    check_reward_files(f"{line()}\n{line(TXT)}\n---\n{line()}\n{line(TXT)}\n")
-    check_reward_files("---\n")  # no reward file at all: the reader says so
+def test_untouched_reward_files_pass_with_their_content() -> None:
+    state = f"{line()}\n{line(TXT)}\n---\n{line()}\n{line(TXT)}\n---\n"
+    content = '{"reward": 1}\n---\n'  # the content may hold the separator: it comes last
+    assert check_reward_files(state + "json\n" + content) == ("json", content)
+    # no reward file at all: the reader says so
+    assert check_reward_files("---\n---\nnone\n") == ("none", "")
 
 
 @pytest.mark.parametrize(
@@ -33,9 +36,11 @@ def test_untouched_reward_files_pass() -> None:
 )
 def test_reward_files_the_tests_did_not_leave_are_errors(now: str, match: str) -> None:
     with pytest.raises(BoundaryError, match=match):
-        check_reward_files(f"{line()}\n---\n{now}\n")
+        check_reward_files(f"{line()}\n---\n{now}\n---\njson\n{{}}")
 
 
 def test_unreadable_state_is_an_error() -> None:
     with pytest.raises(BoundaryError, match="could not read"):
         check_reward_files("sh: stat: not found")
+    with pytest.raises(BoundaryError, match="could not read"):
+        check_reward_files(f"{line()}\n---\n{line()}\n")  # the reward part is missing

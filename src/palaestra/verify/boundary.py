@@ -43,17 +43,23 @@ SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "
 #: Where :data:`RUN_SH` notes the reward files' state when ``test.sh`` exits.
 END_STATE = f"{LOGS_DIR}/.palaestra-test-sh-ended"
 
-#: Step 1's directories. With the argument ``keep``, ``/tests`` keeps its files: the image of a
-#: separate verifier holds its tests itself (Harbor's bundled tests).
+#: Step 1's directories, and the tests: with the argument ``fresh``, ``/tests`` is emptied and
+#: the tar archive on stdin (the task's ``tests/``) unpacked into it; with ``keep``, ``/tests``
+#: keeps its files (the image of a separate verifier holds its tests: Harbor's bundled tests).
+#: One command, few processes: it runs once per episode.
 PREPARE_SH = f"""
 set -e
 for d in {LOGS_DIR} {TESTS_DIR}; do
   if [ -L "$d" ] || {{ [ -e "$d" ] && [ ! -d "$d" ]; }}; then rm -f "$d"; fi
-  mkdir -p "$d"
 done
-rm -rf {VERIFIER_DIR} {END_STATE}
-mkdir {VERIFIER_DIR}
-[ "$1" = keep ] || find {TESTS_DIR} -mindepth 1 -delete
+if [ "$1" = fresh ]; then
+  rm -rf {VERIFIER_DIR} {END_STATE} {TESTS_DIR}/* {TESTS_DIR}/.[!.]* {TESTS_DIR}/..?*
+  mkdir -p {VERIFIER_DIR} {TESTS_DIR}
+  tar -x --no-same-owner -f - -C {TESTS_DIR}
+else
+  rm -rf {VERIFIER_DIR} {END_STATE}
+  mkdir -p {VERIFIER_DIR} {TESTS_DIR}
+fi
 chown 0:0 {LOGS_DIR} {VERIFIER_DIR} {TESTS_DIR}
 chmod 755 {LOGS_DIR} {VERIFIER_DIR}
 chmod 700 {TESTS_DIR}
@@ -65,18 +71,23 @@ _STAT = (
     "stat -c '%n|%F|%h|%u|%i|%s|%y' \"$f\"; done"
 )
 
-#: ``/tests`` is root-only again (the upload's tar reset its mode), then ``test.sh`` runs; its
-#: exit status is this command's; the reward files' state is noted the moment it exits.
+#: ``test.sh`` runs (made executable: an archive may not say so); its exit status is this
+#: command's; the reward files' state is noted the moment it exits.
 RUN_SH = f"""
-chmod 700 {TESTS_DIR} && chmod +x {TESTS_DIR}/test.sh || exit 126
+chmod +x {TESTS_DIR}/test.sh || exit 126
 {TESTS_DIR}/test.sh
 rc=$?
 {{ {_STAT}; }} > {END_STATE} 2>/dev/null
 exit $rc
 """
 
-#: Prints the state noted at the end, a separator, and the state now.
-STATE_SH = f"cat {END_STATE} 2>/dev/null; echo ---; {_STAT}"
+#: Prints the state noted at the end, a separator, the state now, a separator, then which
+#: reward file there is (``json``, ``txt`` or ``none``) on a line and its content: one command.
+STATE_SH = (
+    f"cat {END_STATE} 2>/dev/null; echo ---; {_STAT}; echo ---; "
+    f"if [ -f {REWARD_JSON} ]; then echo json; cat {REWARD_JSON}; "
+    f"elif [ -f {REWARD_TXT} ]; then echo txt; cat {REWARD_TXT}; else echo none; fi"
+)
 
 
 class BoundaryError(ValueError):
@@ -102,11 +113,14 @@ def _states(text: str) -> dict[str, FileState]:
     return {s.path: s for s in states}
 
 
-def check_reward_files(state_output: str) -> None:
-    """Check :data:`STATE_SH`'s output: raise :class:`BoundaryError` naming the problem."""
-    ended_text, sep, now_text = state_output.partition("---\n")
-    if not sep:
+def check_reward_files(state_output: str) -> tuple[str, str]:
+    """Check :data:`STATE_SH`'s output: raise :class:`BoundaryError` naming the problem, else
+    return which reward file there is (``json``, ``txt`` or ``none``) and its content."""
+    parts = state_output.split("---\n", 2)
+    if len(parts) != 3:
         raise BoundaryError(f"could not read the reward files' state: {state_output[-300:]!r}")
+    ended_text, now_text, reward = parts
+    kind, _, content = reward.partition("\n")
     ended, now = _states(ended_text), _states(now_text)
     for path, state in now.items():
         if state.kind not in ("regular file", "regular empty file"):
@@ -121,3 +135,4 @@ def check_reward_files(state_output: str) -> None:
             f"running and wrote them): when it exited {[ended[k] for k in sorted(ended)]!r}, "
             f"when read {[now[k] for k in sorted(now)]!r}"
         )
+    return kind, content

@@ -25,16 +25,20 @@ must not look like a failing agent.
 
 from __future__ import annotations
 
+import asyncio
 import enum
+import io
 import json
 import math
 import os
 import re
+import tarfile
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from palaestra.tasks.paths import REWARD_JSON, REWARD_TXT, TESTS_DIR
+from palaestra.tasks.paths import REWARD_JSON, REWARD_TXT
 from palaestra.verify.boundary import (
     PREPARE_SH,
     RUN_SH,
@@ -193,8 +197,11 @@ class HarborVerifier:
             )
         separate = task.verifier_environment
         bundled = separate is not None and separate.bundled_tests
+        archive = None if bundled else await asyncio.to_thread(_pack_tests, task.test_dirs)
         prep = await sandbox.exec(
-            ["sh", "-c", PREPARE_SH, "sh", "keep" if bundled else "fresh"], timeout=60
+            ["sh", "-c", PREPARE_SH, "sh", "keep" if bundled else "fresh"],
+            timeout=60,
+            stdin=archive,
         )
         if not prep.ok:
             return VerifierResult(
@@ -209,8 +216,6 @@ class HarborVerifier:
             return VerifierResult(
                 VerifierStatus.ERROR, error=str(e.args[0]), duration_s=time.perf_counter() - started
             )
-        for tests in () if bundled else task.test_dirs:
-            await sandbox.upload(tests, TESTS_DIR)
         limit = timeout if timeout is not None else task.verifier_timeout_sec
         run = await sandbox.exec(["sh", "-c", RUN_SH], timeout=limit, env=env)
         await sandbox.kill_all()  # before the reward is read: what test.sh started is done
@@ -224,8 +229,7 @@ class HarborVerifier:
             )
         try:
             state = await sandbox.exec(["sh", "-c", STATE_SH], timeout=60)
-            check_reward_files(state.stdout)
-            rewards = await self._read_rewards(sandbox)
+            rewards = _parse_rewards(*check_reward_files(state.stdout))
             reward = scalar_reward(rewards)
         except (RewardFileError, BoundaryError) as e:
             return VerifierResult(
@@ -244,14 +248,23 @@ class HarborVerifier:
             duration_s=time.perf_counter() - started,
         )
 
-    @staticmethod
-    async def _read_rewards(sandbox: Sandbox) -> dict[str, float]:
-        text = await sandbox.read_file(REWARD_JSON)
-        if text is not None:
-            return parse_reward_json(text)
-        text = await sandbox.read_file(REWARD_TXT)
-        if text is not None:
-            return parse_reward_txt(text)
-        raise RewardFileError(
-            f"tests/test.sh wrote no reward: neither {REWARD_JSON} nor {REWARD_TXT} exists"
-        )
+
+def _parse_rewards(kind: str, content: str) -> dict[str, float]:
+    """The rewards of the reward file :data:`~.boundary.STATE_SH` found (``json`` first)."""
+    if kind == "json":
+        return parse_reward_json(content)
+    if kind == "txt":
+        return parse_reward_txt(content)
+    raise RewardFileError(
+        f"tests/test.sh wrote no reward: neither {REWARD_JSON} nor {REWARD_TXT} exists"
+    )
+
+
+def _pack_tests(dirs: tuple[Path, ...]) -> bytes:
+    """One tar archive of the contents of ``dirs``, in order (a later one's files win), for
+    :data:`~.boundary.PREPARE_SH` to unpack into ``/tests``. Blocking."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for tests in dirs:
+            tar.add(tests.resolve(strict=True), arcname=".")
+    return buf.getvalue()
