@@ -191,6 +191,97 @@ async def test_reference_read_from_the_tests(backend: SandboxBackend, generated:
     assert_no_reward(episode)
 
 
+#: The agent's syncrules.py, imported by each run_python child (a fork of the checker's fork
+#: server, its parent), attacks the server: it writes fake replies into every fd of it it can
+#: open (its control pipes: the checker, root, would take "1" for the next child's pid and kill
+#: process group 1, the sandbox's init) and opens its memory for writing (to make it lie); the
+#: child then exits with what it managed.
+PROBE_SERVER = write(
+    "/app/syncrules.py",
+    """
+    import os
+    parent, done = "/proc/%d" % os.getppid(), []
+    try:
+        for fd in os.listdir(parent + "/fd"):
+            try:
+                with open(parent + "/fd/" + fd, "w") as f:
+                    f.write("1\\n1\\n")
+                done.append("wrote to " + os.readlink(parent + "/fd/" + fd))
+            except OSError:
+                pass
+    except OSError:
+        pass
+    try:
+        open(parent + "/mem", "r+b").close()
+        done.append("opened its memory")
+    except OSError:
+        pass
+    raise SystemExit("attack: " + (", ".join(done) or "nothing"))
+""",
+)
+
+#: ... or it plants a link to the hidden test as its own stdout file, then kills the server.
+KILL_SERVER = write(
+    "/app/syncrules.py",
+    """
+    import os, signal
+    here = os.path.dirname(os.readlink("/proc/self/fd/1"))
+    os.unlink(os.path.join(here, "stdout"))
+    os.symlink("/tests/test_hidden.py", os.path.join(here, "stdout"))
+    print("from the agent")
+    os.kill(os.getppid(), signal.SIGKILL)
+    def rule_matches(rule, path):
+        return False
+""",
+)
+
+
+@pytest.mark.parametrize("attack", [PROBE_SERVER, KILL_SERVER], ids=["probe", "kill"])
+async def test_fork_server_of_the_children_attacked(
+    backend: SandboxBackend, generated: Path, attack: str
+) -> None:
+    episode = await play(backend, generated, attack)
+    assert_no_reward(episode)
+    output = episode.end.verifier.output
+    assert "def rule_matches" not in output  # the link was not followed
+    assert output.count("FAIL") == 2, output  # every child ran (a new server after a kill)
+    if attack == PROBE_SERVER:
+        assert "attack: nothing" in output and "wrote to pipe" not in output, output
+
+
+@pytest.fixture(scope="module")
+def optimization(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A generated optimization task: its tests run the reference program, as nobody, for the
+    expected output, then the agent's, and compare."""
+    return write_generated("log-split-io", 0, 0.0, tmp_path_factory.mktemp("gen") / "opt")
+
+
+#: A usercustomize.py in nobody's user site (its HOME is /tmp): every Python program the tests
+#: start as nobody, the reference's included, would print the same line and exit.
+SAME_OUTPUT_EVERYWHERE = (
+    'site=$(HOME=/tmp python3 -c "import site; print(site.getusersitepackages())") && '
+    'mkdir -p "$site" && '
+    + write(
+        '"$site/usercustomize.py"',
+        """
+        import os, sys
+        if os.getuid() == 65534:
+            sys.stdout.write("the same\\n")
+            sys.stdout.flush()
+            os._exit(0)
+    """,
+    )
+    + "\nchmod -R a+rX /tmp/.local"
+)
+
+
+async def test_user_site_planted_for_the_reference_runs(
+    backend: SandboxBackend, optimization: Path
+) -> None:
+    episode = await play(backend, optimization, SAME_OUTPUT_EVERYWHERE)
+    assert_no_reward(episode)
+
+
 async def test_tests_replaced_through_the_workspace(
     backend: SandboxBackend, generated: Path
 ) -> None:

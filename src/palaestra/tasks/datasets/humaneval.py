@@ -29,9 +29,10 @@ from typing import Any
 from palaestra.tasks import outcomes
 from palaestra.tasks.generators import base, cache_dir
 from palaestra.tasks.generators.base import (
-    CHECK_MODULE,
+    CHECK_RUNTIME,
     DOCKERFILE,
     _write_files,
+    check_runtime_files,
     python_test_sh,
     write_atomically,
 )
@@ -103,7 +104,7 @@ def _files(problem: dict[str, Any]) -> dict[str, dict[str, str]]:
         "instruction": {"instruction.md": instruction},
         "workspace": {"solution.py": prompt + "    raise NotImplementedError\n"},
         "tests": {"test.sh": python_test_sh(timeout=150), "test_hidden.py": hidden,
-                  "palaestra_check.py": CHECK_MODULE.read_text(),
+                  **check_runtime_files(),
                   "humaneval_check.py": HARNESS.read_text(), **_cure_files(problem)},  # fmt: skip
         "solution": {"solve.sh": solve.format(
             note="canonical solution", code=(prompt + problem["canonical_solution"]).rstrip())},
@@ -207,7 +208,8 @@ def write(problem: dict[str, Any], dest: Path) -> Path:
 def _version() -> str:
     digest = hashlib.sha256(Path(__file__).read_bytes())
     digest.update(Path(base.__file__).read_bytes())  # the Dockerfile, test.sh, file writing
-    digest.update(CHECK_MODULE.read_bytes())
+    for runtime in CHECK_RUNTIME:
+        digest.update(runtime.read_bytes())
     digest.update(HARNESS.read_bytes())
     digest.update(json.dumps(problems()).encode())
     return digest.hexdigest()[:12]

@@ -66,6 +66,14 @@ Files = Mapping[str, str | bytes]
 executable."""
 
 CHECK_MODULE = Path(__file__).with_name("palaestra_check.py")
+#: The hidden tests' runtime, shipped in every generated task's ``tests/``: the checker and
+#: the fork server of its Python children.
+CHECK_RUNTIME = (CHECK_MODULE, Path(__file__).with_name("palaestra_fork.py"))
+
+
+def check_runtime_files() -> dict[str, str]:
+    """``tests/`` file name -> content of :data:`CHECK_RUNTIME`."""
+    return {path.name: path.read_text() for path in CHECK_RUNTIME}
 
 
 def tier_of(difficulty: float) -> Tier:
@@ -208,7 +216,8 @@ def module_version(fn: Callable[..., object]) -> str:
     for helper in sorted(Path(__file__).parent.glob("_[a-z]*.py")):  # shared: _toolchains.py
         digest.update(helper.read_bytes())
     digest.update(Path(__file__).read_bytes())
-    digest.update(CHECK_MODULE.read_bytes())
+    for runtime in CHECK_RUNTIME:
+        digest.update(runtime.read_bytes())
     return digest.hexdigest()[:12]
 
 
@@ -273,7 +282,7 @@ def write_task(fam: Family, spec: GenSpec, task: GeneratedTask, dest: Path) -> P
     _write(dest / "environment" / "Dockerfile", render_dockerfile(task.packages))
     (dest / "environment" / "workspace").mkdir(parents=True)
     _write_files(dest / "environment" / "workspace", task.workspace)
-    _write_files(dest / "tests", {"palaestra_check.py": CHECK_MODULE.read_text(), **task.tests})
+    _write_files(dest / "tests", {**check_runtime_files(), **task.tests})
     _write_files(dest / "solution", task.solution)
     for name in sorted(task.wrong_solutions):
         _write_files(dest / "wrong_solutions" / name, task.wrong_solutions[name])

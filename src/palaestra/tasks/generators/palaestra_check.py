@@ -33,6 +33,7 @@ import time
 
 # shutil and tempfile (~3 ms of imports) are imported where they are used: every verification
 # starts this module, most never need them.
+from palaestra_fork import CHILD_ENV, forkable, run_forked
 
 NOBODY = 65534
 REWARD = "/logs/verifier/reward.json"
@@ -109,204 +110,38 @@ def copy_tree_for_child(src, prefix="work-"):
     return dest
 
 
-_CHILD_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8",
-              "PYTHONDONTWRITEBYTECODE": "1"}  # fmt: skip
-
-# The fork server of run_python: a fresh interpreter (never the verifier's: a fork of the
-# verifier would hold the reference and the expected values) started once as nobody, with
-# ``-I -B`` as each child used to be. Each request forks a child that runs one piece of code
-# exactly as ``python -I -B -c`` would (a new session, ``__main__``, ``sys.argv``, exit status,
-# traceback), so a child costs a fork, not an interpreter start. It is not dumpable: other
-# nobody processes (agent code) can neither trace it nor reach its control pipes through
-# /proc; the children close those pipes before running anything.
-_ZYGOTE = r"""
-import ctypes, json, os, resource, sys
-ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
-CTL_IN, CTL_OUT = os.dup(0), os.dup(1)
-_null = os.open(os.devnull, os.O_RDWR)
-os.dup2(_null, 0)
-os.dup2(_null, 1)
-os.close(_null)
-
-
-def exit_code(e):
-    code = e.code
-    if code is None:
-        return 0
-    if isinstance(code, int):
-        return code & 0xFF
-    try:
-        sys.stderr.write(str(code) + "\n")
-    except Exception:
-        pass
-    return 1
-
-
-def run(req):
-    os.setsid()
-    for fd, name, flags in ((0, os.devnull, os.O_RDONLY),
-                            (1, req["stdout"], os.O_WRONLY | os.O_CREAT | os.O_EXCL),
-                            (2, req["stderr"], os.O_WRONLY | os.O_CREAT | os.O_EXCL)):
-        opened = os.open(name, flags | os.O_NOFOLLOW, 0o600)
-        os.dup2(opened, fd)
-        os.close(opened)
-    os.chdir(req["cwd"])
-    if req["cpu"] is not None:
-        soft = max(1, int(-(-req["cpu"] // 1)))
-        resource.setrlimit(resource.RLIMIT_CPU, (soft, soft + 1))
-    sys.argv = ["-c"] + req["args"]
-    main = type(sys)("__main__")
-    main.__dict__["__builtins__"] = __builtins__
-    sys.modules["__main__"] = main
-    try:
-        exec(compile(req["code"], "<string>", "exec"), main.__dict__)
-        rc = 0
-    except SystemExit as e:
-        rc = exit_code(e)
-    except BaseException:
-        sys.excepthook(*sys.exc_info())
-        rc = 1
-    threading = sys.modules.get("threading")
-    if threading is not None:
-        threading._shutdown()
-    import atexit
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:
-            rc = rc or 120
-    return rc
-
-
-for line in os.fdopen(CTL_IN, "rb"):
-    req = json.loads(line)
-    pid = os.fork()
-    if pid == 0:
-        rc = 120
-        try:
-            os.close(CTL_IN)
-            os.close(CTL_OUT)
-            rc = run(req)
-        finally:
-            os._exit(rc)
-    os.write(CTL_OUT, b"%d\n" % pid)
-    os.write(CTL_OUT, b"%d\n" % os.waitpid(pid, 0)[1])
-"""
-
-
-class _Zygote:
-    """The checker's end of the fork server: started on first use, again when it died."""
-
-    def __init__(self):
-        self.pid = None
-
-    def start(self):
-        to_r, to_w = os.pipe()
-        from_r, from_w = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # becomes the zygote: nobody, stdin/stdout the control pipes
-            try:
-                os.dup2(to_r, 0)
-                os.dup2(from_w, 1)
-                os.closerange(3, 1 << 16)
-                os.setsid()
-                os.chdir("/")
-                _limits(None)()
-                os.execve(sys.executable, [sys.executable, "-I", "-B", "-c", _ZYGOTE], _CHILD_ENV)
-            finally:
-                os._exit(127)
-        os.close(to_r)
-        os.close(from_w)
-        self.pid, self.to, self.replies, self.buffer = pid, to_w, from_r, b""
-
-    def stop(self):
-        if self.pid is not None:
-            for fd in (self.to, self.replies):
-                os.close(fd)
-            try:
-                os.killpg(self.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            os.waitpid(self.pid, 0)
-            self.pid = None
-
-    def _line(self, deadline):
-        """The next reply line as an int, or None: the deadline passed or the zygote died."""
-        import select
-
-        while b"\n" not in self.buffer:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self.replies], [], [], left)[0]:
-                return None
-            chunk = os.read(self.replies, 64)
-            if not chunk:
-                return None
-            self.buffer += chunk
-        line, self.buffer = self.buffer.split(b"\n", 1)
-        return int(line)
-
-    def run(self, request, timeout):
-        """(wait status or None, timed out): None when the child's end was not learned."""
-        if self.pid is None:
-            self.start()
-        try:
-            os.write(self.to, (json.dumps(request) + "\n").encode())
-        except OSError:  # it died since the last request (agent code may kill it)
-            self.stop()
-            self.start()
-            os.write(self.to, (json.dumps(request) + "\n").encode())
-        child = self._line(time.monotonic() + 30)
-        if child is None:
-            self.stop()
-            return None, False
-        status = self._line(time.monotonic() + timeout)
-        timed_out = status is None
-        try:
-            os.killpg(child, signal.SIGKILL)  # on a timeout, or what it left in its session
-        except (ProcessLookupError, PermissionError):
-            pass
-        if timed_out:
-            status = self._line(time.monotonic() + 10)
-            if status is None:
-                self.stop()
-        return status, timed_out
-
-
-_zygote = _Zygote()
-
-
-def _read_child_file(dir_fd, name):
-    """A file the child wrote in its directory, never through a link, at most _MAX_OUTPUT + 1
-    bytes; None when it is missing or not a regular file."""
-    import stat
-
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        chunks, size = [], 0
-        while size <= _MAX_OUTPUT:
-            chunk = os.read(fd, _MAX_OUTPUT + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
+def _forked_result(status, out, err, timeout, cpu_seconds):
+    """run_command's result for a child of the fork server."""
+    if status == "timeout":
+        return ChildResult(False, error=f"timeout after {timeout:g}s", stdout=out, stderr=err,
+                           timed_out=True)  # fmt: skip
+    if status == "gone":
+        return ChildResult(False, error="its end was lost: the fork server it came from died",
+                           stdout=out, stderr=err)  # fmt: skip
+    returncode = os.waitstatus_to_exitcode(status)
+    if cpu_seconds is not None and returncode in (-signal.SIGXCPU, -signal.SIGKILL):
+        return ChildResult(False, stdout=out, stderr=err, returncode=returncode,
+                           error=f"CPU time limit of {cpu_seconds}s exceeded")  # fmt: skip
+    return ChildResult(returncode == 0, stdout=out, stderr=err, returncode=returncode,
+                       error="" if returncode == 0 else f"exit status {returncode}: {err[-500:]}")  # fmt: skip
 
 
 def run_command(argv, *, cwd="/app", timeout=20.0, stdin="", env=None, cpu_seconds=None):
     """Run ``argv`` as nobody in ``cwd``; return ``ChildResult`` with stdout/stderr/returncode.
 
     ``cpu_seconds`` is a CPU-time bar (RLIMIT_CPU, whole seconds): use it, not ``timeout``, for
-    performance requirements; CPU time hardly moves when the machine is busy, wall time does."""
-    environ = dict(_CHILD_ENV)
+    performance requirements; CPU time hardly moves when the machine is busy, wall time does.
+    A Python program (this interpreter on a script, ``-m`` or ``-c``) is forked from the fork
+    server; anything else is a new process."""
+    environ = dict(CHILD_ENV)
     environ.update(env or {})
+    how = forkable(argv, environ)
+    if how is not None:
+        tmp = private_dir()
+        status, out, err, _ = run_forked(how, environ, tmp, cwd=cwd, timeout=timeout,
+                                         stdin=stdin, cpu_seconds=cpu_seconds)  # fmt: skip
+        _remove_tree(tmp)
+        return _forked_result(status, _text(out), _text(err), timeout, cpu_seconds)
     try:
         proc = subprocess.Popen(
             argv, cwd=cwd, env=environ, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -334,40 +169,25 @@ def run_python(code, input_value=None, *, cwd="/app", timeout=20.0, path=None, c
     """Run Python ``code`` as nobody with ``INPUT`` bound to ``input_value`` (JSON) and
     ``emit(value)`` to return a JSON value; ``path`` (default ``cwd``) is put first on sys.path.
 
-    The child is forked from a fork server (see ``_ZYGOTE``), as if started by
-    ``python -I -B -c``; its stdout, stderr and value come back through files in a directory of
-    its own, read without following links."""
+    The child is forked from the fork server (see ``_ZYGOTE``), as if started by
+    ``python -I -B -c``."""
     tmp = private_dir()
-    dir_fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    try:
-        in_file, out_file = os.path.join(tmp, "input.json"), os.path.join(tmp, "output.json")
-        text = json.dumps(input_value)  # dumps, not dump: the C encoder (dump is pure Python)
-        with open(in_file, "w") as f:
-            f.write(text)
-        os.chown(in_file, NOBODY, NOBODY)
-        request = {"code": _CHILD + "\n" + code, "args": [in_file, out_file, path or cwd],
-                   "cwd": cwd, "cpu": cpu_seconds, "stdout": os.path.join(tmp, "stdout"),
-                   "stderr": os.path.join(tmp, "stderr")}  # fmt: skip
-        status, timed_out = _zygote.run(request, timeout)
-        stdout, stderr, raw = (_read_child_file(dir_fd, name)
-                               for name in ("stdout", "stderr", "output.json"))  # fmt: skip
-    finally:
-        os.close(dir_fd)
+    in_file, out_file = os.path.join(tmp, "input.json"), os.path.join(tmp, "output.json")
+    text = json.dumps(input_value)  # dumps, not dump: the C encoder (dump is pure Python)
+    with open(in_file, "w") as f:
+        f.write(text)
+    os.chown(in_file, NOBODY, NOBODY)
+    how = ("code", _CHILD + "\n" + code, [in_file, out_file, path or cwd])
+    status, out, err, (raw,) = run_forked(how, CHILD_ENV, tmp, cwd=cwd, timeout=timeout,
+                                          stdin="", cpu_seconds=cpu_seconds,
+                                          read=("output.json",))  # fmt: skip
     _remove_tree(tmp)
-    out, err = _text(stdout), _text(stderr)
-    if timed_out:
-        return ChildResult(False, error=f"timeout after {timeout:g}s", stdout=out, stderr=err,
-                           timed_out=True)  # fmt: skip
-    if status is None:
-        return ChildResult(False, error="the child's end was lost (its fork server died)",
-                           stdout=out, stderr=err)  # fmt: skip
-    returncode = os.waitstatus_to_exitcode(status)
-    res = ChildResult(returncode == 0, stdout=out, stderr=err, returncode=returncode)
-    if cpu_seconds is not None and returncode in (-signal.SIGXCPU, -signal.SIGKILL):
-        res.error = f"CPU time limit of {cpu_seconds}s exceeded"
+    out, err = _text(out), _text(err)
+    res = _forked_result(status, out, err, timeout, cpu_seconds)
+    if status in ("timeout", "gone") or res.error.startswith("CPU time limit"):
         return res
-    if returncode != 0:
-        res.error = _last_line(err) or f"exit status {returncode}"
+    if res.returncode != 0:
+        res.error = _last_line(err) or f"exit status {res.returncode}"
         return res
     if raw is None:
         res.ok, res.error = False, "no output (emit was not called)"

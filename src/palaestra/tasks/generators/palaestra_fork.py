@@ -1,0 +1,278 @@
+"""The fork server of the Python children of generated tasks' hidden tests (stdlib only,
+Python 3.8+; shipped in ``tests/`` beside ``palaestra_check.py``, which uses it).
+
+A child used to be a new interpreter: ~15 ms of CPU to start, several a verification. The
+server is one fresh interpreter (never the verifier's own: a fork of the verifier would hold the
+reference and the expected values), started on first use as nobody with ``-I -B``; each request
+forks a child that runs a script, a module or code as ``python`` would (a new session,
+``__main__``, ``sys.argv``, the environment, the exit status, the traceback), so a child costs a
+fork. The server is not dumpable (other nobody processes, agent code, can neither trace it nor
+write its memory), its control pipes are root's, and the children close them before running
+anything. A child's stdout, stderr and files come back through a directory of its own, read
+through a directory fd without following links.
+"""
+
+import json
+import os
+import signal
+import sys
+import time
+
+NOBODY = 65534
+_MAX_OUTPUT = 8 * 1024 * 1024
+
+# No user site-packages in any child: /tmp/.local (nobody's HOME is /tmp) is the agent's to
+# plant a usercustomize.py in, which would run in the reference's runs too.
+CHILD_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8",
+              "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1"}  # fmt: skip
+
+_ZYGOTE = r"""
+import ctypes, json, os, resource, sys
+ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
+CTL_IN, CTL_OUT = os.dup(0), os.dup(1)
+_null = os.open(os.devnull, os.O_RDWR)
+os.dup2(_null, 0)
+os.dup2(_null, 1)
+os.close(_null)
+
+
+def exit_code(e):
+    code = e.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    try:
+        sys.stderr.write(str(code) + "\n")
+    except Exception:
+        pass
+    return 1
+
+
+def run(req):
+    os.setsid()
+    for fd, name, flags in ((0, req["stdin"] or os.devnull, os.O_RDONLY),
+                            (1, req["stdout"], os.O_WRONLY | os.O_CREAT | os.O_EXCL),
+                            (2, req["stderr"], os.O_WRONLY | os.O_CREAT | os.O_EXCL)):
+        opened = os.open(name, flags | os.O_NOFOLLOW, 0o600)
+        os.dup2(opened, fd)
+        os.close(opened)
+    os.chdir(req["cwd"])
+    if req["cpu"] is not None:
+        soft = max(1, int(-(-req["cpu"] // 1)))
+        resource.setrlimit(resource.RLIMIT_CPU, (soft, soft + 1))
+    os.environ.clear()
+    os.environ.update(req["env"])
+    kind, target = req["kind"], req["target"]
+    main = type(sys)("__main__")
+    main.__dict__["__builtins__"] = __builtins__
+    sys.modules["__main__"] = main
+    try:
+        if kind == "module":  # as python -m: argv[0] becomes the module's file
+            sys.argv = ["-m"] + req["args"]
+            sys.path.insert(0, os.getcwd())
+            import runpy
+            runpy._run_module_as_main(target)
+        else:
+            if kind == "code":
+                sys.argv, source, name = ["-c"] + req["args"], target, "<string>"
+            else:
+                sys.argv, name = [target] + req["args"], target
+                sys.path.insert(0, os.path.dirname(os.path.realpath(target)))
+                main.__file__ = target
+                try:
+                    with open(target, "rb") as f:
+                        source = f.read()
+                except OSError as e:
+                    sys.stderr.write("%s: can't open file %r: [Errno %d] %s\n"
+                                     % (sys.executable, target, e.errno, e.strerror))
+                    return 2
+            exec(compile(source, name, "exec", dont_inherit=True), main.__dict__)
+        rc = 0
+    except SystemExit as e:
+        rc = exit_code(e)
+    except BaseException:
+        kind, value, tb = sys.exc_info()
+        sys.excepthook(kind, value, tb.tb_next)  # as Python prints it: without this frame
+        rc = 1
+    threading = sys.modules.get("threading")
+    if threading is not None:
+        threading._shutdown()
+    import atexit
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            rc = rc or 120
+    return rc
+
+
+for line in os.fdopen(CTL_IN, "rb"):
+    req = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        rc = 120
+        try:
+            os.close(CTL_IN)
+            os.close(CTL_OUT)
+            rc = run(req)
+        finally:
+            os._exit(rc)
+    os.write(CTL_OUT, b"%d\n" % pid)
+    os.write(CTL_OUT, b"%d\n" % os.waitpid(pid, 0)[1])
+"""
+
+
+class _Zygote:
+    """The checker's end of the fork server: started on first use, again when it died."""
+
+    def __init__(self):
+        self.pid = None
+
+    def start(self):
+        to_r, to_w = os.pipe()
+        from_r, from_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # becomes the zygote: nobody, stdin/stdout the control pipes
+            try:
+                os.dup2(to_r, 0)
+                os.dup2(from_w, 1)
+                os.closerange(3, 1 << 16)
+                os.setsid()
+                os.chdir("/")
+                os.setgroups([])
+                os.setgid(NOBODY)
+                os.setuid(NOBODY)
+                os.execve(sys.executable, [sys.executable, "-I", "-B", "-c", _ZYGOTE], CHILD_ENV)
+            finally:
+                os._exit(127)
+        os.close(to_r)
+        os.close(from_w)
+        self.pid, self.to, self.replies, self.buffer = pid, to_w, from_r, b""
+
+    def stop(self):
+        if self.pid is not None:
+            for fd in (self.to, self.replies):
+                os.close(fd)
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            os.waitpid(self.pid, 0)
+            self.pid = None
+
+    def _line(self, deadline):
+        """The next reply line as an int; ``"timeout"`` when the deadline passed first, or
+        ``"gone"`` when the zygote died (agent code may kill it: it is nobody too)."""
+        import select
+
+        while b"\n" not in self.buffer:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.replies], [], [], left)[0]:
+                return "timeout"
+            chunk = os.read(self.replies, 64)
+            if not chunk:
+                return "gone"
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return int(line)
+
+    def run(self, request, timeout):
+        """The child's wait status, ``"timeout"`` (then it was killed), or ``"gone"`` when its
+        end was not learned (the zygote died; the next request starts another)."""
+        if self.pid is None:
+            self.start()
+        try:
+            os.write(self.to, (json.dumps(request) + "\n").encode())
+        except OSError:  # it died since the last request
+            self.stop()
+            self.start()
+            os.write(self.to, (json.dumps(request) + "\n").encode())
+        child = self._line(time.monotonic() + 30)
+        if isinstance(child, str):
+            self.stop()
+            return "gone"
+        status = self._line(time.monotonic() + timeout)
+        try:
+            os.killpg(child, signal.SIGKILL)  # on a timeout, or what it left in its session
+        except (ProcessLookupError, PermissionError):
+            pass
+        if status == "timeout" and self._line(time.monotonic() + 10) == "timeout":
+            self.stop()  # it did not reap the killed child: start afresh next time
+        if status == "gone":
+            self.stop()
+        return status
+
+
+_zygote = _Zygote()
+
+
+def _read_child_file(dir_fd, name):
+    """A file the child wrote in its directory, never through a link, at most _MAX_OUTPUT + 1
+    bytes; None when it is missing or not a regular file."""
+    import stat
+
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks, size = [], 0
+        while size <= _MAX_OUTPUT:
+            chunk = os.read(fd, _MAX_OUTPUT + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def forkable(argv, environ):
+    """``(kind, target, args)`` when ``argv`` runs this interpreter on a script (``path``), a
+    module (``module``) or code (``code``) in a way the fork server reproduces; else None."""
+    if any(k.startswith("PYTHON") and k not in CHILD_ENV for k in environ) or len(argv) < 2:
+        return None
+    exe = argv[0]
+    if "/" not in exe:
+        found = [os.path.join(d, exe) for d in environ.get("PATH", "").split(":") if d]
+        exe = next((f for f in found if os.access(f, os.X_OK)), "")
+    if not exe or os.path.realpath(exe) != os.path.realpath(sys.executable):
+        return None
+    rest = list(argv[1:])
+    while rest and rest[0] in ("-B", "-I", "-E", "-s"):
+        rest.pop(0)
+    if len(rest) >= 2 and rest[0] in ("-c", "-m"):
+        return ("code" if rest[0] == "-c" else "module"), rest[1], rest[2:]
+    if rest and not rest[0].startswith("-"):
+        return "path", rest[0], rest[1:]
+    return None
+
+
+def run_forked(how, environ, tmp, *, cwd, timeout, stdin, cpu_seconds, read=()):
+    """Run ``how`` (see ``forkable``) in a child of the fork server, in the directory ``tmp``
+    (nobody's, made by the caller, who removes it). Returns the child's wait status (or
+    ``"timeout"`` / ``"gone"``), its stdout and stderr, and the files of ``tmp`` named in
+    ``read`` (bytes, None when missing or not a regular file)."""
+    dir_fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        stdin_file = None
+        if stdin:
+            stdin_file = os.path.join(tmp, "stdin")
+            with open(stdin_file, "w") as f:
+                f.write(stdin)
+            os.chown(stdin_file, NOBODY, NOBODY)
+        kind, target, args = how
+        request = {"kind": kind, "target": target, "args": args, "env": environ, "cwd": cwd,
+                   "cpu": cpu_seconds, "stdin": stdin_file, "stdout": os.path.join(tmp, "stdout"),
+                   "stderr": os.path.join(tmp, "stderr")}  # fmt: skip
+        status = _zygote.run(request, timeout)
+        stdout, stderr, *files = (_read_child_file(dir_fd, name)
+                                  for name in ("stdout", "stderr", *read))  # fmt: skip
+    finally:
+        os.close(dir_fd)
+    return status, stdout, stderr, files
