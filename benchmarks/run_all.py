@@ -44,6 +44,7 @@ BENCHMARKS: list[tuple[str, str, list[str]]] = [
     ("proxy", "bench_proxy.py", ["--calls", "100", "--calls-each", "10", "--clients", "httpx"]),
     ("local_policy", "bench_local_policy.py", ["--rounds", "3"]),
     ("generators", "bench_generators.py", []),
+    ("verify", "bench_verify.py", ["--per-family", "1"]),
     ("creator", "bench_creator.py", ["--proposals", "8"]),
     ("node", "bench_node.py", ["--sandboxes", "10", "--env", "starter:9:12", "--attempts", "2"]),
     ("tool_env", "bench_tool_env.py", []),

@@ -27,13 +27,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 
-# shutil and tempfile (~3 ms of imports) are imported where they are used: every verification
-# starts this module, most never need them.
-from palaestra_fork import CHILD_ENV, forkable, run_forked
+# subprocess, shutil and tempfile (~8 ms of imports) are imported where they are used: every
+# verification starts this module, and Python children need none of them (the fork server).
+from palaestra_fork import CHILD_ENV, IN_CHILD_DIR, forkable, run_forked
 
 NOBODY = 65534
 REWARD = "/logs/verifier/reward.json"
@@ -137,11 +136,11 @@ def run_command(argv, *, cwd="/app", timeout=20.0, stdin="", env=None, cpu_secon
     environ.update(env or {})
     how = forkable(argv, environ)
     if how is not None:
-        tmp = private_dir()
-        status, out, err, _ = run_forked(how, environ, tmp, cwd=cwd, timeout=timeout,
-                                         stdin=stdin, cpu_seconds=cpu_seconds)  # fmt: skip
-        _remove_tree(tmp)
+        status, out, err, _ = run_forked(how, environ, cwd=cwd, timeout=timeout, stdin=stdin,
+                                         cpu_seconds=cpu_seconds)  # fmt: skip
         return _forked_result(status, _text(out), _text(err), timeout, cpu_seconds)
+    import subprocess
+
     try:
         proc = subprocess.Popen(
             argv, cwd=cwd, env=environ, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -169,19 +168,14 @@ def run_python(code, input_value=None, *, cwd="/app", timeout=20.0, path=None, c
     """Run Python ``code`` as nobody with ``INPUT`` bound to ``input_value`` (JSON) and
     ``emit(value)`` to return a JSON value; ``path`` (default ``cwd``) is put first on sys.path.
 
-    The child is forked from the fork server (see ``_ZYGOTE``), as if started by
+    The child is forked from the fork server (see ``palaestra_fork``), as if started by
     ``python -I -B -c``."""
-    tmp = private_dir()
-    in_file, out_file = os.path.join(tmp, "input.json"), os.path.join(tmp, "output.json")
-    text = json.dumps(input_value)  # dumps, not dump: the C encoder (dump is pure Python)
-    with open(in_file, "w") as f:
-        f.write(text)
-    os.chown(in_file, NOBODY, NOBODY)
-    how = ("code", _CHILD + "\n" + code, [in_file, out_file, path or cwd])
-    status, out, err, (raw,) = run_forked(how, CHILD_ENV, tmp, cwd=cwd, timeout=timeout,
-                                          stdin="", cpu_seconds=cpu_seconds,
+    names = [IN_CHILD_DIR + "input.json", IN_CHILD_DIR + "output.json", path or cwd]
+    how = ("code", _CHILD + "\n" + code, names)
+    status, out, err, (raw,) = run_forked(how, CHILD_ENV, cwd=cwd, timeout=timeout, stdin="",
+                                          cpu_seconds=cpu_seconds,
+                                          files={"input.json": json.dumps(input_value)},
                                           read=("output.json",))  # fmt: skip
-    _remove_tree(tmp)
     out, err = _text(out), _text(err)
     res = _forked_result(status, out, err, timeout, cpu_seconds)
     if status in ("timeout", "gone") or res.error.startswith("CPU time limit"):
@@ -197,12 +191,6 @@ def run_python(code, input_value=None, *, cwd="/app", timeout=20.0, path=None, c
     except (ValueError, KeyError, TypeError):
         res.ok, res.error = False, "unreadable output"
     return res
-
-
-def _remove_tree(path):
-    import shutil
-
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def _last_line(text):

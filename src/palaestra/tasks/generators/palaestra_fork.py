@@ -26,6 +26,10 @@ _MAX_OUTPUT = 8 * 1024 * 1024
 CHILD_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8",
               "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1"}  # fmt: skip
 
+#: An argument starting with this names a file of the child's own directory (see run_forked);
+#: NUL never occurs in a real argument.
+IN_CHILD_DIR = "\0child-dir\0/"
+
 _ZYGOTE = r"""
 import ctypes, json, os, resource, sys
 ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
@@ -112,11 +116,16 @@ for line in os.fdopen(CTL_IN, "rb"):
     req = json.loads(line)
     pid = os.fork()
     if pid == 0:
-        rc = 120
+        rc = 127
         try:
             os.close(CTL_IN)
             os.close(CTL_OUT)
             rc = run(req)
+        except BaseException as e:  # before the program ran: cannot start it
+            try:
+                os.write(2, ("cannot start %s: %s\n" % (req["target"][:80], e)).encode())
+            except OSError:
+                pass
         finally:
             os._exit(rc)
     os.write(CTL_OUT, b"%d\n" % pid)
@@ -253,26 +262,42 @@ def forkable(argv, environ):
     return None
 
 
-def run_forked(how, environ, tmp, *, cwd, timeout, stdin, cpu_seconds, read=()):
-    """Run ``how`` (see ``forkable``) in a child of the fork server, in the directory ``tmp``
-    (nobody's, made by the caller, who removes it). Returns the child's wait status (or
-    ``"timeout"`` / ``"gone"``), its stdout and stderr, and the files of ``tmp`` named in
-    ``read`` (bytes, None when missing or not a regular file)."""
+def run_forked(how, environ, *, cwd, timeout, stdin, cpu_seconds, files=None, read=()):
+    """Run ``how`` (see ``forkable``) in a child of the fork server. The child gets a directory
+    of its own (an argument ``IN_CHILD_DIR + name`` names a file in it) holding ``files``
+    (name -> text, for it to read): they are written while the
+    directory is still root's (no link planted by agent code can redirect them), then it is
+    given to nobody. Returns the child's wait status (or ``"timeout"`` / ``"gone"``), its
+    stdout and stderr, and the files of its directory named in ``read`` (bytes, None when
+    missing or not a regular file); the directory is removed."""
+    import tempfile
+
+    tmp = tempfile.mkdtemp(prefix="child-")
     dir_fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
-        stdin_file = None
+        given = dict(files or {})
         if stdin:
-            stdin_file = os.path.join(tmp, "stdin")
-            with open(stdin_file, "w") as f:
-                f.write(stdin)
-            os.chown(stdin_file, NOBODY, NOBODY)
+            given["stdin"] = stdin
+        for name, text in given.items():
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600,
+                         dir_fd=dir_fd)  # fmt: skip
+            with os.fdopen(fd, "w") as f:
+                os.fchown(fd, NOBODY, NOBODY)
+                f.write(text)
+        os.fchown(dir_fd, NOBODY, NOBODY)
         kind, target, args = how
+        args = [os.path.join(tmp, a[len(IN_CHILD_DIR):]) if a.startswith(IN_CHILD_DIR) else a
+                for a in args]  # fmt: skip
         request = {"kind": kind, "target": target, "args": args, "env": environ, "cwd": cwd,
-                   "cpu": cpu_seconds, "stdin": stdin_file, "stdout": os.path.join(tmp, "stdout"),
+                   "cpu": cpu_seconds, "stdin": os.path.join(tmp, "stdin") if stdin else None,
+                   "stdout": os.path.join(tmp, "stdout"),
                    "stderr": os.path.join(tmp, "stderr")}  # fmt: skip
         status = _zygote.run(request, timeout)
-        stdout, stderr, *files = (_read_child_file(dir_fd, name)
-                                  for name in ("stdout", "stderr", *read))  # fmt: skip
+        stdout, stderr, *back = (_read_child_file(dir_fd, name)
+                                 for name in ("stdout", "stderr", *read))  # fmt: skip
     finally:
         os.close(dir_fd)
-    return status, stdout, stderr, files
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)  # never through a link, as nobody may have made
+    return status, stdout, stderr, back
