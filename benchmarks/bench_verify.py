@@ -1,15 +1,16 @@
 """Verification cost of generated tasks: CPU seconds (and wall) the verifier adds to an episode.
 
 Prints figures; asserts nothing. Run: ``.venv/bin/python benchmarks/bench_verify.py``
-(about 2 minutes on 2 cores at its defaults; ``--families`` takes family or category names).
+(about 3 minutes on 2 cores at its defaults; ``--families`` takes family or category names).
 
-For each family, its first ``--per-family`` tasks (one a tier at 3) run twice with the oracle
-on the local backend, back to back: once with the task's verifier (``tests/test.sh`` through
+For each family, its first ``--per-family`` tasks (one a tier at 3) run with the oracle on the
+local backend: once to warm the caches (tasks generated, sandboxes prepared), then twice, back
+to back, counted: once with the task's verifier (``tests/test.sh`` through
 :class:`~palaestra.verify.harbor.HarborVerifier`), once with a verifier that gives reward 0
 without running anything. The difference of the two runs' CPU time (this process and every
 process of its sandboxes, which are its descendants) divided by the episodes is what the
 verifier costs an episode: the checker's interpreter, the agent's code it runs, the upload of
-the tests and the reward read. The oracle must pass every task of the first run (a verifier
+the tests and the reward read. The oracle must pass every task with the verifier (a verifier
 made cheaper by checking less would show there, and in ``palaestra tasks check``).
 """
 
@@ -72,6 +73,9 @@ async def main(args: argparse.Namespace) -> None:
     for family in families:
         env_id = f"gen/{family.name}:0:{args.per_family}"
         n = len(load_tasks(env_id))
+        # A first run generates the tasks and prepares their sandboxes (the cache's work, not
+        # the verifier's): it is not counted.
+        await measured(env_id, args.concurrency, verifier=NoVerifier())
         cpu_with, wall_with, summary = await measured(env_id, args.concurrency)
         cpu_without, wall_without, _ = await measured(
             env_id, args.concurrency, verifier=NoVerifier()
