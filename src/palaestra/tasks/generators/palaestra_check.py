@@ -32,7 +32,7 @@ import time
 
 # subprocess, shutil and tempfile (~8 ms of imports) are imported where they are used: every
 # verification starts this module, and Python children need none of them (the fork server).
-from palaestra_fork import CHILD_ENV, IN_CHILD_DIR, forkable, run_forked
+from palaestra_fork import CHILD_ENV, IN_CHILD_DIR, forkable, run_forked, stop_server
 
 NOBODY = 65534
 REWARD = "/logs/verifier/reward.json"
@@ -203,15 +203,21 @@ def _text(data):
 
 
 def kill_nobody_processes():
-    """Kill every process of uid nobody (what agent code left behind during verification)."""
+    """Kill every process of uid nobody (what agent code left behind during verification, and
+    the fork server, reaped: the next child starts a new one). A process is nobody's by its
+    real uid (/proc/<pid>/status), not by the owner /proc shows (which some kernels make root
+    for a process that is not dumpable)."""
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
         try:
-            if os.stat("/proc/" + pid).st_uid == NOBODY:
+            with open("/proc/" + pid + "/status", "rb") as f:
+                uid = next(line for line in f if line.startswith(b"Uid:")).split()[1]
+            if int(uid) == NOBODY:
                 os.kill(int(pid), signal.SIGKILL)
-        except (OSError, ProcessLookupError):
+        except (OSError, StopIteration, ValueError, IndexError):
             pass
+    stop_server()
 
 
 _COMPILE = r"""

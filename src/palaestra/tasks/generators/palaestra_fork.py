@@ -7,8 +7,8 @@ reference and the expected values), started on first use as nobody with ``-I -B`
 forks a child that runs a script, a module or code as ``python`` would (a new session,
 ``__main__``, ``sys.argv``, the environment, the exit status, the traceback), so a child costs a
 fork. The server is not dumpable (other nobody processes, agent code, can neither trace it nor
-write its memory), its control pipes are root's, and the children close them before running
-anything. A child's stdout, stderr and files come back through a directory of its own, read
+write its memory), its control pipes are root's, and the children close them, and become
+dumpable again (ordinary nobody processes), before running anything. A child's stdout, stderr and files come back through a directory of its own, read
 through a directory fd without following links.
 """
 
@@ -32,7 +32,8 @@ IN_CHILD_DIR = "\0child-dir\0/"
 
 _ZYGOTE = r"""
 import ctypes, json, os, resource, sys
-ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
+LIBC = ctypes.CDLL(None)
+LIBC.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: the server only
 CTL_IN, CTL_OUT = os.dup(0), os.dup(1)
 _null = os.open(os.devnull, os.O_RDWR)
 os.dup2(_null, 0)
@@ -120,6 +121,7 @@ for line in os.fdopen(CTL_IN, "rb"):
         try:
             os.close(CTL_IN)
             os.close(CTL_OUT)
+            LIBC.prctl(4, 1, 0, 0, 0)  # an ordinary nobody process again, as a new one would be
             rc = run(req)
         except BaseException as e:  # before the program ran: cannot start it
             try:
@@ -215,6 +217,12 @@ class _Zygote:
 
 
 _zygote = _Zygote()
+
+
+def stop_server():
+    """Kill the fork server, if one runs (the next child starts another): after every nobody
+    process was killed, so that the next request does not go to a dying one."""
+    _zygote.stop()
 
 
 def _read_child_file(dir_fd, name):
