@@ -1,20 +1,21 @@
 """Persistent shell sessions: one bash per session, kept running between its commands.
 
 A session's bash runs :data:`SCRIPT` with two pipes besides its stdout and stderr: it reads
-messages from the first (``c<length>\\n<command>`` to run, ``r<length>\\n<state>`` to restore)
-and writes to the second, after each command, ``R<status>\\n`` (``X<status>\\n`` from its EXIT
+messages from the first (``<request id> <length>\\n<command>``; id 0: a state to restore) and
+writes to the second, after each command, ``R<status> <request id>\\n`` (``X...`` from its EXIT
 trap: an ``exit``, ``set -e``; then the bash ends), then its state ended by a NUL: text that
 ``eval`` turns back into the shell's options, variables, functions and working directory. The
-helper answers the request on the status, with what the output pipes held, and keeps the state
-in memory; the next command is sent only once the state has arrived. So when a command is
-killed (its timeout, a cancel, ``kill_all``) or its bash ends, the session is the state from
-before it: the next command starts a new bash that restores it first. Nothing is written to
-the sandbox's files.
+helper answers the run on its status, with what the output pipes held, and keeps the state in
+memory; the next command is sent only once the state has arrived. So when a command is killed
+(its timeout, a cancel, ``kill_all``) or its bash ends, the session is the state from before
+it: the next command starts a new bash that restores it first. Nothing is written to the
+sandbox's files.
 
 The command runs with stdin from /dev/null and fresh copies of the session's stdout and stderr
 (an ``exec >file`` lasts one command), without the message pipe; the status pipe stays open in
 it (bash cannot mark it close-on-exec), so a command may write a status of its own there: it
-can end its own run early, nothing else (other sessions and commands have their own pipes).
+can end its own run early, nothing else (a status names its run; other sessions and commands
+have their own pipes).
 Printing never can: the status is not on stdout or stderr. Killing a session's command kills
 everything the session runs (its bash, its background jobs: one cgroup, or one process
 session), as does its bash ending and :meth:`Shell.close`.
@@ -46,15 +47,15 @@ _IN, _OUT = 1 | 8 | 16, 4 | 16  # POLLIN | POLLHUP | POLLERR, POLLOUT | POLLERR
 SCRIPT = r"""
 exec 60<&"$1" 61>&"$2" 62>&1 63>&2
 builtin eval "exec $1<&- $2>&-"
-__palaestra_x= __palaestra_save='builtin printf "%s%d\n" "$__palaestra_end" "$__palaestra_rc"
+__palaestra_x= __palaestra_save='builtin printf "%s%d %s\n" "$__palaestra_end" "$__palaestra_rc" "$__palaestra_id"
 builtin shopt -p; builtin declare -p; builtin declare -f
 builtin printf "cd -- %q\n" "$PWD"; builtin shopt -po; builtin printf "\0"'
 __palaestra_trace='[[ $- != *x* ]] && __palaestra_x= || { __palaestra_x=$'"'builtin set -x\n'"'; builtin set +x; }'
 builtin trap '{ __palaestra_rc=$? __palaestra_end=X; builtin eval "$__palaestra_save"; } >&61 2>/dev/null' EXIT
-while { IFS= builtin read -r -u 60 __palaestra_head \
-    && IFS= LC_ALL=C builtin read -r -N "${__palaestra_head:1}" -u 60 __palaestra_cmd; } 2>/dev/null
+while { IFS=' ' builtin read -r -u 60 __palaestra_id __palaestra_len \
+    && IFS= LC_ALL=C builtin read -r -N "$__palaestra_len" -u 60 __palaestra_cmd; } 2>/dev/null
 do
-    if [[ $__palaestra_head == r* ]]; then
+    if [[ $__palaestra_id == 0 ]]; then
         { builtin eval "$__palaestra_cmd"; builtin eval "$__palaestra_trace"; } >/dev/null 2>&1
         continue
     fi
@@ -131,7 +132,7 @@ class Shell:
                 self.run = self.deadline = None
                 self.helper.not_started(head["id"], exc)
                 return
-        self._send(b"c%d\n%s" % (len(command), command))
+        self._send(b"%d %d\n%s" % (head["id"], len(command), command))
 
     def close(self) -> None:
         """Kill the bash and everything it started; forget the state."""
@@ -179,7 +180,7 @@ class Shell:
             helper.readers[fd] = self
             helper.watch(fd, _IN, helper.on_output)
         if self.state:
-            self._send(b"r%d\n%s" % (len(self.state), self.state))
+            self._send(b"0 %d\n%s" % (len(self.state), self.state))
 
     def exited(self, returncode: int) -> None:
         self.ended = returncode
@@ -269,12 +270,12 @@ class Shell:
                     if len(inbox) > 64:  # no status line: a command wrote here, drop it
                         inbox.clear()
                     return
-                line = bytes(inbox[:line_end])
+                kind, status, request_id = bytes(inbox[:1]), *inbox[1:line_end].split(b" ", 1)
                 del inbox[: line_end + 1]
-                if line[:1] in (b"R", b"X") and line[1:].isdigit():
+                if kind in (b"R", b"X") and status.isdigit() and request_id.isdigit():
                     self.saving, self.scanned = True, 0
-                    self.exiting = self.exiting or line[:1] == b"X"
-                    self._reported(int(line[1:]))
+                    self.exiting = self.exiting or kind == b"X"
+                    self._reported(int(status), int(request_id))
                 continue
             end = inbox.find(b"\0", self.scanned)
             if end < 0:
@@ -288,10 +289,10 @@ class Shell:
             self.saving = False
             self._flush()
 
-    def _reported(self, status: int) -> None:
-        """The bash says its command ended: the run's output is all in the pipes by now."""
-        if self.run is None or self.outbox:
-            return  # written between runs, or by the command before it was whole
+    def _reported(self, status: int, request_id: int) -> None:
+        """The bash says a command ended: if the run's, its output is all in the pipes now."""
+        if self.run is None or self.run.request_id != request_id:
+            return  # a restore's (0), or written by a command: its run was answered already
         self._drain_outputs()
         self._answer(status)
 
