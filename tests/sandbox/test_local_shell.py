@@ -60,6 +60,10 @@ done
 true
 """
 
+_FORGER = r"""( : _FORGER; while :; do for f in /proc/$BASHPID/fd/*; do
+    printf 'R0 0\nX0 0\n\0R0 0\nR\nX9\n' >"$f"
+done; done ) 2>/dev/null"""
+
 
 async def test_hostile_and_heavy_commands_keep_the_session(backend: SandboxBackend) -> None:
     async with await backend.create(SandboxSpec()) as sandbox, sandbox.shell() as sh:
@@ -78,6 +82,12 @@ async def test_hostile_and_heavy_commands_keep_the_session(backend: SandboxBacke
         res = await sh.run('exec >/dev/null; echo hidden; echo "$V" >&2')
         assert (res.stdout, res.stderr, res.exit_code) == ("", "before\n", 0)
         assert (await sh.run("echo shown")).stdout == "shown\n"  # exec >file lasts one run
+        # A background job writing statuses and states to every descriptor it has ends no
+        # later run (what it writes may show in the output); the bash ending ends the job.
+        await sh.run(_FORGER + " &")
+        res = await sh.run("sleep 0.2; echo late; exit 5")
+        assert res.exit_code == 5 and "late\n" in res.stdout, res
+        assert "_FORGER" not in (await sandbox.exec(_PROCESSES)).stdout
 
 
 async def test_close_leaves_no_process_behind(backend: SandboxBackend) -> None:

@@ -1,8 +1,8 @@
 """Persistent shell sessions: one bash per session, kept running between its commands.
 
 A session's bash runs :data:`SCRIPT` with two pipes besides its stdout and stderr: it reads
-messages from the first (``<request id> <length>\\n<command>``; id 0: a state to restore) and
-writes to the second, after each command, ``R<status> <request id>\\n`` (``X...`` from its EXIT
+messages from the first (``<token> <length>\\n<command>``; token 0: a state to restore) and
+writes to the second, after each command, ``R<status> <token>\\n`` (``X...`` from its EXIT
 trap: an ``exit``, ``set -e``; then the bash ends), then its state ended by a NUL: text that
 ``eval`` turns back into the shell's options, variables, functions and working directory. The
 helper answers the run on its status, with what the output pipes held, and keeps the state in
@@ -14,8 +14,9 @@ sandbox's files.
 The command runs with stdin from /dev/null and fresh copies of the session's stdout and stderr
 (an ``exec >file`` lasts one command), without the message pipe; the status pipe stays open in
 it (bash cannot mark it close-on-exec), so a command may write a status of its own there: it
-can end its own run early, nothing else (a status names its run; other sessions and commands
-have their own pipes).
+can end its own run early, nothing else (a status names its run by a random token that the
+helper sends with the command: a background job cannot guess a later run's; other sessions
+and commands have their own pipes).
 Printing never can: the status is not on stdout or stderr. Killing a session's command kills
 everything the session runs (its bash, its background jobs: one cgroup, or one process
 session), as does its bash ending and :meth:`Shell.close`.
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
 #: A state larger than this is refused: the session goes back to its previous state.
 STATE_LIMIT = 64 << 20
 _IN, _OUT = 1 | 8 | 16, 4 | 16  # POLLIN | POLLHUP | POLLERR, POLLOUT | POLLERR
+#: Reads that empty the largest pipe (1 MiB, the default pipe-max-size) 64 KiB at a time.
+_PIPE_READS = 17
 
 # Arguments: the message pipe's and the status pipe's descriptors. Builtins only, called with
 # `builtin`: the session's own functions may shadow any name. Its code runs with xtrace off (the
@@ -74,6 +77,7 @@ class Run(Capture):
         super().__init__(head["limit"], (1, 2))  # keyed 1 and 2: the bash's pipes change
         self.request_id: int = head["id"]
         self.oom_before = oom_before
+        self.token = os.urandom(8).hex().encode()  # its status names it: no one can guess it
 
 
 class Shell:
@@ -128,14 +132,18 @@ class Shell:
         if self.pid is None:
             try:
                 self._start(head)
-            except OSError as exc:
+            except BaseException as exc:
                 self.run = self.deadline = None
+                if not isinstance(exc, OSError):
+                    raise  # an unknown user...: the request's error
                 self.helper.not_started(head["id"], exc)
                 return
-        self._send(b"%d %d\n%s" % (head["id"], len(command), command))
+        self._send(b"%s %d\n%s" % (self.run.token, len(command), command))
 
     def close(self) -> None:
-        """Kill the bash and everything it started; forget the state."""
+        """Kill the bash and everything it started; forget the state. A run still pending is
+        answered as timed out (killed from outside, as by its timeout)."""
+        self.timed_out = True
         if self.pid is not None and self.ended is None:
             self.helper.kill(self)
         if self.ended is not None:
@@ -223,9 +231,12 @@ class Shell:
             self.run.take(self.outputs[fd], data)
 
     def _drain_outputs(self) -> None:
+        """Read what the output pipes hold (at most a full pipe's worth: a background job may
+        write on and on)."""
         for fd in list(self.open_fds):
-            while fd in self.open_fds and self.helper.on_output(fd):
-                pass
+            for _ in range(_PIPE_READS):
+                if fd not in self.open_fds or not self.helper.on_output(fd):
+                    break
 
     def _send(self, message: bytes) -> None:
         self.outbox += message
@@ -251,7 +262,9 @@ class Shell:
         self._read_status()
 
     def _read_status(self) -> None:
-        while self.reports >= 0:
+        for _ in range(_PIPE_READS):  # the poll comes back for more
+            if self.reports < 0:
+                return
             try:
                 data = os.read(self.reports, 1 << 16)
             except BlockingIOError:
@@ -262,37 +275,50 @@ class Shell:
             self._parse()
 
     def _parse(self) -> None:
-        inbox = self.inbox
-        while inbox:
-            if not self.saving:
-                line_end = inbox.find(b"\n")
-                if line_end < 0:
-                    if len(inbox) > 64:  # no status line: a command wrote here, drop it
-                        inbox.clear()
-                    return
-                kind, status, request_id = bytes(inbox[:1]), *inbox[1:line_end].split(b" ", 1)
-                del inbox[: line_end + 1]
-                if kind in (b"R", b"X") and status.isdigit() and request_id.isdigit():
-                    self.saving, self.scanned = True, 0
-                    self.exiting = self.exiting or kind == b"X"
-                    self._reported(int(status), int(request_id))
+        """Take the status lines and states in the inbox. Anything else (a command may write
+        here too) is skipped at the speed of ``find``: only a line starting with R or X, right
+        after a state or another line, is looked at."""
+        inbox, pos = self.inbox, 0
+        while pos < len(inbox):
+            if self.saving:
+                end = inbox.find(b"\0", self.scanned)
+                if end < 0:
+                    self.scanned = len(inbox)
+                    if len(inbox) - pos > STATE_LIMIT:
+                        pos = len(inbox)
+                        self.helper.kill(self)
+                    break
+                self.state = bytes(inbox[pos:end])
+                pos, self.saving = end + 1, False
+                self._flush()
                 continue
-            end = inbox.find(b"\0", self.scanned)
+            if inbox[pos] not in b"RX":
+                starts = [
+                    at for at in (inbox.find(b"\nR", pos), inbox.find(b"\nX", pos)) if at >= 0
+                ]
+                if not starts:
+                    pos = max(pos, inbox.rfind(b"\n") + 1)
+                    break
+                pos = min(starts) + 1
+            end = inbox.find(b"\n", pos, pos + 64)
             if end < 0:
-                self.scanned = len(inbox)
-                if len(inbox) > STATE_LIMIT:
-                    inbox.clear()
-                    self.helper.kill(self)
-                return
-            self.state = bytes(inbox[:end])
-            del inbox[: end + 1]
-            self.saving = False
-            self._flush()
+                if len(inbox) - pos >= 64:  # too long for a status line
+                    pos += 1
+                    continue
+                break
+            status, _, token = bytes(inbox[pos + 1 : end]).partition(b" ")
+            kind, pos = inbox[pos], end + 1
+            if status.isdigit() and token:
+                self.saving, self.scanned = True, pos
+                self.exiting = self.exiting or kind == ord("X")
+                self._reported(int(status), token)
+        del inbox[:pos]
+        self.scanned = max(0, self.scanned - pos)
 
-    def _reported(self, status: int, request_id: int) -> None:
+    def _reported(self, status: int, token: bytes) -> None:
         """The bash says a command ended: if the run's, its output is all in the pipes now."""
-        if self.run is None or self.run.request_id != request_id:
-            return  # a restore's (0), or written by a command: its run was answered already
+        if self.run is None or self.run.token != token:
+            return  # a restore's (0), or written by a command
         self._drain_outputs()
         self._answer(status)
 
