@@ -14,7 +14,7 @@ import time
 from . import HEADER, Capture, encode_frame, loads
 from .kill import environ_has, kill_cgroup, kill_tree, oom_kills
 from .shell import Shell
-from .spawn import resolve_user, spawn
+from .spawn import NotStarted, resolve_user, spawn
 
 TYPE_CHECKING = False  # importing typing would add ~2 ms to every sandbox's start
 if TYPE_CHECKING:
@@ -176,7 +176,8 @@ class Helper:
         self, head: dict[str, Any], argv: list[str], with_stdin: bool
     ) -> tuple[int, int, int, int, str | None]:
         """Start ``argv`` as ``head`` asks (cwd, env, user), marked or in a cgroup of its own
-        named after the request: ``(pid, stdin fd or -1, stdout fd, stderr fd, cgroup)``."""
+        named after the request: ``(pid, stdin fd or -1, stdout fd, stderr fd, cgroup)``.
+        Raises :class:`NotStarted` when the command cannot start."""
         env = {**self.env, **head["env"]}
         uid, gid = resolve_user(head["user"], env, head["env"])
         cgroup, procs_fd = None, -1
@@ -191,26 +192,26 @@ class Helper:
                 *spawn(argv, head["cwd"], env, uid, gid, with_stdin, procs_fd, self.rlimit_as),
                 cgroup,
             )
-        except OSError:
+        except OSError as exc:
             if cgroup is not None:
                 self.remove_cgroups({cgroup})
-            raise
+            raise NotStarted(exc) from exc
         finally:
             if procs_fd >= 0:
                 os.close(procs_fd)
 
-    def not_started(self, request_id: int, exc: OSError) -> None:
+    def not_started(self, request_id: int, failure: NotStarted) -> None:
         """Answer like a shell: 127 when the command is not found, 126 when not runnable."""
-        code = 127 if exc.errno == errno.ENOENT else 126
+        code = 127 if failure.error.errno == errno.ENOENT else 126
         error = Capture(1 << 16, (1, 2))
-        error.take(2, f"{exc}\n".encode())
+        error.take(2, f"{failure.error}\n".encode())
         self.send(*error.result(request_id, code, False, False))
 
     def _start(self, head: dict[str, Any], stdin: bytes) -> None:
         oom_before = oom_kills(self.oom_fd, self.oom_file)
         try:
             pid, in_fd, out_fd, err_fd, cgroup = self.launch(head, head["argv"], head["stdin"])
-        except OSError as exc:
+        except NotStarted as exc:
             self.not_started(head["id"], exc)
             return
         cmd = _Command(head["id"], pid, out_fd, err_fd, head)

@@ -29,6 +29,7 @@ import time
 
 from . import Capture
 from .kill import oom_kills
+from .spawn import NotStarted
 
 TYPE_CHECKING = False  # importing typing would add ~2 ms to every sandbox's start
 if TYPE_CHECKING:
@@ -134,7 +135,7 @@ class Shell:
                 self._start(head)
             except BaseException as exc:
                 self.run = self.deadline = None
-                if not isinstance(exc, OSError):
+                if not isinstance(exc, NotStarted):
                     raise  # an unknown user...: the request's error
                 self.helper.not_started(head["id"], exc)
                 return
@@ -164,7 +165,7 @@ class Shell:
         st_r, st_w = os.pipe()
         try:
             if min(msg_r, st_w) <= 3:  # fd 3 is spawn's (the cgroup); the helper holds 0-3
-                raise OSError(f"the helper's descriptors are not as expected: {msg_r}, {st_w}")
+                raise RuntimeError(f"the helper's descriptors are not as expected: {msg_r}, {st_w}")
             os.set_inheritable(msg_r, True)  # only this spawn inherits them: closed right after
             os.set_inheritable(st_w, True)
             argv = ["bash", "-c", SCRIPT, "bash", str(msg_r), str(st_w)]
