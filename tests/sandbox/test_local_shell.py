@@ -55,12 +55,12 @@ _PROCESSES = r"""
 for p in /proc/[0-9]*; do
     pid=${p#/proc/}
     [ "$pid" = 1 ] || [ "$pid" = $$ ] || [ "$pid" = "$BASHPID" ] && continue
-    cmd=$(tr '\0' ' ' < "$p/cmdline" 2>/dev/null) && [ -n "$cmd" ] && echo "$pid $cmd"
+    cmd=$(tr '\0\n' '  ' < "$p/cmdline" 2>/dev/null) && [ -n "$cmd" ] && echo "$pid $cmd"
 done
 true
 """
 
-_FORGER = r"""( : _FORGER; while :; do for f in /proc/$BASHPID/fd/*; do
+_FORGER = r"""( while :; do for f in {fds}; do
     printf 'R0 0\nX0 0\n\0R0 0\nR\nX9\n' >"$f"
 done; done ) 2>/dev/null"""
 
@@ -82,12 +82,19 @@ async def test_hostile_and_heavy_commands_keep_the_session(backend: SandboxBacke
         res = await sh.run('exec >/dev/null; echo hidden; echo "$V" >&2')
         assert (res.stdout, res.stderr, res.exit_code) == ("", "before\n", 0)
         assert (await sh.run("echo shown")).stdout == "shown\n"  # exec >file lasts one run
-        # A background job writing statuses and states to every descriptor it has ends no
-        # later run (what it writes may show in the output); the bash ending ends the job.
-        await sh.run(_FORGER + " &")
+        # A background job writing statuses and states where the session's come from (fd 61)
+        # ends no later run.
+        await sh.run(_FORGER.format(fds="/proc/$BASHPID/fd/61") + " &")
         res = await sh.run("sleep 0.2; echo late; exit 5")
-        assert res.exit_code == 5 and "late\n" in res.stdout, res
-        assert "_FORGER" not in (await sandbox.exec(_PROCESSES)).stdout
+        assert (res.stdout, res.stderr, res.exit_code) == ("late\n", "", 5), res
+        # One writing them to every descriptor (its bash's commands too) ruins its own session,
+        # nothing else.
+        async with sandbox.shell() as ruined:
+            await ruined.run(_FORGER.format(fds="/proc/$BASHPID/fd/*") + " &", timeout=1)
+            await ruined.run("sleep 0.2", timeout=1)
+        assert (await sh.run("echo fine")).stdout == "fine\n"
+        # The bash that ended (exit 5) took its jobs with it: only the new one runs.
+        assert len((await sandbox.exec(_PROCESSES)).stdout.splitlines()) == 1
 
 
 async def test_close_leaves_no_process_behind(backend: SandboxBackend) -> None:

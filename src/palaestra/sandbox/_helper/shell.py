@@ -276,9 +276,10 @@ class Shell:
             self._parse()
 
     def _parse(self) -> None:
-        """Take the status lines and states in the inbox. Anything else (a command may write
-        here too) is skipped at the speed of ``find``: only a line starting with R or X, right
-        after a state or another line, is looked at."""
+        """Take the run's status line and the state after it. Anything else (a command may
+        write here too; a restored state's EXIT trap names an old run) is skipped at the speed
+        of ``find``: only a line starting with R or X, right after a state or another line, is
+        looked at, and only one naming the run by its token counts."""
         inbox, pos = self.inbox, 0
         while pos < len(inbox):
             if self.saving:
@@ -309,19 +310,13 @@ class Shell:
                 break
             status, _, token = bytes(inbox[pos + 1 : end]).partition(b" ")
             kind, pos = inbox[pos], end + 1
-            if status.isdigit() and token:
+            if self.run is not None and token == self.run.token and status.isdigit():
                 self.saving, self.scanned = True, pos
                 self.exiting = self.exiting or kind == ord("X")
-                self._reported(int(status), token)
+                self._drain_outputs()  # the command's output is all in the pipes by now
+                self._answer(int(status))
         del inbox[:pos]
         self.scanned = max(0, self.scanned - pos)
-
-    def _reported(self, status: int, token: bytes) -> None:
-        """The bash says a command ended: if the run's, its output is all in the pipes now."""
-        if self.run is None or self.run.token != token:
-            return  # a restore's (0), or written by a command
-        self._drain_outputs()
-        self._answer(status)
 
     def _answer(self, status: int) -> None:
         run = self.run
