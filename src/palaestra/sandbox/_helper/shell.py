@@ -16,8 +16,10 @@ The command runs with stdin from /dev/null and fresh copies of the session's std
 it (bash cannot mark it close-on-exec), so a command may write a status of its own there: it
 can end its own run early, nothing else (a status names its run by a random token that the
 helper sends with the command: a background job cannot guess a later run's; other sessions
-and commands have their own pipes).
-Printing never can: the status is not on stdout or stderr. Killing a session's command kills
+and commands have their own pipes). Printing never can: the status is not on stdout or
+stderr. A process of the sandbox can still ruin a session there (write into its commands
+through /proc, signal its bash), as it can any process there; what comes back is never
+trusted: junk cannot crash the helper or end another run. Killing a session's command kills
 everything the session runs (its bash, its background jobs: one cgroup, or one process
 session), as does its bash ending and :meth:`Shell.close`.
 """
