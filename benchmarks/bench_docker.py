@@ -10,7 +10,8 @@ Prints figures; asserts nothing. Run: ``.venv/bin/python benchmarks/bench_docker
 2. Exec round trip: ``exec(["true"])`` through the in-container helper (and, for reference,
    through the local backend's helper), against a plain
    ``docker exec <container> true`` (the docker CLI, as most harnesses do it) and the engine's
-   exec API through aiodocker (create + start + inspect), in the same container.
+   exec API through aiodocker (create + start + inspect), in the same container; and one
+   ``run`` of a persistent shell session.
 """
 
 from __future__ import annotations
@@ -114,6 +115,9 @@ async def main(sandboxes: int, execs: int) -> None:
         figures["docker_exec_p50_ms"] = report("docker: exec through the helper", helper)
         shell = [await timed(lambda: sandbox.exec("true")) for _ in range(execs)]
         report("docker: exec('true') via bash -c (helper)", shell)
+        async with sandbox.shell() as sh:
+            runs = [await timed(lambda: sh.run("true")) for _ in range(execs)]
+        figures["docker_shell_p50_ms"] = report("docker: shell session run('true')", runs)
         cli = [await timed(lambda: docker_cli_exec(cid)) for _ in range(max(execs // 5, 10))]
         report("docker: plain `docker exec` (CLI)", cli)
         async with aiodocker.Docker(url=f"unix://{docker_socket()}") as docker:

@@ -9,9 +9,11 @@ import textwrap
 import pytest
 
 from palaestra import CodeEnv
+from palaestra.env.agent_user import agent_sandbox
 from palaestra.llm import ScriptedPolicy
 from palaestra.run import rollout
 from palaestra.run.check import check_tasks
+from palaestra.sandbox import SandboxSpec, make_backend
 from palaestra.sandbox.docker import DockerBackend
 from palaestra.scaffolds import NopPolicy, OraclePolicy
 from palaestra.tasks import Task, TaskConfig, load_task
@@ -170,6 +172,18 @@ async def test_agent_user_runs_the_agents_commands(make_task, user: str | int):
         episode = await rollout(env, policy)
     assert episode.reward == 1.0, episode.end  # the agent was nobody; the verifier root
     assert "nobody" in policy.requests[1].messages[-1]["content"]
+
+
+async def test_agent_user_runs_the_agents_shell_sessions() -> None:
+    backend = make_backend("local")
+    try:
+        async with await backend.create(SandboxSpec()) as sandbox:
+            agent = agent_sandbox(sandbox, "nobody")
+            async with agent.shell() as sh, agent.shell(user="root") as root:
+                assert (await sh.run("id -un")).stdout == "nobody\n"
+                assert (await root.run("id -un")).stdout == "root\n"
+    finally:
+        await backend.aclose()
 
 
 def test_artifact_sources_start_with_the_convention_directory() -> None:

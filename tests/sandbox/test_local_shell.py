@@ -47,3 +47,63 @@ async def test_session_options_and_close(backend: SandboxBackend) -> None:
         await sh.run("cd /")
         await sh.close()
         assert (await sandbox.exec("ls -A /tmp")).stdout == ""
+
+
+#: Every process in the sandbox but the helper (pid 1) and the listing itself, one a line: its
+#: pid and command line.
+_PROCESSES = r"""
+for p in /proc/[0-9]*; do
+    pid=${p#/proc/}
+    [ "$pid" = 1 ] || [ "$pid" = $$ ] || [ "$pid" = "$BASHPID" ] && continue
+    cmd=$(tr '\0\n' '  ' < "$p/cmdline" 2>/dev/null) && [ -n "$cmd" ] && echo "$pid $cmd"
+done
+true
+"""
+
+_FORGER = r"""( while :; do for f in {fds}; do
+    printf 'R0 0\nX0 0\n\0R0 0\nR\nX9\n' >"$f"
+done; done ) 2>/dev/null"""
+
+
+async def test_hostile_and_heavy_commands_keep_the_session(backend: SandboxBackend) -> None:
+    async with await backend.create(SandboxSpec()) as sandbox, sandbox.shell() as sh:
+        # What a command prints cannot end its run nor set its exit code.
+        fake = r'printf "R0\n\0X0\n\0"; printf "R0\n" >&2; echo after; exit 3'
+        res = await sh.run(fake)
+        assert (res.stdout, res.stderr, res.exit_code) == ("R0\n\0X0\n\0after\n", "R0\n", 3)
+        # Killed in a loop of builtins (no child process to kill): the state before it stays.
+        await sh.run("V=before; cd /tmp")
+        res = await sh.run("V=after; cd /; while :; do :; done", timeout=0.5)
+        assert res.timed_out and res.exit_code is None, res
+        assert (await sh.run('echo "$V $PWD"')).stdout == "before /tmp\n"
+        # Output beyond the limit is dropped, then the session goes on as before.
+        res = await sh.run("printf '%*s' 3000000 ''; echo err >&2", output_limit=1000)
+        assert res.truncated and res.stdout == " " * 1000 and res.stderr == "err\n", res
+        res = await sh.run('exec >/dev/null; echo hidden; echo "$V" >&2')
+        assert (res.stdout, res.stderr, res.exit_code) == ("", "before\n", 0)
+        assert (await sh.run("echo shown")).stdout == "shown\n"  # exec >file lasts one run
+        # A background job writing statuses and states where the session's come from (fd 61)
+        # ends no later run.
+        await sh.run(_FORGER.format(fds="/proc/$BASHPID/fd/61") + " &")
+        res = await sh.run("sleep 0.2; echo late; exit 5")
+        assert (res.stdout, res.stderr, res.exit_code) == ("late\n", "", 5), res
+        # One writing them to every descriptor (its bash's commands too) ruins its own session,
+        # nothing else.
+        async with sandbox.shell() as ruined:
+            await ruined.run(_FORGER.format(fds="/proc/$BASHPID/fd/*") + " &", timeout=1)
+            await ruined.run("sleep 0.2", timeout=1)
+        assert (await sh.run("echo fine")).stdout == "fine\n"
+        # The bash that ended (exit 5) took its jobs with it: only the new one runs.
+        assert len((await sandbox.exec(_PROCESSES)).stdout.splitlines()) == 1
+
+
+async def test_close_leaves_no_process_behind(backend: SandboxBackend) -> None:
+    async with await backend.create(SandboxSpec()) as sandbox:
+        sh = sandbox.shell()
+        await sh.run("sleep 987 & disown; sleep 986 &")
+        assert (await sh.run("echo $((1 + 1))")).stdout == "2\n"  # background jobs live on
+        running = (await sandbox.exec(_PROCESSES)).stdout
+        assert "sleep 987" in running and "sleep 986" in running, running
+        await sh.close()
+        assert (await sandbox.exec(_PROCESSES)).stdout == ""
+        await sh.close()  # idempotent

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from palaestra.sandbox.base import Command, ExecResult, Sandbox, SandboxError
+from palaestra.sandbox.base import Command, ExecResult, Sandbox, SandboxError, ShellSession
 from palaestra.tasks.paths import AGENT_LOGS_DIR, ARTIFACTS_DIR, SOLUTION_DIR
 
 
@@ -36,6 +36,15 @@ class AgentSandbox(Sandbox):
             stdin=command.stdin,
             output_limit=command.output_limit,
         )
+
+    def shell(
+        self,
+        *,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        user: str | int | None = None,
+    ) -> ShellSession:
+        return self._sandbox.shell(cwd=cwd, env=env, user=self.user if user is None else user)
 
     async def upload(self, src: Path | str, dst: str) -> None:
         await self._sandbox.upload(src, dst)

@@ -2,10 +2,10 @@
 
 :class:`HelperChannel` wraps an asyncio ``(StreamReader, StreamWriter)`` pair connected to a
 running :mod:`palaestra.sandbox._helper` (bubblewrap's stdio for the local backend, ``docker
-run -i``'s stdio for a container) and runs commands, kill_all and shutdown over the framed
-protocol described there. A backend owns the transport (starting it, killing it, reporting why
-it died); the channel owns the conversation; :class:`~palaestra.sandbox.channel_sandbox.
-ChannelSandbox` builds the Sandbox API on it.
+run -i``'s stdio for a container) and runs commands, shell sessions' commands, kill_all and
+shutdown over the framed protocol described there. A backend owns the transport (starting it,
+killing it, reporting why it died); the channel owns the conversation;
+:class:`~palaestra.sandbox.channel_sandbox.ChannelSandbox` builds the Sandbox API on it.
 """
 
 from __future__ import annotations
@@ -167,11 +167,43 @@ class HelperChannel:
             "limit": command.output_limit,
             "stdin": command.stdin is not None,
         }
-        timeout = command.timeout
+        return await self._command(head, command.stdin or b"", command.timeout)
+
+    async def shell_run(
+        self,
+        shell: str,
+        cmd: str,
+        *,
+        cwd: str | None,
+        env: dict[str, str],
+        user: str | int | None,
+        timeout: float | None,
+        output_limit: int,
+    ) -> tuple[dict[str, Any], bytes, bytes]:
+        """Run ``cmd`` in the helper's persistent shell session ``shell`` (started by its first
+        run, with ``cwd``, ``env`` and ``user``); answered like :meth:`run`."""
+        head = {
+            "op": "shell_run",
+            "shell": shell,
+            "cwd": cwd or self.workdir,
+            "env": env,
+            "user": user,
+            "timeout": timeout,
+            "limit": output_limit,
+        }
+        return await self._command(head, cmd.encode(), timeout)
+
+    async def shell_close(self, shell: str) -> None:
+        """End the shell session ``shell``: its processes are gone when this returns."""
+        await self.request({"op": "shell_close", "shell": shell}, answer_within=60.0)
+
+    async def _command(
+        self, head: dict[str, Any], blob: bytes, timeout: float | None
+    ) -> tuple[dict[str, Any], bytes, bytes]:
         host_timeout = None if timeout is None else timeout + HOST_TIMEOUT_MARGIN_S
-        response, blob = await self.request(head, command.stdin or b"", host_timeout)
+        response, data = await self.request(head, blob, host_timeout)
         split = response["stdout_len"]
-        return response, blob[:split], blob[split:]
+        return response, data[:split], data[split:]
 
     async def kill_all(self) -> None:
         """Kill every process the helper started; returns once they are gone."""

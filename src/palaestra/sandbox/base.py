@@ -236,6 +236,16 @@ class Sandbox(abc.ABC):
         from one :meth:`ShellSession.run` to the next. ``async with sandbox.shell() as sh:``."""
         return ShellSession(self, cwd=cwd, env=env, user=user)
 
+    async def _shell_run(
+        self, session: ShellSession, cmd: str, timeout: float | None, output_limit: int
+    ) -> ExecResult:
+        """Run one command of :meth:`ShellSession.run`: what a backend with shells implements."""
+        raise SandboxError(f"sandbox {self.id}'s backend has no shell sessions")
+
+    async def _shell_close(self, session: ShellSession) -> None:
+        """End a session of this sandbox (:meth:`ShellSession.close`)."""
+        raise SandboxError(f"sandbox {self.id}'s backend has no shell sessions")
+
     async def __aenter__(self) -> Sandbox:
         return self
 
@@ -243,57 +253,19 @@ class Sandbox(abc.ABC):
         await self.close()
 
 
-# Runs one command of a shell session: restores the state the previous one saved (variables,
-# functions, options, cwd), evals the command, and saves the state again on any exit, `exit`
-# included. Bash's own read-only and dynamic variables are not saved. Only builtins run besides
-# the command (no grep, no mv: one process per run). The state alternates between two files,
-# each ending in its generation once complete: a run loads the newer complete one and saves to
-# the other, so a run killed while saving leaves the state it started from. Needs bash 4.4+.
-_SHELL_SCRIPT = r"""
-__palaestra_state=$1 __palaestra_cmd=$2 __palaestra_gen=0 __palaestra_load=
-__palaestra_save=$__palaestra_state.0
-shift 2
-for __palaestra_f in "$__palaestra_state.0" "$__palaestra_state.1"; do
-    __palaestra_s=
-    [ -f "$__palaestra_f" ] && IFS= read -r -d '' __palaestra_s <"$__palaestra_f"
-    if [[ $__palaestra_s =~ __palaestra_saved=([0-9]+)$'\n'$ ]] \
-        && ((BASH_REMATCH[1] > __palaestra_gen)); then
-        __palaestra_gen=${BASH_REMATCH[1]} __palaestra_load=$__palaestra_s
-        __palaestra_save=${__palaestra_f%.?}.$((1 - ${__palaestra_f##*.}))
-    fi
-done
-eval "$__palaestra_load"
-trap '__palaestra_rc=$? __palaestra_names=()
-{
-    for __palaestra_v in ${!A*} ${!B*} ${!C*} ${!D*} ${!E*} ${!F*} ${!G*} ${!H*} ${!I*} ${!J*} ${!K*} ${!L*} ${!M*} ${!N*} ${!O*} ${!P*} ${!Q*} ${!R*} ${!S*} ${!T*} ${!U*} ${!V*} ${!W*} ${!X*} ${!Y*} ${!Z*} \
-        ${!a*} ${!b*} ${!c*} ${!d*} ${!e*} ${!f*} ${!g*} ${!h*} ${!i*} ${!j*} ${!k*} ${!l*} ${!m*} ${!n*} ${!o*} ${!p*} ${!q*} ${!r*} ${!s*} ${!t*} ${!u*} ${!v*} ${!w*} ${!x*} ${!y*} ${!z*} ${!_*}; do
-        case $__palaestra_v in
-        BASH*|COMP_*|DIRSTACK|EPOCH*|FUNCNAME|GROUPS|HISTCMD|LINENO|OPTIND|OPTERR|PIPESTATUS) ;;
-        PPID|RANDOM|SECONDS|SHLVL|SRANDOM|_|__palaestra_*) ;;
-        *) [[ ${!__palaestra_v@a} == *r* ]] || __palaestra_names+=("$__palaestra_v") ;;
-        esac
-    done
-    declare -p "${__palaestra_names[@]}"
-    declare -f
-    shopt -po
-    printf "cd -- %q\n" "$PWD"
-    printf "__palaestra_saved=%d\n" $((__palaestra_gen + 1))
-} >"$__palaestra_save" 2>/dev/null
-exit $__palaestra_rc' EXIT
-eval "$__palaestra_cmd"
-"""
-
-
 class ShellSession:
     """A shell whose state persists across commands, made by :meth:`Sandbox.shell`.
 
-    Each :meth:`run` is one ``exec`` of bash that restores the state the previous command left
-    (variables, exported or not; functions; ``set -o`` options; the working directory), runs
-    the command, and saves the state on exit, an ``exit`` in the command included. So it works
-    on every backend, keeps per-command timeouts, exit codes and separate stdout/stderr, and a
-    command that times out or is killed leaves the state as it was before it. Background jobs
-    do not carry over (each command has its own process group), nor does stdin.
-    The state lives in two files in the sandbox's /tmp, removed by :meth:`close`.
+    The backend keeps one ``bash`` running for the session (bash 4.1+ in the sandbox; started
+    by the first :meth:`run`), so a command is one round trip to the sandbox, no process start.
+    Working directory, variables (exported or not), functions and shell options carry over;
+    each run has its own exit code, separate stdout and stderr, timeout and output limit, and
+    gets no stdin. ``exit N`` ends that run with N and keeps the state, as does ``set -e``
+    ending one. A run that times out or is cancelled leaves the session's state as it was
+    before that run, and kills everything the session runs, background jobs of earlier runs
+    included (as does the bash ending: ``exit``, ``set -e``); background jobs otherwise live
+    on between runs. :meth:`close` kills them all, and leaves nothing behind.
+    Nothing a command prints can end its run or forge its exit code: the status travels apart.
     """
 
     def __init__(
@@ -305,10 +277,12 @@ class ShellSession:
         user: str | int | None = None,
     ) -> None:
         self.sandbox = sandbox
-        self._cwd = cwd
-        self._env = dict(env or {})
-        self._user = user
-        self._state = f"/tmp/.palaestra-shell-{uuid.uuid4().hex}"
+        self.cwd = cwd
+        self.env = dict(env or {})
+        self.user = user
+        self.name = uuid.uuid4().hex
+        self._lock = asyncio.Lock()
+        self._closed = False
 
     async def run(
         self,
@@ -317,22 +291,22 @@ class ShellSession:
         timeout: float | None = None,
         output_limit: int = DEFAULT_OUTPUT_LIMIT,
     ) -> ExecResult:
-        """Run ``cmd`` (bash syntax) in the session; like :meth:`Sandbox.exec` otherwise."""
-        return await self.sandbox.exec(
-            ["bash", "-c", _SHELL_SCRIPT, "bash", self._state, cmd],
-            timeout=timeout,
-            cwd=self._cwd,
-            env=self._env,
-            user=self._user,
-            output_limit=output_limit,
-        )
+        """Run ``cmd`` (bash syntax) in the session; like :meth:`Sandbox.exec` otherwise.
+        Runs of one session wait for each other."""
+        if "\0" in cmd:
+            raise ValueError("a shell command cannot contain NUL characters")
+        async with self._lock:
+            if self._closed:
+                raise SandboxClosedError(f"shell session {self.name} is closed")
+            return await self.sandbox._shell_run(self, cmd, timeout, output_limit)
 
     async def close(self) -> None:
-        """Forget the session's state (a no-op once the sandbox is closed)."""
-        if not self.sandbox.closed:
-            await self.sandbox.exec(
-                ["rm", "-f", f"{self._state}.0", f"{self._state}.1"], timeout=30
-            )
+        """End the session: kill its processes, forget its state. Idempotent (a no-op once the
+        sandbox is closed)."""
+        if not self._closed:
+            self._closed = True
+            if not self.sandbox.closed:
+                await self.sandbox._shell_close(self)
 
     async def __aenter__(self) -> ShellSession:
         return self

@@ -16,6 +16,7 @@ import posixpath
 import tarfile
 import time
 from pathlib import Path
+from typing import Any
 
 from palaestra.sandbox._channel import HelperChannel, sandbox_path
 from palaestra.sandbox.base import (
@@ -24,6 +25,7 @@ from palaestra.sandbox.base import (
     Sandbox,
     SandboxClosedError,
     SandboxError,
+    ShellSession,
 )
 
 TRANSFER_TIMEOUT_S = 600.0
@@ -59,18 +61,21 @@ class ChannelSandbox(Sandbox):
         return self._channel
 
     async def _run(self, command: Command) -> ExecResult:
-        channel = self._usable_channel()
         started = time.monotonic()
-        head, stdout, stderr = await channel.run(command)
-        return ExecResult(
-            stdout=stdout.decode(errors="replace"),
-            stderr=stderr.decode(errors="replace"),
-            exit_code=head["exit_code"],
-            timed_out=head["timed_out"],
-            duration_s=time.monotonic() - started,
-            truncated=head["truncated"],
-            oom_killed=head.get("oom_killed", False),
-        )
+        return _result(*await self._usable_channel().run(command), started)
+
+    async def _shell_run(
+        self, session: ShellSession, cmd: str, timeout: float | None, output_limit: int
+    ) -> ExecResult:
+        started = time.monotonic()
+        answer = await self._usable_channel().shell_run(
+            session.name, cmd, cwd=session.cwd, env=session.env, user=session.user,
+            timeout=timeout, output_limit=output_limit,
+        )  # fmt: skip
+        return _result(*answer, started)
+
+    async def _shell_close(self, session: ShellSession) -> None:
+        await self._usable_channel().shell_close(session.name)
 
     async def upload(self, src: Path | str, dst: str) -> None:
         """Copy a host file to exactly ``dst``, or a host directory's contents into ``dst``.
@@ -117,6 +122,19 @@ class ChannelSandbox(Sandbox):
 
     async def kill_all(self) -> None:
         await self._usable_channel().kill_all()
+
+
+def _result(head: dict[str, Any], stdout: bytes, stderr: bytes, started: float) -> ExecResult:
+    """The helper's answer to a command, as the Sandbox API reports it."""
+    return ExecResult(
+        stdout=stdout.decode(errors="replace"),
+        stderr=stderr.decode(errors="replace"),
+        exit_code=head["exit_code"],
+        timed_out=head["timed_out"],
+        duration_s=time.monotonic() - started,
+        truncated=head["truncated"],
+        oom_killed=head.get("oom_killed", False),
+    )
 
 
 # -- moving files ------------------------------------------------------------------------------

@@ -21,11 +21,13 @@ milliseconds at every start); the host imports them from here too, so both ends 
 definition of the protocol.
 
 Requests (``op``): ``exec`` (blob = stdin) answered with ``exit_code``, ``timed_out``,
-``truncated``, ``oom_killed`` and ``stdout_len`` (blob = stdout + stderr); ``kill_all``
+``truncated``, ``oom_killed`` and ``stdout_len`` (blob = stdout + stderr); ``shell_run`` (blob =
+the command; ``shell`` names the session, which the first run starts) answered the same way;
+``shell_close`` answered once the session's processes are gone (:mod:`.shell`); ``kill_all``
 answered once every other process is gone; ``cancel`` (no answer) kills a running command's
-tree. A failed request is answered with ``error``. The optional first argument is a JSON
-configuration (cgroup file descriptors, rlimits, a ``service`` to start: the image's
-entrypoint, which ``kill_all`` spares; see :class:`~.server.Helper`); without it, a
+tree, or a shell session's. A failed request is answered with ``error``. The optional first
+argument is a JSON configuration (cgroup file descriptors, rlimits, a ``service`` to start: the
+image's entrypoint, which ``kill_all`` spares; see :class:`~.server.Helper`); without it, a
 command is tracked by its process group, its session, its descendants and a marker in its
 environment (``PALAESTRA_EXEC=<id>``, inherited by everything it starts, so a ``setsid`` double
 fork is still found).
@@ -34,9 +36,9 @@ Being pid 1 matters: processes in the sandbox cannot signal pid 1 except with si
 (``kill -9 -1`` or ``pkill python3`` leave it alone), every orphan is re-parented to it, and
 when it exits the kernel kills everything else in the sandbox.
 
-Modules: :mod:`.server` (the entry, the request loop and its commands), :mod:`.spawn` (starting
-a command as a user, in its cgroup), :mod:`.kill` (killing a command's processes: its cgroup,
-or its process tree). They are few on purpose: each module imported costs every sandbox's
+Modules: :mod:`.server` (the entry, the request loop and its commands), :mod:`.shell`
+(persistent shell sessions), :mod:`.spawn` (starting a command as a user, in its cgroup),
+:mod:`.kill` (killing a command's processes: its cgroup, or its process tree). They are few on purpose: each module imported costs every sandbox's
 start about 60 microseconds.
 """
 
@@ -100,3 +102,37 @@ def dumps(obj: Any) -> str:
 def encode_frame(head: dict[str, Any], blob: bytes = b"") -> bytes:
     body = dumps(head).encode()
     return HEADER.pack(len(body), len(blob)) + body + blob
+
+
+class Capture:
+    """A command's stdout and stderr (``streams``: their keys, in that order) as its answer
+    reports them: the first ``limit`` bytes of each, and whether either had more."""
+
+    def __init__(self, limit: int, streams: tuple[int, int]) -> None:
+        self.limit = limit
+        self.streams = streams
+        self.output = {key: bytearray() for key in streams}
+        self.truncated = False
+
+    def take(self, key: int, data: bytes) -> None:
+        buf = self.output[key]
+        room = self.limit - len(buf)
+        if len(data) > room:
+            self.truncated = True
+            data = data[: max(room, 0)]
+        buf += data
+
+    def result(
+        self, request_id: int, exit_code: int | None, timed_out: bool, oom_killed: bool
+    ) -> tuple[dict[str, Any], bytes]:
+        """The answer's frame: its head and its blob (stdout then stderr)."""
+        stdout, stderr = (self.output[key] for key in self.streams)
+        head = {
+            "id": request_id,
+            "exit_code": exit_code,
+            "timed_out": timed_out,
+            "truncated": self.truncated,
+            "oom_killed": oom_killed,
+            "stdout_len": len(stdout),
+        }
+        return head, bytes(stdout + stderr)

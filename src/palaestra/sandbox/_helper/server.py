@@ -11,9 +11,10 @@ import select
 import sys
 import time
 
-from . import HEADER, encode_frame, loads
+from . import HEADER, Capture, encode_frame, loads
 from .kill import environ_has, kill_cgroup, kill_tree, oom_kills
-from .spawn import resolve_user, spawn
+from .shell import Shell
+from .spawn import NotStarted, resolve_user, spawn
 
 TYPE_CHECKING = False  # importing typing would add ~2 ms to every sandbox's start
 if TYPE_CHECKING:
@@ -31,34 +32,22 @@ _PR_SET_DUMPABLE = 4
 _IN, _OUT = select.POLLIN | select.POLLHUP | select.POLLERR, select.POLLOUT | select.POLLERR
 
 
-class _Command:
+class _Command(Capture):
     """One command, from its start to the response that reports it."""
 
     def __init__(self, request_id: int, pid: int, out_fd: int, err_fd: int, head: dict[str, Any]):
+        super().__init__(head["limit"], (out_fd, err_fd))
         self.request_id = request_id
         self.pid = pid
-        self.limit: int = head["limit"]
         timeout = head["timeout"]
         self.deadline = None if timeout is None else time.monotonic() + timeout
-        self.stdout_fd, self.stderr_fd = out_fd, err_fd
-        self.output = {self.stdout_fd: bytearray(), self.stderr_fd: bytearray()}
-        self.open_fds = set(self.output)
+        self.open_fds = {out_fd, err_fd}
         self.stdin = memoryview(b"")
-        self.truncated = False
         self.timed_out = False
         self.returncode: int | None = None
         self.drain_until = 0.0
         self.cgroup: str | None = None  # its own cgroup, below the sandbox's tracking cgroup
         self.oom_before = 0
-
-    def take(self, fd: int, data: bytes) -> None:
-        """Keep the first ``limit`` bytes of a stream; count the rest as truncation."""
-        buf = self.output[fd]
-        room = self.limit - len(buf)
-        if len(data) > room:
-            self.truncated = True
-            data = data[: max(room, 0)]
-        buf += data
 
     def exited(self, returncode: int) -> None:
         self.returncode = returncode
@@ -87,9 +76,10 @@ class Helper:
         # The sandbox's environment, as bwrap set it; PWD is bwrap's cwd, not the commands'.
         self.env = {k: v for k, v in os.environ.items() if k != "PWD"}
         self.commands: dict[int, _Command] = {}  # by request id, until answered
-        self.running: dict[int, _Command] = {}  # by pid, until reaped
-        # Output pipes by fd: the command collecting them, or None once it has been answered.
-        self.readers: dict[int, _Command | None] = {}
+        self.running: dict[int, _Command | Shell] = {}  # by pid, until reaped
+        self.shells: dict[str, Shell] = {}  # persistent shell sessions, by the host's name
+        # Output pipes by fd: the command or shell collecting them, or None once answered.
+        self.readers: dict[int, _Command | Shell | None] = {}
         self.writers: dict[int, _Command] = {}  # stdin pipes still being fed
         wake_r, wake_w = os.pipe()
         os.set_blocking(wake_r, False)
@@ -99,19 +89,19 @@ class Helper:
         # Python's SIGINT handler would let `kill -INT 1` raise KeyboardInterrupt here; with the
         # default disposition, pid 1 never receives it.
         _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
-        self._watch(0, _IN, self._on_request)
-        self._watch(wake_r, _IN, self._on_signal)
+        self.watch(0, _IN, self._on_request)
+        self.watch(wake_r, _IN, self._on_signal)
 
-    def _watch(self, fd: int, events: int, handler: Callable[[int], None]) -> None:
+    def watch(self, fd: int, events: int, handler: Callable[[int], None]) -> None:
         self.poll.register(fd, events)
         self.handlers[fd] = handler
 
-    def _unwatch(self, fd: int) -> None:
+    def unwatch(self, fd: int) -> None:
         self.poll.unregister(fd)
         del self.handlers[fd]
 
     def serve(self) -> None:
-        self._send({"id": 0})
+        self.send({"id": 0})
         while True:
             for fd, _ in self.poll.poll(self._next_wakeup()):
                 handler = self.handlers.get(fd)
@@ -121,11 +111,14 @@ class Helper:
             for cmd in list(self.running.values()):
                 if cmd.deadline is not None and now >= cmd.deadline:
                     cmd.timed_out, cmd.deadline = True, None
-                    self._kill_command(cmd)
+                    self.kill(cmd)
             now = time.monotonic()
             for cmd in list(self.commands.values()):
                 if cmd.returncode is not None and (not cmd.open_fds or now >= cmd.drain_until):
                     self._answer(cmd)
+            for shell in list(self.shells.values()):
+                if shell.ended is not None:
+                    shell.settle()
 
     def _next_wakeup(self) -> int | None:
         """Milliseconds until the next deadline, or None (no deadline: wait for events)."""
@@ -153,7 +146,7 @@ class Helper:
             try:
                 self._handle(head, blob)
             except Exception as exc:
-                self._send({"id": head.get("id"), "error": f"{type(exc).__name__}: {exc}"})
+                self.send({"id": head.get("id"), "error": f"{type(exc).__name__}: {exc}"})
 
     def _handle(self, head: dict[str, Any], blob: bytes) -> None:
         op = head["op"]
@@ -161,16 +154,30 @@ class Helper:
             self._start(head, blob)
         elif op == "kill_all":  # all but the service
             kill_tree(lambda pid, ppid, pgrp, sid: sid != self.service, self._reap)
-            self._remove_cgroups(self.leftover_cgroups)
-            self._send({"id": head["id"]})
+            self.remove_cgroups(self.leftover_cgroups)
+            self.send({"id": head["id"]})
         elif op == "cancel":
             cmd = self.commands.get(head["id"])
             if cmd is not None and cmd.returncode is None:
-                self._kill_command(cmd)
+                self.kill(cmd)
+            for shell in list(self.shells.values()):
+                shell.cancel(head["id"])
+        elif op == "shell_run":
+            self.shells.setdefault(head["shell"], Shell(self)).start_run(head, blob)
+        elif op == "shell_close":
+            shell = self.shells.pop(head["shell"], None)
+            if shell is not None:
+                shell.close()
+            self.send({"id": head["id"]})
         else:
             raise ValueError(f"unknown op {op!r}")
 
-    def _start(self, head: dict[str, Any], stdin: bytes) -> None:
+    def launch(
+        self, head: dict[str, Any], argv: list[str], with_stdin: bool
+    ) -> tuple[int, int, int, int, str | None]:
+        """Start ``argv`` as ``head`` asks (cwd, env, user), marked or in a cgroup of its own
+        named after the request: ``(pid, stdin fd or -1, stdout fd, stderr fd, cgroup)``.
+        Raises :class:`NotStarted` when the command cannot start."""
         env = {**self.env, **head["env"]}
         uid, gid = resolve_user(head["user"], env, head["env"])
         cgroup, procs_fd = None, -1
@@ -180,40 +187,45 @@ class Helper:
             cgroup = f"c{head['id']}"
             os.mkdir(cgroup, dir_fd=self.track_fd)
             procs_fd = os.open(f"{cgroup}/cgroup.procs", os.O_WRONLY, dir_fd=self.track_fd)
-        oom_before = oom_kills(self.oom_fd, self.oom_file)
         try:
-            pid, in_fd, out_fd, err_fd = spawn(
-                head["argv"], head["cwd"], env, uid, gid, head["stdin"], procs_fd, self.rlimit_as
+            return (
+                *spawn(argv, head["cwd"], env, uid, gid, with_stdin, procs_fd, self.rlimit_as),
+                cgroup,
             )
-        except OSError as exc:  # like a shell: 127 when not found, 126 when not runnable
+        except OSError as exc:
             if cgroup is not None:
-                self._remove_cgroups({cgroup})
-            self._send(
-                {
-                    "id": head["id"],
-                    "exit_code": 127 if exc.errno == errno.ENOENT else 126,
-                    "timed_out": False,
-                    "truncated": False,
-                    "stdout_len": 0,
-                },
-                f"{exc}\n".encode(),
-            )
-            return
+                self.remove_cgroups({cgroup})
+            raise NotStarted(exc) from exc
         finally:
             if procs_fd >= 0:
                 os.close(procs_fd)
+
+    def not_started(self, request_id: int, failure: NotStarted) -> None:
+        """Answer like a shell: 127 when the command is not found, 126 when not runnable."""
+        code = 127 if failure.error.errno == errno.ENOENT else 126
+        error = Capture(1 << 16, (1, 2))
+        error.take(2, f"{failure.error}\n".encode())
+        self.send(*error.result(request_id, code, False, False))
+
+    def _start(self, head: dict[str, Any], stdin: bytes) -> None:
+        oom_before = oom_kills(self.oom_fd, self.oom_file)
+        try:
+            pid, in_fd, out_fd, err_fd, cgroup = self.launch(head, head["argv"], head["stdin"])
+        except NotStarted as exc:
+            self.not_started(head["id"], exc)
+            return
         cmd = _Command(head["id"], pid, out_fd, err_fd, head)
         cmd.cgroup, cmd.oom_before = cgroup, oom_before
         self.commands[cmd.request_id] = cmd
         self.running[pid] = cmd
         for fd in (out_fd, err_fd):
             self.readers[fd] = cmd
-            self._watch(fd, _IN, self._on_output)
+            self.watch(fd, _IN, self.on_output)
         if in_fd >= 0:
             cmd.stdin = memoryview(stdin)
             os.set_blocking(in_fd, False)
             self.writers[in_fd] = cmd
-            self._watch(in_fd, _OUT, self._on_stdin)
+            self.watch(in_fd, _OUT, self._on_stdin)
 
     def start_service(self, argv: list[str]) -> None:
         """Start ``argv`` (the image's entrypoint and Harbor's command) in a session of its own,
@@ -231,41 +243,38 @@ class Helper:
         for fd, owner in list(self.writers.items()):
             if owner is cmd:
                 self._close_writer(fd)
-        stdout, stderr = cmd.output[cmd.stdout_fd], cmd.output[cmd.stderr_fd]
         if cmd.cgroup is not None:
             self.leftover_cgroups.add(cmd.cgroup)
-            self._remove_cgroups({cmd.cgroup})
-        self._send(
-            {
-                "id": cmd.request_id,
-                "exit_code": None if cmd.timed_out else cmd.returncode,
-                "timed_out": cmd.timed_out,
-                "truncated": cmd.truncated,
-                "oom_killed": oom_kills(self.oom_fd, self.oom_file) > cmd.oom_before,
-                "stdout_len": len(stdout),
-            },
-            bytes(stdout + stderr),
-        )
+            self.remove_cgroups({cmd.cgroup})
+        exit_code = None if cmd.timed_out else cmd.returncode
+        oom = oom_kills(self.oom_fd, self.oom_file) > cmd.oom_before
+        self.send(*cmd.result(cmd.request_id, exit_code, cmd.timed_out, oom))
 
-    def _send(self, head: dict[str, Any], blob: bytes = b"") -> None:
+    def send(self, head: dict[str, Any], blob: bytes = b"") -> None:
         view = memoryview(encode_frame(head, blob))
         while view:
             view = view[os.write(1, view) :]
 
     # -- pipes and children --------------------------------------------------------------------
 
-    def _on_output(self, fd: int) -> None:
+    def on_output(self, fd: int) -> bool:
+        """Read what an output pipe holds (a shell's are non-blocking: maybe nothing by now);
+        whether there was anything, or its end."""
         cmd = self.readers[fd]
-        data = os.read(fd, _CHUNK)
+        try:
+            data = os.read(fd, _CHUNK)
+        except BlockingIOError:
+            return False
         if data:
             if cmd is not None:
                 cmd.take(fd, data)
-            return
-        self._unwatch(fd)
+            return True
+        self.unwatch(fd)
         del self.readers[fd]
         os.close(fd)
         if cmd is not None:
             cmd.open_fds.discard(fd)
+        return True
 
     def _on_stdin(self, fd: int) -> None:
         cmd = self.writers[fd]
@@ -279,7 +288,7 @@ class Helper:
             self._close_writer(fd)
 
     def _close_writer(self, fd: int) -> None:
-        self._unwatch(fd)
+        self.unwatch(fd)
         del self.writers[fd]
         os.close(fd)
 
@@ -304,11 +313,11 @@ class Helper:
             if cmd is not None:
                 cmd.exited(os.waitstatus_to_exitcode(status))
             elif self.leftover_cgroups:
-                self._remove_cgroups(self.leftover_cgroups)
+                self.remove_cgroups(self.leftover_cgroups)
 
     # -- cgroups -------------------------------------------------------------------------------
 
-    def _remove_cgroups(self, names: set[str]) -> None:
+    def remove_cgroups(self, names: set[str]) -> None:
         """Remove the empty ones of these per-command cgroups (others still hold processes)."""
         for name in list(names):
             try:
@@ -321,7 +330,7 @@ class Helper:
 
     # -- killing -------------------------------------------------------------------------------
 
-    def _kill_command(self, cmd: _Command) -> None:
+    def kill(self, cmd: _Command | Shell) -> None:
         """Kill a command's processes: its cgroup when the sandbox has cgroups (nothing gets
         out of one), else its process group, its session, every process whose environment
         carries its marker (a ``setsid`` double fork keeps it), and their descendants. Without

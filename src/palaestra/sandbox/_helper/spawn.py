@@ -47,6 +47,14 @@ def _passwd_entry(user: str | int) -> tuple[int, int, str] | None:
     return None
 
 
+class NotStarted(Exception):
+    """The command could not be started (not found, not runnable...): ``error`` says why."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 def spawn(
     argv: list[str],
     cwd: str,
