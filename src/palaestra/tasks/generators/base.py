@@ -335,17 +335,16 @@ def python_test_sh(script: str = "test_hidden.py", timeout: int = 100) -> str:
         # Hidden verifier: {script} runs the agent's code in child processes and writes
         # /logs/verifier/reward.json ({{"reward": 0|1, "partial": fraction of checks passed}}).
         # The agent's code runs as nobody: it can neither read /tests (the reference) nor
-        # write /logs/verifier. The checker's interpreter is named by its path, not found on PATH;
+        # write /logs/verifier (palaestra_check makes both root's, and removes an old reward,
+        # when imported). The checker's interpreter is named by its path, not found on PATH;
         # it needs nothing but the standard library (-S: no site-packages, no .pth files).
-        mkdir -p /logs/verifier
-        chown 0:0 /tests /logs/verifier && chmod 700 /tests && chmod 755 /logs/verifier
-        rm -f /logs/verifier/reward.txt /logs/verifier/reward.json
         cd /tests
         for python in /usr/local/bin/python3 /usr/bin/python3; do [ -x "$python" ] && break; done
         timeout {timeout} "$python" -E -s -S -B /tests/{shlex.quote(script)}
         status=$?
         if [ "$status" -ne 0 ] || [ ! -s /logs/verifier/reward.json ]; then
           echo "checker exited with status $status before writing a reward: reward 0"
+          mkdir -p /logs/verifier
           echo '{{"reward": 0.0, "partial": 0.0}}' > /logs/verifier/reward.json
         fi
         exit 0

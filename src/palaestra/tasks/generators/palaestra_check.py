@@ -24,17 +24,17 @@ it fakes is an error, a pass needs the right value, which the verifier compares.
 
 from __future__ import annotations
 
-import json
 import os
-import signal
 import sys
 import time
 
-# subprocess, shutil and tempfile (~8 ms of imports) are imported where they are used: every
-# verification starts this module, and Python children need none of them (the fork server).
+# json, subprocess, shutil and tempfile (~15 ms of imports, json's re and enum most) are
+# imported where they are used: every verification starts this module, not every one needs
+# them. Nor signal (enum again): Linux's numbers.
 from palaestra_fork import CHILD_ENV, IN_CHILD_DIR, forkable, run_forked, stop_server
 
 NOBODY = 65534
+_SIGKILL, _SIGXCPU = 9, 24
 REWARD = "/logs/verifier/reward.json"
 _MAX_OUTPUT = 8 * 1024 * 1024
 
@@ -82,7 +82,7 @@ def _limits(cpu_seconds):
 
 def _kill_group(proc):
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
+        os.killpg(proc.pid, _SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
 
@@ -118,7 +118,7 @@ def _forked_result(status, out, err, timeout, cpu_seconds):
         return ChildResult(False, error="its end was lost: the fork server it came from died",
                            stdout=out, stderr=err)  # fmt: skip
     returncode = os.waitstatus_to_exitcode(status)
-    if cpu_seconds is not None and returncode in (-signal.SIGXCPU, -signal.SIGKILL):
+    if cpu_seconds is not None and returncode in (-_SIGXCPU, -_SIGKILL):
         return ChildResult(False, stdout=out, stderr=err, returncode=returncode,
                            error=f"CPU time limit of {cpu_seconds}s exceeded")  # fmt: skip
     return ChildResult(returncode == 0, stdout=out, stderr=err, returncode=returncode,
@@ -156,7 +156,7 @@ def run_command(argv, *, cwd="/app", timeout=20.0, stdin="", env=None, cpu_secon
         return ChildResult(False, error=f"timeout after {timeout:g}s", stdout=_text(out),
                            stderr=_text(err), timed_out=True)  # fmt: skip
     _kill_group(proc)  # anything it left running in its session
-    if cpu_seconds is not None and proc.returncode in (-signal.SIGXCPU, -signal.SIGKILL):
+    if cpu_seconds is not None and proc.returncode in (-_SIGXCPU, -_SIGKILL):
         return ChildResult(False, stdout=_text(out), stderr=_text(err), returncode=proc.returncode,
                            error=f"CPU time limit of {cpu_seconds}s exceeded")  # fmt: skip
     return ChildResult(proc.returncode == 0, stdout=_text(out), stderr=_text(err),
@@ -170,6 +170,8 @@ def run_python(code, input_value=None, *, cwd="/app", timeout=20.0, path=None, c
 
     The child is forked from the fork server (see ``palaestra_fork``), as if started by
     ``python -I -B -c``."""
+    import json
+
     names = [IN_CHILD_DIR + "input.json", IN_CHILD_DIR + "output.json", path or cwd]
     how = ("code", _CHILD + "\n" + code, names)
     status, out, err, (raw,) = run_forked(how, CHILD_ENV, cwd=cwd, timeout=timeout, stdin="",
@@ -214,7 +216,7 @@ def kill_nobody_processes():
             with open("/proc/" + pid + "/status", "rb") as f:
                 uid = next(line for line in f if line.startswith(b"Uid:")).split()[1]
             if int(uid) == NOBODY:
-                os.kill(int(pid), signal.SIGKILL)
+                os.kill(int(pid), _SIGKILL)
         except (OSError, StopIteration, ValueError, IndexError):
             pass
     stop_server()
@@ -341,9 +343,40 @@ class Checker:
                   **self.outcomes(), **(extra or {})}  # fmt: skip
         os.makedirs(os.path.dirname(self.reward_path), exist_ok=True)
         with open(self.reward_path, "w") as f:
-            f.write(json.dumps(result))
+            f.write(_json_numbers(result))
         print(f"{passed}/{total} checks passed: reward {reward}")
         sys.exit(0)
+
+
+def _json_numbers(mapping):
+    """JSON of a flat mapping of names to numbers, without importing json (~9 ms)."""
+    values = {k: float(v) for k, v in mapping.items()}
+    if not all(k.isidentifier() and abs(v) < float("inf") for k, v in values.items()):
+        import json
+
+        return json.dumps(mapping)
+    return "{" + ", ".join(f'"{k}": {v!r}' for k, v in values.items()) + "}"
+
+
+def _take_the_verifier_dirs():
+    """What test.sh's first lines did with five processes, at import, before any child can
+    run: /logs/verifier exists, it and /tests are root's (/tests root-only: the children run
+    as nobody and must not read the reference), and no reward is left from before."""
+    logs = os.path.dirname(REWARD)
+    if os.getuid() != 0 or not os.path.isdir("/tests"):
+        return
+    os.makedirs(logs, exist_ok=True)
+    for path, mode in (("/tests", 0o700), (logs, 0o755)):
+        os.chown(path, 0, 0)
+        os.chmod(path, mode)
+    for name in ("reward.txt", "reward.json"):
+        try:
+            os.unlink(os.path.join(logs, name))
+        except FileNotFoundError:
+            pass
+
+
+_take_the_verifier_dirs()
 
 
 def _short(value, limit=200):
