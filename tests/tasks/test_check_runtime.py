@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from palaestra.sandbox import SandboxSpec
 from palaestra.sandbox.local import LocalBackend
-from palaestra.tasks.generators.base import CHECK_RUNTIME
+from palaestra.tasks.generators.base import CHECK_RUNTIME, PRECOMPUTED, precomputed
 
 #: Runs in the sandbox, as root, from the runtime's directory; prints one JSON object.
 SCRIPT = r"""
@@ -126,3 +130,24 @@ def test_nothing_of_nobody_outlives_kill_nobody_processes(results: dict) -> None
     assert results["stayed"]  # it outlived its run (a session of its own)
     assert results["left"] == []
     assert results["after"] == "after"
+
+
+def test_precomputed_values_round_trip_through_the_tests_directory(tmp_path: Path) -> None:
+    """What a generator stores with ``base.precomputed`` is what the checker's
+    ``precomputed()`` reads from the runtime's directory, under the oldest Python the runtime
+    supports as well as this one; equal values give equal bytes (the cache stays
+    reproducible)."""
+
+    value = {"cases": [("big", "a,b\n" * 1000, 1, b"\x00raw"), ("small", "", None, 2.5)],
+             "flags": [True, False, None], "nested": {"k": [1, -2**70]}}  # fmt: skip
+    blob = precomputed(value)
+    assert blob == precomputed(dict(value)) and len(blob) < 1000  # compressed
+    for path in CHECK_RUNTIME:
+        (tmp_path / path.name).write_text(path.read_text())
+    (tmp_path / PRECOMPUTED).write_bytes(blob)
+    read = "from palaestra_check import precomputed; print(repr(precomputed()))"
+    pythons = [sys.executable] + [p for p in ("/usr/bin/python3",) if os.access(p, os.X_OK)]
+    for python in pythons:
+        out = subprocess.run([python, "-E", "-s", "-S", "-B", "-c", read], cwd=tmp_path,
+                             capture_output=True, text=True, check=True)  # fmt: skip
+        assert out.stdout.strip() == repr(value), python

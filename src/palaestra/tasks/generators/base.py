@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import marshal
 import math
 import os
 import random
@@ -37,6 +38,7 @@ import shlex
 import shutil
 import tempfile
 import textwrap
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,6 +76,24 @@ CHECK_RUNTIME = (CHECK_MODULE, Path(__file__).with_name("palaestra_fork.py"))
 def check_runtime_files() -> dict[str, str]:
     """``tests/`` file name -> content of :data:`CHECK_RUNTIME`."""
     return {path.name: path.read_text() for path in CHECK_RUNTIME}
+
+
+#: The ``tests/`` file that :func:`precomputed` values travel in.
+PRECOMPUTED = "precomputed.bin"
+
+
+def precomputed(value: object) -> bytes:
+    """``value`` as the hidden test's ``palaestra_check.precomputed()`` returns it: put the
+    bytes in ``tests/`` as :data:`PRECOMPUTED`.
+
+    For what the checker would otherwise compute at every verification from the task's
+    secret (inputs, the reference's outputs): computed once when the task is generated, it
+    costs nothing per episode, and ``tests/`` is never in the sandbox before verification.
+    ``value`` is made of ``None``, ``bool``, ``int``, ``float``, ``str``, ``bytes``, lists,
+    tuples and dicts; marshal format 2 (no back-references: equal values give equal bytes,
+    and any Python 3 reads it), zlib-compressed.
+    """
+    return zlib.compress(marshal.dumps(value, 2), 6)
 
 
 def tier_of(difficulty: float) -> Tier:
