@@ -20,8 +20,8 @@ the local backend's :data:`~palaestra.sandbox.limits.DEFAULT_PIDS_LIMIT`) and ``
 (``none``: no interface but loopback; ``public``: the default bridge) are enforced by the engine.
 ``storage_mb`` (what the container may write) becomes a ``size`` storage option where the engine's
 storage driver supports one: overlay2 on xfs with project quotas or btrfs (the data roots
-``scripts/provision-docker.sh`` sets up; on btrfs the image's size is added, since btrfs counts
-it), zfs. Elsewhere it is not enforced and a warning says so once per backend.
+``scripts/provision-docker.sh`` sets up; on btrfs with full qgroups the image's size is added,
+since they count its files: :mod:`palaestra.sandbox.btrfs_quota`), zfs. Elsewhere it is not enforced and a warning says so once per backend.
 
 Every container carries ``palaestra.run_id``, ``palaestra.sandbox`` and its owner (boot id, pid
 namespace, pid and start time of the process that made it:
@@ -64,6 +64,7 @@ from palaestra.sandbox.base import (
     SandboxSpecError,
     await_to_the_end,
 )
+from palaestra.sandbox.btrfs_quota import QuotaMode, quota_mode
 from palaestra.sandbox.docker_attach import AttachedStream, attach
 from palaestra.sandbox.docker_diff import ContainerSandbox
 from palaestra.sandbox.docker_janitor import OWNER_LABEL, owner_label, reclaim_docker_leftovers
@@ -222,7 +223,11 @@ class DockerBackend(SandboxBackend):
             image = spec.image or self.image
             image_info = await ensure_image(docker, image)
             if self._storage_driver is None:
-                self._storage_driver = (await docker.system.info()).get("Driver", "")
+                info = await docker.system.info()
+                root = info.get("DockerRootDir", "")
+                if info.get("Driver") == "btrfs" and root:
+                    self._btrfs_quota = await asyncio.to_thread(quota_mode, root)
+                self._storage_driver = info.get("Driver", "")
             if self._runtime is None:
                 self._runtime = await asyncio.to_thread(helper_runtime)
             entrypoint = (image_info.get("Config") or {}).get("Entrypoint") or []
@@ -231,8 +236,10 @@ class DockerBackend(SandboxBackend):
                 config["Image"] = snapshot.image
                 image_info = await docker.images.inspect(snapshot.image)
             sandbox.adjustments = self._cpus(spec, config)
-            if "StorageOpt" in config["HostConfig"] and self._storage_driver == "btrfs":
-                # btrfs limits what a container references, the image's files included.
+            btrfs_full = self._storage_driver == "btrfs" and self._btrfs_quota != "squota"
+            if "StorageOpt" in config["HostConfig"] and btrfs_full:
+                # full qgroups limit what a container references, the image's files included
+                # (simple quotas count only what it writes: storage_mb itself).
                 size_mb = spec.storage_mb + (image_info.get("Size", 0) >> 20) + 1
                 config["HostConfig"]["StorageOpt"] = {"size": f"{size_mb}M"}
             await sandbox._start(config, archive, self)
