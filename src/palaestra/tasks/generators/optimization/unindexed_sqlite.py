@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import textwrap
 
-from palaestra.tasks.generators import family, python_test_sh, solve_sh_writing
+from palaestra.tasks.generators import family, solve_sh_writing
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
-from palaestra.tasks.generators.optimization._bench import apply_edits, hidden_test, reference_json
+from palaestra.tasks.generators.optimization._bench import apply_edits, bench_tests
 
 _PROGRAMS = ["user_activity.py", "activity_report.py", "engagement.py", "member_stats.py"]
 
@@ -204,9 +204,8 @@ def generate(spec: GenSpec) -> GeneratedTask:
             "data/users.csv": sample["users.csv"],
         },
         tests={
-            "test.sh": python_test_sh(timeout=200),
-            "reference.json": reference_json({program: fast}),
-            "test_hidden.py": hidden_test(
+            **bench_tests(
+                reference=fast,
                 program=program,
                 inputs_code=_INPUTS,
                 args=["events.csv", "users.csv"],
