@@ -4,7 +4,10 @@ The agent writes ``/app/answer.sql``; ``/app/try_query.sh`` runs it on a throwaw
 loaded with the sample data. The hidden test starts its own server inside the sandbox (initdb
 and pg_ctl as ``nobody``, a Unix socket in a private directory, no TCP), loads fresh data made
 from the task's secret seed, runs the query as a role that may only read, and compares the rows
-with a Python reference. Easy: per-region totals that must keep regions without sales (outer
+with a Python reference. The data sets and the reference's rows are made when the task is
+generated (``precomputed.bin``; plain integers, strings and dates, the same on any Python); a
+verification only loads them (one psql session) and runs the query (one session for all data
+sets, between secret markers, unless the answer uses psql's own commands). Easy: per-region totals that must keep regions without sales (outer
 join, ``COALESCE``, no join fan-out). Medium: top customers per region in a year with ties
 (``RANK``) and a timestamp year boundary. Hard: a month calendar per region with empty months
 (``generate_series``) and a year-to-date running total per region (window frame).
