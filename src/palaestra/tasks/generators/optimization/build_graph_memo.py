@@ -8,6 +8,9 @@ once per path through them. Difficulty knobs: the graph size and the number of r
 quantities (memoising only some of them stays exponential). Output must stay byte-identical
 on fresh secret graphs (redefinitions, repeated and external dependencies, comments); the
 large graph runs under a CPU bar.
+
+The reference's output is made when the task is generated (see ``_bench``): integer
+arithmetic over a graph no deeper than 60 layers prints the same on any Python 3.
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ Difficulty knobs: the number of I/O slow spots (fixing only the input side stays
 medium/hard) and the log size. Output files and summary must stay byte-identical on fresh
 secret logs (CRLF lines, no final newline, interleaved duplicates, unparsable lines); the
 large log runs under a CPU bar.
+
+The reference's output is made when the task is generated (see ``_bench``): an ASCII regex,
+line endings and sorted names give the same files on any Python 3.
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ quadratic), and from medium on it also finds the current line number by counting
 of everything written so far. Difficulty knobs: the number of slow spots (fixing one is not
 enough on medium/hard), the report size, and the layout constants. Output must stay
 byte-identical on fresh secret ticket exports; the large one runs under a CPU bar.
+
+The reference's output is made when the task is generated (see ``_bench``): splitting and
+joining ASCII text prints the same on any Python 3.
 """
 
 from __future__ import annotations

@@ -6,6 +6,9 @@ inside loops: the tracking lookup (every tier), deduplicating shipment rows with
 and the billed-list membership tests (medium adds one of them, hard both). Difficulty knobs:
 the number of slow spots (fixing only some of them stays too slow) and the input size. The
 output must stay byte-identical on fresh secret inputs; the large one runs under a CPU bar.
+
+The reference's output is made when the task is generated (see ``_bench``): csv, dicts,
+sets and integer cents print the same on any Python 3.
 """
 
 from __future__ import annotations

@@ -7,6 +7,10 @@ on hard also the number of active days. Every lookup scans the whole events tabl
 knobs: the data size and the number of per-user queries. Output must stay byte-identical on
 fresh secret data (idle users, ties between kinds, malformed rows, events out of time order);
 the large data set runs under a CPU bar.
+
+The reference's output is made when the task is generated (see ``_bench``): csv, integer
+sums and SQLite queries whose every order is explicit (ties broken by name, users by rowid,
+BINARY text comparison) print the same on any Python 3 and SQLite 3.
 """
 
 from __future__ import annotations
