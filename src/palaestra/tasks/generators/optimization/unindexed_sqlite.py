@@ -9,7 +9,7 @@ fresh secret data (idle users, ties between kinds, malformed rows, events out of
 the large data set runs under a CPU bar.
 
 The reference's output is made when the task is generated (see ``_bench``): csv, integer
-sums and SQLite queries whose every order is explicit (ties broken by name, users by rowid,
+sums and SQLite queries whose every order is explicit (ties broken by kind, users by rowid,
 BINARY text comparison) print the same on any Python 3 and SQLite 3.
 """
 
