@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from palaestra.tasks import generators as g
-from palaestra.tasks.generators.debugging._kit import HIDDEN_PRELUDE
 
 OPTIMIZATION = [f.name for f in g.families("optimization")]
 #: Those in Python (their slow program and reference run here); the others are checked by
@@ -24,7 +23,8 @@ PYTHON = [name for name in OPTIMIZATION if not g.generate(name, 0, 0.0).packages
 def _inputs_generator(hidden: str):
     """``make_inputs`` as the hidden test defines it (constants and generator code)."""
     scope: dict = {}
-    exec(hidden[len(HIDDEN_PRELUDE) : hidden.index("\nPROGRAM, ARGS, SECRET")], scope)
+    start = hidden.index("\n", hidden.index("from palaestra_check import"))
+    exec(hidden[start : hidden.index("\nPROGRAM, ARGS, OUT_DIR")], scope)
     return scope["make_inputs"], scope
 
 
@@ -55,7 +55,7 @@ def test_slow_program_and_reference_agree(family: str, difficulty: float, tmp_pa
     assert slow != fast
     hidden = task.tests["test_hidden.py"]
     make_inputs, scope = _inputs_generator(hidden)
-    line = next(x for x in hidden.splitlines() if x.startswith("PROGRAM, ARGS, SECRET = "))
+    line = next(x for x in hidden.splitlines() if x.startswith("PROGRAM, ARGS, OUT_DIR = "))
     exec(line, scope)
     args = scope["ARGS"]
     rng = random.Random(difficulty)

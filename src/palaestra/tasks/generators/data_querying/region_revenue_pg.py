@@ -4,7 +4,10 @@ The agent writes ``/app/answer.sql``; ``/app/try_query.sh`` runs it on a throwaw
 loaded with the sample data. The hidden test starts its own server inside the sandbox (initdb
 and pg_ctl as ``nobody``, a Unix socket in a private directory, no TCP), loads fresh data made
 from the task's secret seed, runs the query as a role that may only read, and compares the rows
-with a Python reference. Easy: per-region totals that must keep regions without sales (outer
+with a Python reference. The data sets and the reference's rows are made when the task is
+generated (``precomputed.bin``; plain integers, strings and dates, the same on any Python); a
+verification only loads them (one psql session) and runs the query (one session for all data
+sets, between secret markers, unless the answer uses psql's own commands). Easy: per-region totals that must keep regions without sales (outer
 join, ``COALESCE``, no join fan-out). Medium: top customers per region in a year with ties
 (``RANK``) and a timestamp year boundary. Hard: a month calendar per region with empty months
 (``generate_series``) and a year-to-date running total per region (window frame).
@@ -12,12 +15,13 @@ join, ``COALESCE``, no join fan-out). Medium: top customers per region in a year
 
 from __future__ import annotations
 
+import random
 import textwrap
 
 from palaestra.tasks import outcomes
 from palaestra.tasks.generators import family, python_test_sh
 from palaestra.tasks.generators._toolchains import COMPARE, one_file_solutions
-from palaestra.tasks.generators.base import GeneratedTask, GenSpec
+from palaestra.tasks.generators.base import PRECOMPUTED, GeneratedTask, GenSpec, precomputed
 from palaestra.tasks.generators.optimization._bench import apply_edits
 
 _PACKAGES = ("postgresql",)
@@ -141,7 +145,7 @@ _WRONGS = {
     },
 }
 
-# Python, in the hidden test and here: the data and the reference answer.
+# Python, run when the task is generated: the data and the reference answer.
 _DATA = r'''
 import datetime as dt
 
@@ -234,16 +238,16 @@ def answer(customers, orders):
 _TEST = r"""
 import glob
 import os
-import random
 
-from palaestra_check import Checker, private_dir, run_command
+from palaestra_check import Checker, precomputed, private_dir, run_command
 
-SECRET = {secret}
-SCHEMA = {schema!r}
-{data}
 {compare}
 
 BIN = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(p.split("/")[-2]))[-1]
+#: Settings that spare the throwaway server work without changing any query's result.
+SERVER = ("-k {{}} -c listen_addresses='' -c fsync=off -c full_page_writes=off "
+          "-c synchronous_commit=off -c autovacuum=off -c max_connections=8 "
+          "-c max_worker_processes=0 -c max_wal_senders=0 -c wal_level=minimal")
 
 
 def write(directory, name, text):
@@ -254,47 +258,69 @@ def write(directory, name, text):
     return path
 
 
-def psql(sock, *args, user="postgres", database="postgres"):
+def psql(sock, *args, user="postgres", database="postgres", stdin=""):
     return run_command(["psql", "-X", "-q", "-A", "-t", "-F", "\t", "-h", sock, "-U", user,
-                        "-d", database, "-v", "ON_ERROR_STOP=1", *args], cwd=sock, timeout=120)
+                        "-d", database, "-v", "ON_ERROR_STOP=1", *args], cwd=sock, timeout=120,
+                       stdin=stdin)
+
+
+def batched(sock, query, text):
+    # The query's output on every data set from one psql session: {{k: stdout}}, or None
+    # (then each runs in a psql of its own: the answer uses psql's commands, which keep state
+    # from one data set to the next, or fails, or prints our markers). The markers hold a
+    # secret made now and sent on stdin only.
+    if "\\" in text:  # psql meta-commands (state kept between data sets): no batch
+        return None
+    marker = os.urandom(16).hex()
+    script = "".join("\\c {{0}} reader_{{0}}\n\\echo {{1}} {{2}}\n\\i {{3}}\n".format(
+        case[1], marker, k, query) for k, case in enumerate(CASES)) + "\\echo {{}} end\n".format(marker)
+    res = psql(sock, stdin=script)
+    if not res.ok:
+        return None
+    chunks = res.stdout.split(marker + " ")
+    heads = [chunk.split("\n", 1)[0] for chunk in chunks[1:]]
+    if chunks[0] or heads != [str(k) for k in range(len(CASES))] + ["end"]:
+        return None
+    return {{k: chunks[k + 1].split("\n", 1)[1] for k in range(len(CASES))}}
 
 
 ck = Checker(kind="io")
-rng = random.Random(SECRET)
+CASES = precomputed()["cases"]  # [label, database, load SQL, expected rows]
 sock = private_dir("pg-")
 data_dir = os.path.join(sock, "data")
 started = run_command([BIN + "/initdb", "-D", data_dir, "-U", "postgres", "-A", "trust",
-                       "--no-sync"], cwd=sock, timeout=180)
+                       "--no-sync", "--no-instructions"], cwd=sock, timeout=180)
 if started.ok:
-    started = run_command([BIN + "/pg_ctl", "-D", data_dir, "-o", "-k {{}} -c listen_addresses=''".format(sock),
-                           "-w", "-t", "120", "-l", os.path.join(sock, "log"), "start"], cwd=sock, timeout=180)
+    started = run_command([BIN + "/pg_ctl", "-D", data_dir, "-o", SERVER.format(sock), "-w",
+                           "-t", "120", "-l", os.path.join(sock, "log"), "start"], cwd=sock,
+                          timeout=180)
 if not started.ok:
     raise SystemExit("cannot start PostgreSQL: " + started.error)
 # read as nobody: a symlink the agent planted cannot make root copy a file it may not read
 submitted = run_command(["cat", "/app/answer.sql"], cwd="/app", timeout=30)
 query = write(private_dir("query-"), "answer.sql", submitted.stdout) if submitted.ok else None
-sizes = [(3, 5)] + [(N_CUSTOMERS, N_ORDERS)] * 3
 try:
-    for k, (n_customers, n_orders) in enumerate(sizes):
-        customers, orders = make_data(rng, n_customers, n_orders)
-        label = "data set {{}} ({{}} customers, {{}} orders)".format(k + 1, len(customers), len(orders))
-        db = "case{{}}".format(k)
-        setup = psql(sock, "-c", "CREATE DATABASE " + db)
-        load = write(sock, db + ".sql", SCHEMA + data_sql(customers, orders) +
-                     "CREATE ROLE reader_{{0}} LOGIN;\nGRANT SELECT ON ALL TABLES IN SCHEMA public "
-                     "TO reader_{{0}};\n".format(db))
-        setup = setup if not setup.ok else psql(sock, "-f", load, database=db)
-        if not setup.ok:
-            raise SystemExit("cannot load {{}}: {{}}".format(label, setup.error))
+    setup = "".join("CREATE DATABASE {{}};\n".format(case[1]) for case in CASES)
+    for label, db, load, want in CASES:
+        setup += "\\c {{0}}\n{{1}}CREATE ROLE reader_{{0}} LOGIN;\nGRANT SELECT ON ALL TABLES IN SCHEMA public TO reader_{{0}};\n".format(db, load)
+    loaded = psql(sock, stdin=setup)
+    if not loaded.ok:
+        raise SystemExit("cannot load the data sets: " + loaded.error)
+    outputs = batched(sock, query, submitted.stdout) if query else None
+    for k, (label, db, load, want) in enumerate(CASES):
         if query is None:
             ck.error(label, "cannot read /app/answer.sql: " + submitted.error)
             continue
-        got = psql(sock, "-f", query, user="reader_" + db, database=db)
-        if not got.ok:
-            ck.error(label, got.error)
-            continue
-        have = [line.split("\t") for line in got.stdout.splitlines() if line]
-        compare(ck, label, answer(customers, orders), have, "row")
+        if outputs is not None:
+            stdout = outputs[k]
+        else:
+            got = psql(sock, "-f", query, user="reader_" + db, database=db)
+            if not got.ok:
+                ck.error(label, got.error)
+                continue
+            stdout = got.stdout
+        have = [line.split("\t") for line in stdout.splitlines() if line]
+        compare(ck, label, want, have, "row")
 finally:
     run_command([BIN + "/pg_ctl", "-D", data_dir, "-m", "immediate", "stop"], cwd=sock, timeout=60)
 ck.finish()
@@ -321,6 +347,20 @@ _QUESTIONS = {
         to the year. Columns `region, month, revenue_cents, running_cents`, ordered by region,
         then month.""",
 }
+
+
+def _cases(scope: dict, secret: int) -> list:
+    """The data sets made from ``secret`` (label, database, the SQL that loads them, the
+    expected rows), as the hidden test reads them from ``precomputed.bin``."""
+    rng = random.Random(secret)
+    sizes = [(3, 5)] + [(scope["N_CUSTOMERS"], scope["N_ORDERS"])] * 3
+    cases = []
+    for k, (n_customers, n_orders) in enumerate(sizes):
+        customers, orders = scope["make_data"](rng, n_customers, n_orders)
+        label = f"data set {k + 1} ({len(customers)} customers, {len(orders)} orders)"
+        load = _SCHEMA + scope["data_sql"](customers, orders)
+        cases.append([label, f"case{k}", load, scope["answer"](customers, orders)])
+    return cases
 
 
 @family(
@@ -375,9 +415,8 @@ def generate(spec: GenSpec) -> GeneratedTask:
         },
         tests={
             "test.sh": python_test_sh(timeout=400),
-            "test_hidden.py": _TEST.format(
-                secret=rng.randrange(2**31), schema=_SCHEMA, data=data, compare=COMPARE
-            ),
+            "test_hidden.py": _TEST.format(compare=COMPARE),
+            PRECOMPUTED: precomputed({"cases": _cases(scope, rng.randrange(2**31))}),
         },
         solution=solution,
         wrong_solutions=wrong,

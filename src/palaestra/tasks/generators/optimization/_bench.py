@@ -1,28 +1,95 @@
 """Shared machinery of the optimization families: a slow-but-correct program to speed up.
 
-The hidden test regenerates inputs from the task's secret seed (a few small edge-case inputs and
-one large one), runs the correct fast program from ``tests/reference.json`` on each (as
-``nobody``, no bar) to get the expected output, then runs the agent's program on the same inputs
-(the large one under a CPU-time bar, ``cpu_seconds=``) and compares outputs byte for byte.
-Families supply the input generator (``make_inputs(rng, size) -> {file name: text}``), the
-program's argument list and the bar.
+The hidden test runs the agent's program on a few small edge-case inputs and one large one
+(under a CPU-time bar, ``cpu_seconds=``) and compares its stdout (and the files it writes)
+byte for byte with what the correct fast program printed on the same inputs. Families supply
+the input generator (``make_inputs(rng, size) -> {file name: text}``), the program's argument
+list and the bar.
+
+The reference's work is done once, when the task is generated (:func:`bench_tests`): its
+outputs on every input travel in ``tests/precomputed.bin``, so a verification runs only the
+agent's program. The reference program runs on the host's Python then, the agent's program on
+the sandbox's: the families' programs are pure functions of their ASCII inputs through parts
+of the standard library that do not change between Python 3 versions (each family's docstring
+says why for its own), and ``tests/test_optimization.py`` runs them on both.
+
+The small inputs travel as data. The large one travels as data when it compresses small enough
+(``ship_big``); otherwise as the seed it is made from, and the checker makes it again and
+checks it against its SHA-256: should another Python make other data from the seed, the
+checker runs the reference (``tests/reference.json``) on what it made, as it always used to,
+instead of trusting expected outputs made for other data. A large output travels as SHA-256
+digests (its line count for the message).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
-from palaestra.tasks.generators.debugging._kit import HIDDEN_PRELUDE
+from palaestra.tasks.generators.base import PRECOMPUTED, precomputed, python_test_sh
+
+#: Above this many characters of output (stdout and files), the expected output of the large
+#: input travels as digests.
+_SHIP_OUTPUT = 200_000
 
 
 def reference_json(files: Mapping[str, str]) -> str:
     return json.dumps(dict(sorted(files.items())), indent=1, sort_keys=True) + "\n"
 
 
-def hidden_test(
+def digest(files: Mapping[str, str]) -> str:
+    """SHA-256 of named texts (also the checker's ``digest``)."""
+    h = hashlib.sha256()
+    for name in sorted(files):
+        data = files[name].encode()
+        h.update(f"{name}\0{len(data)}\0".encode() + data)
+    return h.hexdigest()
+
+
+def run_reference(source: str, args: Sequence[str], files: Mapping[str, str]):
+    """(stdout, {output file: text}) of the reference program on ``files``, run on this
+    interpreter as the checker runs the agent's program (an ``OUT`` directory beside them)."""
+    with tempfile.TemporaryDirectory(prefix="palaestra-bench-") as tmp:
+        root = Path(tmp)
+        (root / "prog.py").write_text(source)
+        for name, text in files.items():
+            (root / name).write_bytes(text.encode())
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "HOME": tmp}
+        run = subprocess.run(
+            [sys.executable, "-I", "-B", str(root / "prog.py"), *(str(root / a) for a in args)],
+            cwd=tmp, env=env, capture_output=True, timeout=300,
+        )  # fmt: skip
+        if run.returncode != 0:
+            raise RuntimeError(f"reference failed: {run.stderr.decode()[-2000:]}")
+        out = root / "OUT"
+        written = {}
+        if out.is_dir():
+            for path in sorted(out.iterdir()):
+                written[path.name] = path.read_bytes().decode("utf-8", "replace")
+        return run.stdout.decode("utf-8", "replace"), written
+
+
+def _expected(stdout: str, files: dict[str, str], ship: bool) -> dict:
+    if ship:
+        return {"stdout": stdout, "files": files}
+    return {
+        "stdout_sha256": digest({"": stdout}),
+        "stdout_lines": len(stdout.splitlines()),
+        "files_sha256": {name: digest({"": text}) for name, text in files.items()},
+    }
+
+
+def bench_tests(
     *,
     program: str,
+    reference: str,
     inputs_code: str,
     args: list[str],
     secret: int,
@@ -31,30 +98,81 @@ def hidden_test(
     cpu_bar: int,
     out_dir: bool = False,
     constants: str = "",
+    ship_big: bool = False,
+    timeout: int = 200,
+) -> dict[str, str | bytes]:
+    """The task's ``tests/``: the inputs made from ``secret``, the reference program's output
+    on each (run now), and the hidden test. ``args`` name the input files (and ``OUT`` for an
+    output directory, whose files are compared too when ``out_dir``)."""
+    scope: dict = {}
+    exec(constants + inputs_code, scope)
+    make_inputs = scope["make_inputs"]
+    rng = random.Random(secret)
+    cases = []
+    for k, n in enumerate(small_sizes):
+        files = make_inputs(rng, n)
+        stdout, written = run_reference(reference, args, files)
+        cases.append([f"edge-case input {k} (size {n})", files, None, _expected(stdout, written, True)])  # fmt: skip
+    big_seed = rng.getrandbits(31)
+    files = make_inputs(random.Random(big_seed), big_size)
+    stdout, written = run_reference(reference, args, files)
+    size = len(stdout) + sum(len(t) for t in written.values())
+    label = f"large input (size {big_size}) within {cpu_bar}s of CPU"
+    big = [label, files if ship_big else None, cpu_bar, _expected(stdout, written, size <= _SHIP_OUTPUT)]  # fmt: skip
+    if not ship_big:
+        big.append({"seed": big_seed, "size": big_size, "sha256": digest(files)})
+    cases.append(big)
+    return {
+        "test.sh": python_test_sh(timeout=timeout),
+        "reference.json": reference_json({program: reference}),
+        "test_hidden.py": hidden_test(
+            program=program,
+            inputs_code=inputs_code,
+            args=args,
+            out_dir=out_dir,
+            constants=constants,
+        ),  # fmt: skip
+        PRECOMPUTED: precomputed({"cases": cases}),
+    }
+
+
+def hidden_test(
+    *, program: str, inputs_code: str, args: list[str], out_dir: bool, constants: str
 ) -> str:
-    """The hidden test. ``args`` name the input files (and ``OUT`` for an output directory,
-    whose files are compared too when ``out_dir``)."""
+    """The hidden test: the cases come from ``precomputed.bin``; only the agent's program
+    runs."""
     return (
-        HIDDEN_PRELUDE
+        _HIDDEN_HEAD
         + constants
         + inputs_code
-        + f"""
-PROGRAM, ARGS, SECRET = {program!r}, {args!r}, {secret}
-SMALL, BIG, BAR, OUT_DIR = {small_sizes!r}, {big_size}, {cpu_bar}, {out_dir!r}
+        + f"\nPROGRAM, ARGS, OUT_DIR = {program!r}, {args!r}, {out_dir!r}\n"
+        + _HIDDEN_BODY
+    )
 
+
+_HIDDEN_HEAD = """\
+import hashlib
+import os
+import random
+import tempfile
+
+from palaestra_check import Checker, copy_tree_for_child, precomputed, run_command
+"""
+
+_HIDDEN_BODY = r'''
 
 def run(root, files, bar):
     work = copy_tree_for_child(tempfile.mkdtemp(prefix="in-"), prefix="in-")
     for name, text in files.items():
         path = os.path.join(work, name)
-        with open(path, "w") as f:
-            f.write(text)
+        with open(path, "wb") as f:
+            f.write(text.encode())
         os.chown(path, 65534, 65534)
     out = os.path.join(work, "OUT")
     argv = [os.path.join(work, a) for a in ARGS]
     res = run_command(["python3", "-B", os.path.join(root, PROGRAM)] + argv, cwd=root,
                       timeout=120, cpu_seconds=bar)
-    produced = {{}}
+    produced = {}
     if OUT_DIR and os.path.isdir(out):
         for name in sorted(os.listdir(out)):
             with open(os.path.join(out, name), "rb") as f:
@@ -62,42 +180,78 @@ def run(root, files, bar):
     return res, produced
 
 
+def digest(files):
+    h = hashlib.sha256()
+    for name in sorted(files):
+        data = files[name].encode()
+        h.update("{}\0{}\0".format(name, len(data)).encode() + data)
+    return h.hexdigest()
+
+
+def reference_outputs(files):
+    """The old way, for a large input this Python made otherwise: the reference, as nobody."""
+    import json
+
+    with open("/tests/reference.json") as f:
+        sources = json.load(f)
+    root = tempfile.mkdtemp(prefix="ref-")
+    for rel, text in sources.items():
+        with open(os.path.join(root, rel), "w") as f:
+            f.write(text)
+    want, want_files = run(copy_tree_for_child(root, prefix="ref-") + "/", files, None)
+    if not want.ok:
+        raise SystemExit("reference failed: {}".format(want.error))
+    return {"stdout": want.stdout, "files": want_files}
+
+
 def first_diff(want, got):
     wl, gl = want.splitlines(), got.splitlines()
     for i in range(max(len(wl), len(gl))):
         if wl[i:i + 1] != gl[i:i + 1]:
-            return "line {{}}: expected {{!r}}, got {{!r}}".format(i + 1, wl[i:i + 1], gl[i:i + 1])
+            return "line {}: expected {!r}, got {!r}".format(i + 1, wl[i:i + 1], gl[i:i + 1])
     return "outputs differ"
+
+
+def compare(want, stdout, files):
+    """'' when the outputs are the expected ones, else what differs."""
+    if "stdout" not in want:  # digests of a large output
+        if digest({"": stdout}) != want["stdout_sha256"]:
+            return "stdout differs from the reference's ({} lines expected, {} printed)".format(
+                want["stdout_lines"], len(stdout.splitlines()))
+        hashes = {name: digest({"": text}) for name, text in files.items()}
+        names = sorted(set(hashes) | set(want["files_sha256"]))
+        bad = [n for n in names if hashes.get(n) != want["files_sha256"].get(n)]
+        return "output file {}: differs or missing or unexpected".format(bad[0]) if bad else ""
+    if stdout != want["stdout"]:
+        return "stdout " + first_diff(want["stdout"], stdout)
+    want_files = want["files"]
+    if files == want_files:
+        return ""
+    names = sorted(set(want_files) | set(files))
+    bad = [n for n in names if want_files.get(n) != files.get(n)][0]
+    return "output file {}: {}".format(
+        bad, first_diff(want_files[bad], files[bad])
+        if bad in want_files and bad in files else "missing or unexpected")
 
 
 ck = Checker(kind="io")
 ck.compile_python(os.path.join("/app", PROGRAM))
-ref = reference_dir()
-rng = random.Random(SECRET)
-cases = [("edge-case input {{}} (size {{}})".format(k, n), make_inputs(rng, n), None)
-         for k, n in enumerate(SMALL)]
-cases.append(("large input (size {{}}) within {{}}s of CPU".format(BIG, BAR), make_inputs(rng, BIG), BAR))
-for label, files, bar in cases:
-    want, want_files = run(ref, files, None)
-    if not want.ok:
-        raise SystemExit("reference failed on {{}}: {{}}".format(label, want.error))
+for case in precomputed()["cases"]:
+    label, files, bar, want = case[:4]
+    if files is None:  # made again from its seed
+        made = case[4]
+        files = make_inputs(random.Random(made["seed"]), made["size"])
+        if digest(files) != made["sha256"]:
+            print("NOTE this Python made other data from the seed: the reference runs on it")
+            want = reference_outputs(files)
     got, got_files = run("/app/", files, bar)
     if not got.ok:
         ck.error(label, got.error)
         continue
-    ok = got.stdout == want.stdout
-    detail = "" if ok else "stdout " + first_diff(want.stdout, got.stdout)
-    if ok and got_files != want_files:
-        ok = False
-        names = sorted(set(want_files) | set(got_files))
-        bad = [n for n in names if want_files.get(n) != got_files.get(n)][0]
-        detail = "output file {{}}: {{}}".format(
-            bad, first_diff(want_files.get(bad) or "", got_files.get(bad) or "")
-            if bad in want_files and bad in got_files else "missing or unexpected")
-    ck.check(label, ok, detail)
+    detail = compare(want, got.stdout, got_files)
+    ck.check(label, not detail, detail)
 ck.finish()
-"""
-    )
+'''
 
 
 def apply_edits(source: str, edits: Sequence[tuple[str, str]], what: str = "") -> str:
