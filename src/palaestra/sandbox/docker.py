@@ -183,6 +183,7 @@ class DockerBackend(SandboxBackend):
         self._reclaimed = False
         self._storage_opt_supported: bool | None = None
         self._storage_driver: str | None = None
+        self._btrfs_quota: QuotaMode | None = None
         self._owner = owner_label()
         self._runtime: Path | None = None
         self._cpus_warned = False
