@@ -1,7 +1,8 @@
-"""The program families' cases, made at generation time (``_toolchains.precomputed_cases``):
-the hidden test checks against what ``tests/precomputed.bin`` holds, a missing or unreadable file
-is an error (never a pass), and for inputs shipped as digests the reference, run in the checker,
-decides whenever a digest differs."""
+"""Families whose cases are made at generation time (``tests/precomputed.bin``): the program
+families (``_toolchains.precomputed_cases``), build-order, meeting-rooms, access-log-report. The
+hidden test checks against what the file holds, a missing or unreadable file is an error (never
+a pass), and for inputs shipped as digests the reference, run in the checker, decides whenever a
+digest differs."""
 
 from __future__ import annotations
 
@@ -90,3 +91,14 @@ def test_precomputed_cases_are_deterministic(family: str):
         g.generate(family, 3, 0.9).tests[PRECOMPUTED]
         == g.generate(family, 3, 0.9).tests[PRECOMPUTED]
     )
+
+
+@pytest.mark.parametrize("family", ["build-order", "meeting-rooms", "access-log-report"])
+async def test_python_families_error_without_their_cases(family: str, tmp_path: Path):
+    source = g.materialise(family, 0, 0.9)
+    assert (source / "tests" / PRECOMPUTED).stat().st_size < 300_000
+    tasks = [load_task(source)]
+    tasks += [load_task(_copy_with(tmp_path / k, source, v)) for k, v in (("m", None), ("c", b"x"))]
+    results = await check_tasks(tasks, only=["oracle"])
+    assert [r.reward for r in results] == [1.0, 0.0, 0.0], [r.detail[-300:] for r in results]
+    assert [bool(r.rewards.get("checks_total")) for r in results] == [True, False, False]
