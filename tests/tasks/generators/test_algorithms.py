@@ -140,3 +140,18 @@ def test_directory_aware_glob_dp_agrees_with_backtracking():
         assert dp(pattern, text) == bt(pattern, text), (pattern, text)
     assert dp("a/**/b", "a/b") and dp("a/**/b", "a/x/y/b") and not dp("a/**/b", "a/xb")
     assert not dp("*.py", "src/x.py") and dp("\\*", "*") and not dp("\\*", "x")
+
+
+def test_build_order_bulk_pipeline_has_the_shape_of_the_drawn_ones():
+    from palaestra.tasks.generators.algorithms import _build_order_tests as t
+
+    names = ("pipeline.py", "order", "finish", "sched")
+    scope = load(build_order._source(build_order._ORDER_RIGHT, None, None, names))
+    scope.update(random=random, rng=random.Random(4))
+    exec(t._DRAW + t._BIG, scope)
+    big, drawn = scope["big_dag"](4, 3000), scope["dag"](3000, 3, implicit=5)
+    for deps in (big, drawn):
+        assert len(deps) == 2995 and len(scope["order"](deps)) == 3000  # acyclic, 5 implicit
+    mean = [sum(map(len, d.values())) / len(d) for d in (big, drawn)]
+    assert abs(mean[0] - mean[1]) < 0.1, mean
+    assert scope["big_dag"](4, 3000) == big

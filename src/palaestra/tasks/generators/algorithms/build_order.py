@@ -13,7 +13,8 @@ reproduced exactly.
 from __future__ import annotations
 
 from palaestra.tasks.generators import family, python_test_sh, solve_sh_writing
-from palaestra.tasks.generators.base import GeneratedTask, GenSpec
+from palaestra.tasks.generators.algorithms._build_order_tests import cases, hidden_test
+from palaestra.tasks.generators.base import PRECOMPUTED, GeneratedTask, GenSpec, precomputed
 
 _NAMES = [
     ("pipeline.py", "build_order", "finish_time", "schedule"),
@@ -270,9 +271,11 @@ size. Only the standard library is available; keep the module path and function 
             _ORDER_RIGHT, fin, sch, names, prio='jobs[n]["duration"]'
         )
 
+    reference = _source(_ORDER_RIGHT, _FINISH_RIGHT, _SCHED_RIGHT, names)
     tests = {
         "test.sh": python_test_sh(timeout=300),
-        "test_hidden.py": _hidden_test(names, timed, pool, big_n, secret),
+        "test_hidden.py": hidden_test(reference, names, timed, pool, big_n),
+        PRECOMPUTED: precomputed(cases(reference, names, timed, pool, big_n, secret)),
     }
     return GeneratedTask(
         instruction=instruction,
@@ -312,157 +315,3 @@ def _reference_order(deps: dict) -> list[str]:
             if waiting[c] == 0:
                 heapq.heappush(ready, c)
     return order
-
-
-def _hidden_test(names: tuple, timed: bool, pool: bool, big_n: int, secret: int) -> str:
-    module, order_fn, finish_fn, sched_fn = names
-    reference = _source(_ORDER_RIGHT, _FINISH_RIGHT, _SCHED_RIGHT, names)
-    return f'''\
-"""Hidden tests for {module}: random pipelines drawn from a per-task secret seed."""
-import random
-
-from palaestra_check import Checker, run_python
-
-{reference}
-
-SECRET, BIG_N, TIMED, POOL = {secret}, {big_n}, {timed}, {pool}
-rng = random.Random(SECRET)
-
-
-def names(n):
-    out, seen = [], set()
-    while len(out) < n:
-        name = "".join(rng.choice("abcdefghijklmnop") for _ in range(rng.randrange(1, 4 if n < 1000 else 6)))
-        name += str(rng.randrange(10)) if rng.random() < 0.3 else ""
-        if name not in seen:
-            seen.add(name)
-            out.append(name)
-    return out
-
-
-def dag(n, fanin, implicit=0, cycle=False):
-    """n steps over a random order; each takes up to `fanin` earlier steps as prerequisites.
-    `implicit` of the earliest steps are only mentioned; `cycle` adds a back edge."""
-    order = names(n)
-    rng.shuffle(order)
-    deps = {{}}
-    for i, name in enumerate(order):
-        if i < implicit:
-            continue
-        k = rng.randrange(0, min(i, fanin) + 1)
-        reqs = [order[j] for j in rng.sample(range(i), k)] if k else []
-        if reqs and rng.random() < 0.1:
-            reqs.append(reqs[0])  # listed twice
-        deps[name] = reqs
-    if cycle:
-        listed = [s for s in order if s in deps]
-        a, b = rng.sample(listed, 2)
-        deps[a] = deps[a] + [b]
-        deps[b] = deps[b] + [a]
-    items = list(deps.items())
-    rng.shuffle(items)
-    return dict(items)
-
-
-def jobs_of(deps):
-    return {{n: {{"duration": rng.randrange(1, 20), "deps": list(reqs)}} for n, reqs in deps.items()}}
-
-
-order_cases = [{{}}, {{"x": []}}, {{"b": ["a"]}}, {{"a": ["a"]}}, {{"c": ["b"], "b": ["c"]}}]
-order_cases += [dag(rng.randrange(3, 25), 3, implicit=rng.randrange(0, 3)) for _ in range(30)]
-order_cases += [dag(rng.randrange(4, 15), 3, cycle=True) for _ in range(6)]
-order_cases += [dag(rng.randrange(100, 300), 4, implicit=2) for _ in range(3)]
-
-CHILD = """
-import copy
-from {module[:-3]} import {order_fn}
-out = []
-before = copy.deepcopy(INPUT)
-for case in INPUT:
-    try:
-        out.append({order_fn}(case))
-    except ValueError:
-        out.append("cycle")
-emit({{"out": out, "unmodified": INPUT == before}})
-"""
-
-
-def expected_order(deps):
-    try:
-        return {order_fn}(deps)
-    except ValueError:
-        return "cycle"
-
-
-ck = Checker()
-res = run_python(CHILD, order_cases, timeout=60)
-if not res.ok:
-    ck.check("{order_fn} runs on the test pipelines", False, res.error)
-else:
-    got = res.value["out"]
-    for i, case in enumerate(order_cases):
-        ck.equal(f"{order_fn} case {{i}} ({{len(case)}} steps)", got[i] if i < len(got) else None,
-                 expected_order(case))
-    ck.check("input not modified", res.value["unmodified"])
-
-big = dag(BIG_N, 3, implicit=5)
-BIG_CHILD = "from {module[:-3]} import {order_fn}\\nemit({order_fn}(INPUT))"
-res = run_python(BIG_CHILD, big, timeout=60, cpu_seconds=2)
-ck.equal(f"{{BIG_N}} steps within the time bar", res.value if res.ok else res.error,
-         {order_fn}(big))
-
-if TIMED:
-    job_cases = [{{}}, {{"solo": {{"duration": 7, "deps": []}}}}]
-    job_cases += [jobs_of(dag(rng.randrange(3, 30), 3)) for _ in range(25)]
-    job_cases += [jobs_of(dag(rng.randrange(4, 12), 2, cycle=True)) for _ in range(3)]
-    FCHILD = """
-from {module[:-3]} import {finish_fn}
-out = []
-for case in INPUT:
-    try:
-        out.append({finish_fn}(case))
-    except ValueError:
-        out.append("cycle")
-emit(out)
-"""
-    res = run_python(FCHILD, job_cases, timeout=60)
-    if not res.ok:
-        ck.check("{finish_fn} runs", False, res.error)
-    else:
-        for i, case in enumerate(job_cases):
-            try:
-                want = {finish_fn}(case)
-            except ValueError:
-                want = "cycle"
-            ck.equal(f"{finish_fn} case {{i}}", res.value[i] if i < len(res.value) else None, want)
-
-if POOL:
-    sched_cases = []
-    for _ in range(25):
-        jobs = jobs_of(dag(rng.randrange(3, 30), 3))
-        sched_cases.append([jobs, rng.randrange(1, 5)])
-    sched_cases.append([jobs_of(dag(2000, 3)), 3])
-    sched_cases.append([jobs_of(dag(8, 2, cycle=True)), 2])
-    SCHILD = """
-from {module[:-3]} import {sched_fn}
-out = []
-for jobs, workers in INPUT:
-    try:
-        out.append({sched_fn}(jobs, workers))
-    except ValueError:
-        out.append("cycle")
-emit(out)
-"""
-    res = run_python(SCHILD, sched_cases, timeout=60, cpu_seconds=4)
-    if not res.ok:
-        ck.check("{sched_fn} runs", False, res.error)
-    else:
-        for i, (jobs, workers) in enumerate(sched_cases):
-            try:
-                want = {sched_fn}(jobs, workers)
-            except ValueError:
-                want = "cycle"
-            ck.equal(f"{sched_fn} case {{i}} ({{len(jobs)}} steps, {{workers}} workers)",
-                     res.value[i] if i < len(res.value) else None, want)
-ck.finish()
-'''

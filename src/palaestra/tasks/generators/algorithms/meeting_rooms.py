@@ -9,10 +9,11 @@ sweep cannot produce.
 from __future__ import annotations
 
 import json
+import random
 import textwrap
 
 from palaestra.tasks.generators import family, python_test_sh, solve_sh_writing
-from palaestra.tasks.generators.base import GeneratedTask, GenSpec
+from palaestra.tasks.generators.base import PRECOMPUTED, GeneratedTask, GenSpec, precomputed
 
 _NAMES = [
     ("rooms.py", "rooms_needed", "assign_rooms"),
@@ -129,8 +130,9 @@ def generate(spec: GenSpec) -> GeneratedTask:
     tests = {
         "test.sh": python_test_sh(timeout=300),
         "test_hidden.py": _hidden_test(
-            module, count_fn, assign_fn if assign else None, buffer, big_n, secret
-        ),  # fmt: skip
+            module, count_fn, assign_fn if assign else None, buffer, big_n
+        ),
+        PRECOMPUTED: precomputed(_cases(buffer, big_n, assign, secret)),
     }
     return GeneratedTask(
         instruction=instruction,
@@ -272,17 +274,10 @@ def {assign_fn}(bookings):
     )
 
 
-def _hidden_test(module: str, count_fn: str, assign_fn: str | None, buffer: int, big_n: int,
-                 secret: int) -> str:  # fmt: skip
-    return f'''\
-"""Hidden tests for {count_fn}: edge cases and cases drawn from a per-task secret seed."""
+# Python, in the hidden test and at generation time: the reference and the large day.
+_REFERENCE = r'''
 import heapq
 import random
-
-from palaestra_check import Checker, run_python
-
-BUFFER, SECRET, BIG_N = {buffer}, {secret}, {big_n}
-ASSIGN = {assign_fn!r}
 
 
 def reference(bookings):
@@ -311,26 +306,67 @@ def reference_rooms(bookings):
     return rooms
 
 
-def day(rng, n, horizon, max_len):
-    out = []
-    for _ in range(n):
-        s = rng.randrange(0, horizon)
-        out.append([s, s + rng.randrange(1, max_len + 1)])
+def big_day(seed, n):
+    """The large day (too large to ship): starts over 24 h, lengths up to 3 h scaled down."""
+    rnd = random.Random(seed).random
+    horizon, max_len = 24 * 60 * 60, 3 * 60 * 60 // max(1, n // 2000)
+    return [[s, s + 1 + int(rnd() * max_len)] for s in [int(rnd() * horizon) for _ in range(n)]]
+
+
+def digest(value):
+    import hashlib
+
+    return hashlib.sha256(repr(value).encode()).hexdigest()
+'''
+
+
+def _cases(buffer: int, big_n: int, assign: bool, secret: int) -> dict:
+    """What the hidden test checks, made once: the days drawn from ``secret``, the reference's
+    answers, and for the large day (drawn again in the checker) its seed and digests."""
+    scope: dict = {"BUFFER": buffer}
+    exec(_REFERENCE, scope)
+    rng = random.Random(secret)
+    cases = [
+        [],
+        [[0, 10]],
+        [[0, 10], [10, 20]],
+        [[0, 10], [10 + buffer, 20]],
+        [[0, 10], [9 + buffer, 20]],
+        [[5, 6]] * 4,
+        [[1, 100], [2, 3], [3, 4], [4, 5]],
+    ]
+    cases += [_random_day(rng, rng.randrange(2, 30), 200, 40) for _ in range(40)]
+    cases += [_random_day(rng, rng.randrange(100, 400), 2000, 120) for _ in range(5)]
+    seed = rng.randrange(2**31)
+    big = scope["big_day"](seed, big_n)
+    out = {
+        "cases": cases,
+        "counts": [scope["reference"](c) for c in cases],
+        "big": (seed, scope["digest"](big), scope["reference"](big)),
+    }
+    if assign:
+        out["rooms"] = [scope["reference_rooms"](c) for c in cases]
+        out["big_rooms"] = scope["digest"](scope["reference_rooms"](big))
     return out
 
 
-rng = random.Random(SECRET)
-cases = [
-    [],
-    [[0, 10]],
-    [[0, 10], [10, 20]],
-    [[0, 10], [10 + BUFFER, 20]],
-    [[0, 10], [9 + BUFFER, 20]],
-    [[5, 6]] * 4,
-    [[1, 100], [2, 3], [3, 4], [4, 5]],
-]
-cases += [day(rng, rng.randrange(2, 30), 200, 40) for _ in range(40)]
-cases += [day(rng, rng.randrange(100, 400), 2000, 120) for _ in range(5)]
+def _hidden_test(module: str, count_fn: str, assign_fn: str | None, buffer: int, big_n: int) -> str:
+    return f'''\
+"""Hidden tests for {count_fn}: edge cases and cases drawn from a per-task secret seed, at
+generation time (tests/precomputed.bin holds them and the reference's answers)."""
+from palaestra_check import Checker, precomputed, run_python
+
+BUFFER, BIG_N = {buffer}, {big_n}
+ASSIGN = {assign_fn!r}
+{_REFERENCE}
+
+DATA = precomputed()
+cases = DATA["cases"]
+seed, big_digest, big_count = DATA["big"]
+big = big_day(seed, BIG_N)
+if digest(big) != big_digest:  # drawn otherwise here: the reference decides
+    big_count = reference(big)
+    DATA["big_rooms"] = digest(reference_rooms(big)) if ASSIGN else None
 
 CHILD = """
 from {module[:-3]} import {count_fn}
@@ -347,13 +383,12 @@ else:
     got = res.value["out"]
     for i, case in enumerate(cases):
         ck.equal(f"case {{i}} ({{len(case)}} bookings)", got[i] if i < len(got) else None,
-                 reference(case))
+                 DATA["counts"][i])
     ck.check("input not modified", res.value["unmodified"])
 
-big = day(rng, BIG_N, 24 * 60 * 60, 3 * 60 * 60 // max(1, BIG_N // 2000))
 res = run_python(CHILD, [big], timeout=60, cpu_seconds=2)
 ck.equal(f"{{BIG_N}} bookings within the time bar", res.value["out"][0] if res.ok else res.error,
-         reference(big))
+         big_count)
 
 if ASSIGN:
     ACHILD = """
@@ -364,8 +399,14 @@ emit([{assign_fn}(case) for case in INPUT])
     if not res.ok:
         ck.check("{assign_fn} runs on the test cases", False, res.error)
     else:
-        for i, case in enumerate(cases + [big]):
+        for i, case in enumerate(cases):
             ck.equal(f"rooms of case {{i}}", res.value[i] if i < len(res.value) else None,
-                     reference_rooms(case))
+                     DATA["rooms"][i])
+        got = res.value[len(cases)] if len(cases) < len(res.value) else None
+        label = f"rooms of case {{len(cases)}}"
+        if digest(got) == DATA["big_rooms"]:
+            ck.check(label, True)
+        else:  # the reference says what differs
+            ck.equal(label, got, reference_rooms(big))
 ck.finish()
 '''

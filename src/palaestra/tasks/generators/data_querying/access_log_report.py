@@ -13,9 +13,9 @@ import json
 
 from palaestra.tasks import outcomes
 from palaestra.tasks.generators import family, python_test_sh, solve_sh_writing
-from palaestra.tasks.generators.base import GeneratedTask, GenSpec
+from palaestra.tasks.generators.base import PRECOMPUTED, GeneratedTask, GenSpec, precomputed
 
-# Log generator: shared by the workspace (visible logs) and the hidden test (fresh logs).
+# Log generator: the workspace's visible logs and the hidden test's (made at generation time).
 _GEN = r'''
 import datetime as _dt
 import gzip as _gzip
@@ -273,7 +273,8 @@ Only the standard library is available.
     wrong["visible-report-hardcoded"] = hardcoded
     tests = {
         "test.sh": python_test_sh(timeout=120),
-        "test_hidden.py": _hidden_test(right, tier, n_lines, secrets),
+        "test_hidden.py": _hidden_test(),
+        PRECOMPUTED: precomputed(_log_sets(right, tier, n_lines, secrets)),
     }
     return GeneratedTask(
         instruction=instruction,
@@ -305,21 +306,24 @@ def _ns_report(script: str, logs: dict[str, bytes]) -> dict:
         return ns["report"](tmp)
 
 
-def _hidden_test(right: str, tier: str, n_lines: int, secrets: list[int]) -> str:
-    return f'''\
+def _log_sets(right: str, tier: str, n_lines: int, secrets: list[int]) -> list:
+    """The hidden test's log directories, made once from the secrets: ``[(files, report)]``,
+    ``report`` the reference's."""
+    ns: dict = {}
+    exec(compile(_GEN, "<gen>", "exec"), ns)
+    sets = [ns["make_logs"](seed, tier, n_lines + 97 * i) for i, seed in enumerate(secrets)]
+    return [(files, _ns_report(right, files)) for files in sets]
+
+
+def _hidden_test() -> str:
+    return '''\
 """Hidden test: run /app/report.py on log directories generated from per-task secret seeds
-and compare its JSON with a reference report computed here."""
+(at generation time: tests/precomputed.bin holds them and the reference's reports) and
+compare its JSON with the reference report."""
 import json
 import os
 
-from palaestra_check import Checker, copy_tree_for_child, private_dir, run_command
-
-TIER, N_LINES, SECRETS = {tier!r}, {n_lines}, {secrets!r}
-{_GEN}
-
-REFERENCE = {right!r}
-ns = {{"__name__": "reference"}}
-exec(compile(REFERENCE, "reference.py", "exec"), ns)
+from palaestra_check import Checker, copy_tree_for_child, precomputed, private_dir, run_command
 
 
 def close(got, want):
@@ -340,29 +344,28 @@ if not os.path.isfile("/app/report.py"):
     ck.finish()
 ck.compile_python("/app/report.py")
 app = copy_tree_for_child("/app", prefix="app-")
-for i, seed in enumerate(SECRETS):
+for i, (files, want) in enumerate(precomputed()):
     src = os.path.join(private_dir("logs-"), "logs")
     os.makedirs(src)
-    for name, data in make_logs(seed, TIER, N_LINES + 97 * i).items():
+    for name, data in files.items():
         with open(os.path.join(src, name), "wb") as f:
             f.write(data)
-    want = ns["report"](src)
     logs = copy_tree_for_child(src)
     res = run_command(["python3", os.path.join(app, "report.py"), logs], cwd=app, timeout=60,
                       cpu_seconds=10)
     if not res.ok:
-        ck.error(f"report.py runs on log set {{i + 1}}", res.error)
+        ck.error(f"report.py runs on log set {i + 1}", res.error)
         continue
     try:
         got = json.loads(res.stdout)
     except ValueError:
-        ck.check(f"report.py prints JSON on log set {{i + 1}}", False, res.stdout[-300:])
+        ck.check(f"report.py prints JSON on log set {i + 1}", False, res.stdout[-300:])
         continue
     if not isinstance(got, dict):
-        ck.check(f"report on log set {{i + 1}} is an object", False, repr(got)[:200])
+        ck.check(f"report on log set {i + 1} is an object", False, repr(got)[:200])
         continue
     for key in want:
-        ck.check(f"log set {{i + 1}}: {{key}}", close(got.get(key), want[key]),
-                 f"expected {{json.dumps(want[key])[:300]}}, got {{json.dumps(got.get(key))[:300]}}")
+        ck.check(f"log set {i + 1}: {key}", close(got.get(key), want[key]),
+                 f"expected {json.dumps(want[key])[:300]}, got {json.dumps(got.get(key))[:300]}")
 ck.finish()
 '''

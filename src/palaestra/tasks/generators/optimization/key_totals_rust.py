@@ -110,17 +110,18 @@ def make_input(rng, n):
     n_keys = max(1, n // 2)
     keys = ["k{{:06d}}".format(i) for i in rng.sample(range(10 * n_keys), n_keys)]
     tags = ["web", "app", "api", "pos", "mail"]
+    amounts = range(-3 * 10**9, 3 * 10**9)
     lines = []
-    for _ in range(n):
-        cells = [rng.choice(keys), rng.choice(tags), str(rng.randrange(-3 * 10**9, 3 * 10**9))]
-        r = rng.random()
-        if r < 0.02:
-            cells[2] = "12.5"
-        elif r < 0.04:
-            cells = cells[:2]
-        elif r < 0.08:
-            cells = [" " + c + " " for c in cells]
-        lines.append(",".join(cells))
+    for key, tag, amount, r in zip(rng.choices(keys, k=n), rng.choices(tags, k=n),
+                                   rng.choices(amounts, k=n), [rng.random() for _ in range(n)]):
+        if r >= 0.08:
+            lines.append("{{}},{{}},{{}}".format(key, tag, amount))
+        elif r < 0.02:  # a non-integer amount
+            lines.append("{{}},{{}},12.5".format(key, tag))
+        elif r < 0.04:  # two cells
+            lines.append("{{}},{{}}".format(key, tag))
+        else:  # padded cells
+            lines.append(" {{}} , {{}} , {{}} ".format(key, tag, amount))
     return "\n".join(lines) + "\n"
 
 
