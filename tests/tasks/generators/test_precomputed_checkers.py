@@ -37,7 +37,9 @@ async def _reward_of(task_dir: Path, answer: str) -> tuple[float | None, str]:
     return episode.reward, verifier.output if verifier is not None else ""
 
 
-@pytest.mark.parametrize("family", ["unindexed-sqlite", "build-graph-memo", "log-query-cli"])
+@pytest.mark.parametrize(
+    "family", ["unindexed-sqlite", "build-graph-memo", "log-query-cli", "orders-pipeline"]
+)
 async def test_checker_needs_its_precomputed_cases(family: str, tmp_path: Path):
     task_dir = write_generated(family, 3, 0.0, tmp_path / "task")
     assert await _oracle_reward(task_dir) == 1.0

@@ -215,14 +215,26 @@ def host_run_python(
 
 
 def host_run_module(
-    program: Mapping[str, str], module: str, argv: Sequence[str], files: Mapping[str, str]
-) -> tuple[int, str]:
-    """(exit status, stdout) of ``python3 -B -m module placed(argv)`` run now in a scratch
-    copy of ``program``, the ``files`` beside it."""
+    program: Mapping[str, str],
+    module: str,
+    argv: Sequence[str],
+    files: Mapping[str, str],
+    read: Sequence[str] = (),
+) -> tuple[int, str, dict[str, str | None]]:
+    """(exit status, stdout, {name: text, None if absent}) of ``python3 -B -m module
+    placed(argv)`` run now in a scratch copy of ``program``, the ``files`` beside it; ``read``
+    names the files it writes (relative to the same directory) to return."""
     with tempfile.TemporaryDirectory(prefix="palaestra-ref-") as tmp:
         root, paths, env = _scratch(tmp, program, files)
+        data = Path(tmp) / "data"
+        for name in read:
+            paths.setdefault(name.split("/")[0], str(data / name.split("/")[0]))
         run = subprocess.run(
             [sys.executable, "-E", "-s", "-B", "-m", module, *placed(list(argv), paths)],
             cwd=root, env=env, capture_output=True, timeout=120,
         )  # fmt: skip
-        return run.returncode, run.stdout.decode("utf-8", "replace")
+        written = {}
+        for name in read:
+            path = data / name
+            written[name] = path.read_text() if path.is_file() else None  # as the checker reads
+        return run.returncode, run.stdout.decode("utf-8", "replace"), written
