@@ -163,6 +163,8 @@ _WRONG = {
 _INPUTS = (
     DRAWS
     + r"""
+import re
+
 
 def make_inputs(rng, n):
     # n shipment rows (4% repeating an earlier tracking number, 5% with blanks around the
@@ -174,7 +176,9 @@ def make_inputs(rng, n):
         carriers = list(dict.fromkeys(carriers + draw_picks(rng, CARRIERS, k)))
     carriers = carriers[:k]
     prefix = draw_picks(rng, ["TRK", "1Z", "JD"], n)
-    ts = list(map("%s%09d".__mod__, zip(prefix, draw_below(rng, 10**9, n))))
+    digits = bytes.maketrans(bytes(range(10)), b"0123456789")
+    digits = draw_below(rng, 10, 9 * n).translate(digits)  # 9 a row
+    ts = list(map(str.__add__, prefix, re.findall(".{9}", digits.decode())))
     repeats = [i for i, _ in draw_rows(rng, n, [0.04]) if i]
     trackings, at = [], 0  # the new ones, in order
     for i in repeats:
@@ -202,10 +206,10 @@ def make_inputs(rng, n):
                iter(draw_picks(rng, trackings, kind.count(1))),
                iter(map("TRK%09d".__mod__, draw_below(rng, 10**9, kind.count(2))))]
     t = list(map(next, map(sources.__getitem__, kind)))
-    sign = draw_below(rng, 20, m)
-    amounts = [iter(map(str, map((-5000).__add__, draw_below(rng, 95000, sign.count(0))))),
-               iter(map(str, map((100).__add__, draw_below(rng, 89900, m - sign.count(0)))))]
-    amount = list(map(next, map(amounts.__getitem__, sign.translate(bytes([0] + [1] * 255)))))
+    amount = list(map(str, map((100).__add__, draw_below(rng, 89900, m))))
+    signed = [i for i, _ in draw_rows(rng, m, [0.05])]  # may be negative
+    for i, a in zip(signed, draw_below(rng, 95000, len(signed))):
+        amount[i] = str(a - 5000)
     odd = draw_rows(rng, m, [0.01])
     for (i, _), text in zip(odd, draw_picks(rng, ["12.50", "n/a", ""], len(odd))):
         amount[i] = text
