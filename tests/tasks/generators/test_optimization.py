@@ -64,3 +64,26 @@ def test_slow_program_and_reference_agree(family: str, difficulty: float, tmp_pa
         want = _run(fast, files, args, tmp_path / f"fast{k}")
         got = _run(slow, files, args, tmp_path / f"slow{k}")
         assert want[0] == 0 and got == want, f"size {size}: slow and reference differ"
+
+
+class _BitsOnly(random.Random):
+    """A generator whose only draws are ``getrandbits``: its sequence for a seed is the same on
+    every Python 3, unlike that of ``choice``, ``randrange`` or ``sample``."""
+
+    def _refuse(self, *args, **kwargs):
+        raise AssertionError("make_inputs draws with something else than getrandbits")
+
+    random = choice = choices = randrange = randint = sample = shuffle = uniform = _refuse
+
+
+#: Families whose large input the checker makes again from its seed (``_bench.DRAWS``).
+BULK = ["unindexed-sqlite", "report-string-building", "log-split-io", "shipment-reconcile"]
+
+
+@pytest.mark.parametrize("family", BULK)
+def test_inputs_drawn_with_getrandbits_only(family: str):
+    make_inputs, _ = _inputs_generator(g.generate(family, 3, 0.9).tests["test_hidden.py"])
+    for size in [0, 1, 10, 300]:
+        files = make_inputs(_BitsOnly(size), size)
+        assert files == make_inputs(random.Random(size), size)
+        assert all(isinstance(text, str) for text in files.values())

@@ -4,6 +4,7 @@ session cannot be confused by what the agent's SQL prints."""
 
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
 
@@ -36,14 +37,29 @@ async def _reward_of(task_dir: Path, answer: str) -> tuple[float | None, str]:
     return episode.reward, verifier.output if verifier is not None else ""
 
 
-@pytest.mark.parametrize("family", ["unindexed-sqlite", "build-graph-memo"])
-async def test_bench_checker_needs_its_precomputed_cases(family: str, tmp_path: Path):
+@pytest.mark.parametrize(
+    "family", ["unindexed-sqlite", "build-graph-memo", "log-query-cli", "orders-pipeline"]
+)
+async def test_checker_needs_its_precomputed_cases(family: str, tmp_path: Path):
     task_dir = write_generated(family, 3, 0.0, tmp_path / "task")
     assert await _oracle_reward(task_dir) == 1.0
     blob = task_dir / "tests" / "precomputed.bin"
     blob.write_bytes(blob.read_bytes()[:-40])  # corrupt
     assert await _oracle_reward(task_dir) == 0.0
     blob.unlink()
+    assert await _oracle_reward(task_dir) == 0.0
+
+
+async def test_log_query_usage_errors_still_checked_against_the_reference(tmp_path: Path):
+    """The one command line argparse rejects has no precomputed result (its words vary with
+    the Python): the reference runs on it, and a tool that words it otherwise fails."""
+    task_dir = write_generated("log-query-cli", 5, 0.5, tmp_path / "task")
+    tool = json.loads((task_dir / "tests" / "reference.json").read_text())
+    tool = next(iter(tool)).split("/")[0]
+    solve = task_dir / "solution" / "solve.sh"
+    solve.write_text(
+        solve.read_text() + f'\nsed -i \'s/prog="{tool}"/prog="{tool}-x"/\' /app/{tool}/cli.py\n'
+    )
     assert await _oracle_reward(task_dir) == 0.0
 
 

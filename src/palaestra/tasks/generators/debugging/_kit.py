@@ -8,14 +8,21 @@ or one bug "fixed" the plausible wrong way ("misfix-<bug>").
 The hidden test is differential: the correct program travels in ``tests/reference.json`` (only
 uploaded at verification) and one driver script runs on fresh, secret inputs against both the
 agent's ``/app`` and a private copy of the reference, each as ``nobody`` in a child process; the
-checker compares the two JSON outputs group by group.
+checker compares the two JSON outputs group by group. Where the reference's output is a pure
+function of the inputs on any Python 3, a family may compute it when the task is generated
+instead (``host_run_python``) and ship inputs and outputs in ``tests/precomputed.bin``.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 Edit = tuple[str, str]
 
@@ -141,3 +148,93 @@ emit(out)
 
 def reference_json(files: Mapping[str, str]) -> str:
     return json.dumps(dict(sorted(files.items())), indent=1, sort_keys=True) + "\n"
+
+
+#: What ``palaestra_check.run_python`` puts before a child's code (``INPUT``, ``emit``).
+_CHILD = r"""
+import json, sys
+_in, _out = sys.argv[1], sys.argv[2]
+with open(_in) as f:
+    INPUT = json.load(f)
+def emit(value):
+    text = json.dumps({"value": value})
+    with open(_out, "w") as f:
+        f.write(text)
+sys.path.insert(0, sys.argv[3])
+del sys.argv[1:]
+"""
+
+
+def write_tree(root: Path, files: Mapping[str, str]) -> None:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def placed(value: object, paths: Mapping[str, str]) -> object:
+    """``value`` (JSON) with each string that names a file of ``paths`` replaced by its path
+    (what the hidden test does with its own copy: ``PLACED``)."""
+    if isinstance(value, list):
+        return [placed(v, paths) for v in value]
+    return paths.get(value, value) if isinstance(value, str) else value
+
+
+#: ``placed`` for the hidden test.
+PLACED = """
+def placed(value, paths):
+    if isinstance(value, list):
+        return [placed(v, paths) for v in value]
+    return paths.get(value, value) if isinstance(value, str) else value
+"""
+
+
+def _scratch(tmp: str, program: Mapping[str, str], files: Mapping[str, str]):
+    root = Path(tmp) / "root"
+    write_tree(root, program)
+    write_tree(Path(tmp) / "data", files)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "HOME": tmp}
+    return root, {name: str(Path(tmp) / "data" / name) for name in files}, env
+
+
+def host_run_python(
+    program: Mapping[str, str], code: str, input_value: object, files: Mapping[str, str]
+) -> object:
+    """What ``run_python(code, placed(input_value), cwd=<program>)`` emits in the checker, run
+    now on this interpreter (``sys.executable -I -B``) in a scratch copy of ``program``, the
+    ``files`` beside it: the reference's outputs, computed when the task is generated."""
+    with tempfile.TemporaryDirectory(prefix="palaestra-ref-") as tmp:
+        root, paths, env = _scratch(tmp, program, files)
+        (Path(tmp) / "input.json").write_text(json.dumps(placed(input_value, paths)))
+        argv = [sys.executable, "-I", "-B", "-c", _CHILD + "\n" + code]
+        argv += [str(Path(tmp) / "input.json"), str(Path(tmp) / "output.json"), str(root)]
+        run = subprocess.run(argv, cwd=root, env=env, capture_output=True, timeout=120)
+        if run.returncode != 0:
+            raise RuntimeError(f"reference driver failed: {run.stderr.decode()[-2000:]}")
+        return json.loads((Path(tmp) / "output.json").read_text())["value"]
+
+
+def host_run_module(
+    program: Mapping[str, str],
+    module: str,
+    argv: Sequence[str],
+    files: Mapping[str, str],
+    read: Sequence[str] = (),
+) -> tuple[int, str, dict[str, str | None]]:
+    """(exit status, stdout, {name: text, None if absent}) of ``python3 -B -m module
+    placed(argv)`` run now in a scratch copy of ``program``, the ``files`` beside it; ``read``
+    names the files it writes (relative to the same directory) to return."""
+    with tempfile.TemporaryDirectory(prefix="palaestra-ref-") as tmp:
+        root, paths, env = _scratch(tmp, program, files)
+        data = Path(tmp) / "data"
+        for name in read:
+            paths.setdefault(name.split("/")[0], str(data / name.split("/")[0]))
+        run = subprocess.run(
+            [sys.executable, "-E", "-s", "-B", "-m", module, *placed(list(argv), paths)],
+            cwd=root, env=env, capture_output=True, timeout=120,
+        )  # fmt: skip
+        written = {}
+        for name in read:
+            path = data / name
+            written[name] = path.read_text() if path.is_file() else None  # as the checker reads
+        return run.returncode, run.stdout.decode("utf-8", "replace"), written

@@ -7,8 +7,8 @@ a pool of eight (date order, month format, currency symbols, e-mail normalisatio
 duplicate wins, refund status normalisation, rounding of the average, negative amounts).
 Difficulty knobs: the number of bugs (2 / 3 / 4), their subtlety (hard draws mostly the subtle
 ones, which only show on some rows), and how much the finance team's report reveals. The hidden
-test runs the pipeline on a fresh secret export and compares both output files, and the parsing
-functions, with the correct pipeline's.
+test runs the pipeline on secret exports and compares both output files, and the parsing
+functions, with the correct pipeline's, computed when the task is generated (``_orders_check``).
 """
 
 from __future__ import annotations
@@ -16,10 +16,8 @@ from __future__ import annotations
 import textwrap
 
 from palaestra.tasks.generators import family, python_test_sh, solve_sh_writing
-from palaestra.tasks.generators.base import GeneratedTask, GenSpec
+from palaestra.tasks.generators.base import PRECOMPUTED, GeneratedTask, GenSpec
 from palaestra.tasks.generators.debugging._kit import (
-    CALL_DRIVER,
-    HIDDEN_PRELUDE,
     Bug,
     changed,
     choose_bugs,
@@ -27,6 +25,7 @@ from palaestra.tasks.generators.debugging._kit import (
     reference_json,
     wrong_variants,
 )
+from palaestra.tasks.generators.debugging._orders_check import hidden, precomputed_cases
 
 _PACKAGES = ["pipeline", "etl", "orderflow", "salesjob", "ledgerpipe"]
 _REGIONS = ["north", "south", "east", "west", "central", "coast", "metro", "alps", "delta"]
@@ -352,7 +351,10 @@ def generate(spec: GenSpec) -> GeneratedTask:
         tests={
             "test.sh": python_test_sh(timeout=100),
             "reference.json": reference_json(correct),
-            "test_hidden.py": _hidden(pkg, regions, secret, spec.iscale(150, 600)),
+            "test_hidden.py": hidden(pkg),
+            PRECOMPUTED: precomputed_cases(
+                pkg, correct, _export(), regions, secret, spec.iscale(150, 600)
+            ),
         },
         solution={"solve.sh": solve_sh_writing(fixed, note="the correct pipeline")},
         wrong_solutions={
@@ -426,95 +428,11 @@ def export(rng, regions, n):
 '''
 
 
-def _sample_csv(rng, regions: list[str], n: int) -> str:
+def _export():
     scope: dict = {"FIRST": _FIRST, "DOMAINS": _DOMAINS}
     exec(_ROWS_CODE, scope)
-    return scope["export"](rng, regions, n)
+    return scope["export"]
 
 
-def _hidden(pkg: str, regions: list[str], secret: int, n_rows: int) -> str:
-    return (
-        HIDDEN_PRELUDE
-        + f"FIRST, DOMAINS = {_FIRST!r}, {_DOMAINS!r}\n"
-        + _ROWS_CODE
-        + f"""
-PKG, REGIONS, SECRET, N_ROWS = {pkg!r}, {regions!r}, {secret}, {n_rows}
-DRIVER = {CALL_DRIVER!r}
-rng = random.Random(SECRET)
-
-# the fixed corner cases every export gets, then random rows
-CORNERS = [
-    "A1,ann@x.test,{{r}},2024-01-05,10.00,paid", "A1,ann@x.test,{{r}},2024-01-05,12.50,paid",
-    "A2,Ann@X.test,{{r}},2024-01-07,$7.5,paid", "A3, ann@x.test ,{{r}},2024-01-09,0.01,Refunded",
-    "A4,bo@x.test,{{r}},13/01/2024,0.02,paid", "A5,bo@x.test,{{r}},03/02/2024,0.02, refunded ",
-    "A6,cy@x.test,{{r}},2024-02-03,-4.00,paid", "A7,cy@x.test,{{r}},2024-02-04,0.00,paid",
-    "A8,di@x.test,{{r}},2024-02-05,\\"$1,234.5\\",paid", "A9,di@x.test,{{r}},2024-02-06,0.01,paid",
-    "A10,di@x.test,{{r}},2024-02-07,0.01,paid", "A11,ed@x.test,{{r}},2024-02-08,,paid",
-    "A12, ANN@x.test ,{{r}},2024-01-20,5.00,paid", "A9,eve@x.test,{{r}},2024-02-06,0.05,paid",
-]
-
-
-def full_export(n):
-    body = export(rng, REGIONS, n).splitlines()
-    region = rng.choice(REGIONS)
-    corners = [c.format(r=region) for c in CORNERS]
-    return "\\n".join(body[:1] + corners + body[1:]) + "\\n"
-
-
-def run_pipeline(cwd, text):
-    work = copy_tree_for_child(tempfile.mkdtemp(prefix="in-"), prefix="in-")
-    src = os.path.join(work, "orders.csv")
-    with open(src, "w") as f:
-        f.write(text)
-    os.chown(src, 65534, 65534)
-    out = os.path.join(work, "out")
-    res = run_command(["python3", "-B", "-m", PKG, src, out], cwd=cwd, timeout=30)
-    files = {{}}
-    for name in ("summary.csv", "rejects.csv"):
-        try:
-            with open(os.path.join(out, name)) as f:
-                files[name] = f.read()
-        except OSError:
-            files[name] = None
-    return res, files
-
-
-ck = Checker()
-ref = reference_dir()
-dates = ["{{:02d}}/{{:02d}}/{{}}".format(rng.randrange(1, 29), rng.randrange(1, 13), 2024) for _ in range(20)]
-dates += ["2024-{{:02d}}-{{:02d}}".format(rng.randrange(1, 13), rng.randrange(1, 29)) for _ in range(10)]
-dates += ["31/04/2024", "2024-02-30", "1/2/2024", " 2024-05-06 ", "x"]
-amounts = ["{{}}.{{:02d}}".format(rng.randrange(0, 99999), rng.randrange(100)) for _ in range(20)]
-amounts += ["$" + a for a in amounts[:5]] + ["$12,345.6", "7", " 8.5 ", "-3.00", "0.00", "1.234", "", "$", "abc", "1,0"]
-calls = [[PKG + ".parse", "parse_date", [d]] for d in dates]
-calls += [[PKG + ".parse", "parse_cents", [a]] for a in amounts]
-groups = [("parse_date", len(dates)), ("parse_cents", len(amounts))]
-DRIVER_DATES = DRIVER.replace("emit(out)", "emit([[k, str(v)] for k, v in out])")
-want = run_python(DRIVER_DATES, calls, cwd=ref, timeout=30)
-got = run_python(DRIVER_DATES, calls, cwd="/app", timeout=30)
-if not want.ok:
-    raise SystemExit("reference failed: " + want.error)
-if not got.ok:
-    ck.check("the parsing functions run", False, got.error)
-else:
-    compare_groups(ck, groups, got.value, want.value)
-
-for k in range(2):
-    text = full_export(N_ROWS)
-    _, want_files = run_pipeline(ref, text)
-    res, got_files = run_pipeline("/app", text)
-    if not res.ok:
-        ck.check("pipeline run {{}} succeeds".format(k), False, res.error)
-        continue
-    for name in ("summary.csv", "rejects.csv"):
-        w, g = want_files[name], got_files[name]
-        detail = ""
-        if w != g and g is not None:
-            wl, gl = w.splitlines(), g.splitlines()
-            diff = [i for i in range(max(len(wl), len(gl))) if wl[i:i + 1] != gl[i:i + 1]]
-            i = diff[0]
-            detail = "line {{}}: expected {{!r}}, got {{!r}}".format(i + 1, wl[i:i + 1], gl[i:i + 1])
-        ck.check("run {{}}: {{}} matches".format(k, name), w == g, detail or "missing")
-ck.finish()
-"""
-    )
+def _sample_csv(rng, regions: list[str], n: int) -> str:
+    return _export()(rng, regions, n)

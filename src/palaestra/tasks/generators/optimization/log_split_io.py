@@ -20,7 +20,7 @@ import textwrap
 from palaestra.tasks import outcomes
 from palaestra.tasks.generators import family, solve_sh_writing
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
-from palaestra.tasks.generators.optimization._bench import apply_edits, bench_tests
+from palaestra.tasks.generators.optimization._bench import DRAWS, apply_edits, bench_tests
 
 _PROGRAMS = ["split_logs.py", "logsplit.py", "daily_logs.py", "route_access_log.py"]
 
@@ -176,39 +176,61 @@ _WRONG = {
     ),
 }
 
-_INPUTS = r'''
+_INPUTS = (
+    DRAWS
+    + r"""
+
 def make_inputs(rng, n):
-    """n access-log lines over a few days: CRLF endings, no final newline, duplicates of a
-    file's previous line (also with other days' lines in between), unparsable lines."""
-    days = sorted(rng.sample(range(1, 29), rng.randrange(3, 8)))
-    month = rng.choice("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split())
+    # n access-log lines over a few days: CRLF endings (5%), no final newline, duplicates of
+    # a file's previous line (4% that of the day's last good line, also with other days'
+    # lines in between, 2% the line before), unparsable lines (2%).
+    days = []
+    k = 3 + draw_below(rng, 5, 1)[0]
+    while len(days) < k:
+        days = list(dict.fromkeys(days + [1 + d for d in draw_below(rng, 28, k)]))
+    days = sorted(days[:k])
+    month = draw_picks(rng, "Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), 1)[0]
     paths = ["/", "/login", "/api/items", "/static/app.js", "/cart", "/search?q=x"]
-    lines, last_of = [], {}
-    for k in range(n):
-        r = rng.random()
-        day = rng.choice(days)
-        if r < 0.04 and day in last_of:
-            line = last_of[day]
-        elif r < 0.06 and lines:
-            line = lines[-1].rstrip("\r")
-        elif r < 0.08:
-            line = rng.choice(["-", "GET / HTTP/1.1", "[xx/Foo/2024:00:00:00] broken", ""])
+    day = draw_below(rng, len(days), n)
+    good = list(map("".join, zip(
+        draw_picks(rng, ["10.0.%d." % a for a in range(256)], n),
+        draw_picks(rng, ["%d - - [" % b for b in range(256)], n),
+        map(["%02d/%s/2024:" % (d, month) for d in days].__getitem__, day),
+        draw_picks(rng, ["%02d:" % h for h in range(24)], n),
+        draw_picks(rng, ["%02d:" % m for m in range(60)], n),
+        draw_picks(rng, ['%02d +0000] "GET ' % s for s in range(60)], n),
+        draw_picks(rng, ['%s HTTP/1.1" ' % p for p in paths], n),
+        draw_picks(rng, ["200 ", "200 ", "200 ", "304 ", "404 ", "500 "], n),
+        map(str, map((100).__add__, draw_below(rng, 89900, n))),
+    )))
+    lines, odd = good[:], set()
+    junk = ["-", "GET / HTTP/1.1", "[xx/Foo/2024:00:00:00] broken", ""]
+    hits = draw_rows(rng, n, [0.04, 0.02, 0.02])
+    for (i, kind), pick in zip(hits, draw_below(rng, 4, len(hits))):
+        j = i - 1  # the day's last good line
+        while kind == 0 and j >= 0 and (j in odd or day[j] != day[i]):
+            j -= 1
+        if kind == 0 and j >= 0:
+            lines[i] = good[j]
+        elif kind <= 1 and i > 0:
+            lines[i] = lines[i - 1]
         else:
-            line = '10.0.{}.{} - - [{:02d}/{}/2024:{:02d}:{:02d}:{:02d} +0000] "GET {} HTTP/1.1" {} {}'.format(
-                rng.randrange(256), rng.randrange(256), day, month, rng.randrange(24),
-                rng.randrange(60), rng.randrange(60), rng.choice(paths),
-                rng.choice([200, 200, 200, 304, 404, 500]), rng.randrange(100, 90000))
-            last_of[day] = line
-        lines.append(line + ("\r" if rng.random() < 0.05 else ""))
-    stamped = [x.rstrip("\r") for x in lines if "/2024:" in x and "Foo" not in x]
+            lines[i] = junk[pick]
+        odd.add(i)
+    crlf = [i for i, _ in draw_rows(rng, n, [0.05])]
+    for i in crlf:
+        lines[i] += "\r"
+    stamped = (x.rstrip("\r") for x in lines if "/2024:" in x and "Foo" not in x)
+    first = next(stamped, None)
     day_of = lambda x: x.split("[", 1)[1][:2]
-    others = [x for x in stamped if day_of(x) != day_of(stamped[0])] if stamped else []
-    if others:  # the same line twice for one day with another day's line in between
-        lines += [stamped[0], others[0], stamped[0]]
+    other = first and next((x for x in stamped if day_of(x) != day_of(first)), None)
+    if other:  # the same line twice for one day with another day's line in between
+        lines += [first, other, first]
     if n:  # a last line that is surely written, without a final newline
         lines.append('10.9.9.9 - - [{:02d}/{}/2024:23:59:59 +0000] "GET /last HTTP/1.1" 200 1'.format(days[0], month))
     return {"access.log": "\n".join(lines)}
-'''
+"""
+)
 
 
 @family(

@@ -18,7 +18,7 @@ import textwrap
 
 from palaestra.tasks.generators import family, solve_sh_writing
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
-from palaestra.tasks.generators.optimization._bench import apply_edits, bench_tests
+from palaestra.tasks.generators.optimization._bench import DRAWS, apply_edits, bench_tests
 
 _PROGRAMS = ["render_report.py", "ticket_report.py", "print_backlog.py", "backlog_pdf.py"]
 
@@ -140,31 +140,45 @@ _WRONG = {
     ),  # fmt: skip
 }
 
-_INPUTS = r'''
+_INPUTS = (
+    DRAWS
+    + r"""
+
 def make_inputs(rng, n):
-    """n tickets: short and long descriptions, overlong tokens, blank runs, odd lines."""
+    # n tickets: 5% without a description, 45% with 1-11 words, 50% with 12-79; 2% of the
+    # words overlong tracker links (40-159 characters), 10% of the blanks runs of 2-4;
+    # 1% of the lines without the description field.
     words = ["the", "a", "login", "page", "fails", "when", "user", "clicks", "save", "after",
              "timeout", "error", "500", "on", "mobile", "safari", "cannot", "reproduce",
              "steps", "to", "expected", "actual", "invoice", "export", "is", "empty", "x"]
     owners = ["ana", "bo", "chen", "dev-team", "ops", "unassigned"]
-    lines = []
-    for k in range(n):
-        r = rng.random()
-        count = 0 if r < 0.05 else rng.randrange(1, 12) if r < 0.5 else rng.randrange(12, 80)
-        desc = []
-        for _ in range(count):
-            if rng.random() < 0.02:
-                desc.append("https://tracker.example/" + "".join(rng.choice("abcdef0123") for _ in range(rng.randrange(40, 160))))
-            else:
-                desc.append(rng.choice(words))
-            desc.append(" " * (1 if rng.random() < 0.9 else rng.randrange(2, 5)))
-        fields = [str(1000 + k), rng.choice(["open", "closed", "wip", "blocked"]),
-                  rng.choice(owners), "".join(desc)]
-        if rng.random() < 0.01:
-            fields = fields[:3]
-        lines.append("\t".join(fields))
-    return {"tickets.tsv": "\n".join(lines) + ("\n" if lines else "")}
-'''
+    size, few, many = draw_below(rng, 20, n), draw_below(rng, 11, n), draw_below(rng, 68, n)
+    counts = [0 if s == 0 else 1 + a if s < 10 else 12 + b for s, a, b in zip(size, few, many)]
+    total = sum(counts)
+    blanks = [" "] * 27 + ["  ", "   ", "    "]
+    flat = flat_rows([draw_picks(rng, words, total), draw_picks(rng, blanks, total)], total)
+    links = draw_rows(rng, total, [0.02])
+    lengths = [40 + k for k in draw_below(rng, 120, len(links))]
+    alphabet = bytes.maketrans(bytes(range(10)), b"abcdef0123")
+    chars = draw_below(rng, 10, sum(lengths)).translate(alphabet).decode()
+    at = 0
+    for (i, _), k in zip(links, lengths):
+        flat[2 * i] = "https://tracker.example/" + chars[at:at + k]
+        at += k
+    descs, at = [], 0
+    for k in counts:
+        descs.append("".join(flat[at:at + 2 * k]))
+        at += 2 * k
+    columns = [list(map(str, range(1000, 1000 + n))), "\t",
+               draw_picks(rng, ["open", "closed", "wip", "blocked"], n), "\t",
+               draw_picks(rng, owners, n), "\t", descs, "\n"]
+    lines = flat_rows(columns, n)
+    for i, _ in draw_rows(rng, n, [0.01]):
+        set_row(lines, 8, i, "".join(lines[8 * i : 8 * i + 5]) + "\n")
+    text = "".join(lines)  # each line ends in a newline
+    return {"tickets.tsv": text}
+"""
+)
 
 
 def _source(program: str, width: int, page_lines: int) -> str:

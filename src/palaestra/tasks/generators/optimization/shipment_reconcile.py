@@ -17,7 +17,7 @@ import textwrap
 
 from palaestra.tasks.generators import family, solve_sh_writing
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
-from palaestra.tasks.generators.optimization._bench import apply_edits, bench_tests
+from palaestra.tasks.generators.optimization._bench import DRAWS, apply_edits, bench_tests
 
 _PROGRAMS = ["reconcile.py", "carrier_audit.py", "match_invoices.py", "freight_check.py"]
 _CARRIERS = ["DHL", "UPS", "FedEx", "GLS", "DPD", "PostNL", "Hermes", "Colissimo", "USPS"]
@@ -160,40 +160,67 @@ _WRONG = {
 }
 
 
-_INPUTS = r'''
+_INPUTS = (
+    DRAWS
+    + r"""
+import re
+
+
 def make_inputs(rng, n):
-    """n shipment rows (some repeated, some malformed) and about 1.2 n invoices."""
-    carriers = rng.sample(CARRIERS, rng.randrange(3, 7))
-    ships, trackings = ["tracking,carrier,weight_g"], []
-    for _ in range(n):
-        r = rng.random()
-        if trackings and r < 0.04:
-            t = rng.choice(trackings)
-        else:
-            t = "{}{:09d}".format(rng.choice(["TRK", "1Z", "JD"]), rng.randrange(10**9))
-            trackings.append(t)
-        cells = [t, rng.choice(carriers), str(rng.randrange(50, 30000))]
-        if rng.random() < 0.05:
+    # n shipment rows (4% repeating an earlier tracking number, 5% with blanks around the
+    # cells, 1% without the weight) and n + n // 5 invoices (5% for one of the last 200
+    # trackings, 80% for any, 15% for an unknown one; 5% of the amounts may be negative,
+    # 1% are not integers, 1% of the rows have an extra cell).
+    carriers, k = [], 3 + draw_below(rng, 4, 1)[0]
+    while len(carriers) < k:
+        carriers = list(dict.fromkeys(carriers + draw_picks(rng, CARRIERS, k)))
+    carriers = carriers[:k]
+    prefix = draw_picks(rng, ["TRK", "1Z", "JD"], n)
+    digits = bytes.maketrans(bytes(range(10)), b"0123456789")
+    digits = draw_below(rng, 10, 9 * n).translate(digits)  # 9 a row
+    ts = list(map(str.__add__, prefix, re.findall(".{9}", digits.decode())))
+    repeats = [i for i, _ in draw_rows(rng, n, [0.04]) if i]
+    trackings, at = [], 0  # the new ones, in order
+    for i in repeats:
+        trackings += ts[at:i]
+        at = i + 1
+    trackings += ts[at:]
+    for rank, (i, w) in enumerate(zip(repeats, draw_words(rng, len(repeats)))):
+        ts[i] = trackings[(i - rank) * w >> 32]
+    carrier = draw_picks(rng, carriers, n)
+    weight = list(map(str, map((50).__add__, draw_below(rng, 29950, n))))
+    ships = flat_rows([ts, ",", carrier, ",", weight, "\n"], n)
+    padded = dict(draw_rows(rng, n, [0.05]))
+    short = dict(draw_rows(rng, n, [0.01]))
+    for i in sorted(set(padded) | set(short)):
+        cells = [ts[i], carrier[i], weight[i]]
+        if i in padded:
             cells = [" " + c + " " for c in cells]
-        if rng.random() < 0.01:
+        if i in short:
             cells = cells[:2]
-        ships.append(",".join(cells))
-    invs = ["invoice_id,tracking,amount_cents"]
-    for k in range(n + n // 5):
-        r = rng.random()
-        if trackings and r < 0.85:
-            t = rng.choice(trackings[-200:] if r < 0.05 else trackings)
-        else:
-            t = "TRK{:09d}".format(rng.randrange(10**9))
-        amount = str(rng.randrange(-5000, 90000) if rng.random() < 0.05 else rng.randrange(100, 90000))
-        if rng.random() < 0.01:
-            amount = rng.choice(["12.50", "n/a", ""])
-        cells = ["INV{}".format(100000 + k), t, amount]
-        if rng.random() < 0.01:
-            cells.append("extra")
-        invs.append(",".join(cells))
-    return {"shipments.csv": "\n".join(ships) + "\n", "invoices.csv": "\n".join(invs) + "\n"}
-'''
+        set_row(ships, 6, i, ",".join(cells) + "\n")
+    m = n + n // 5
+    kind = bytes([0] + [1] * 16 + [2] * 239)  # of 20: 1 recent, 16 any, 3 unknown
+    kind = draw_below(rng, 20, m).translate(kind) if n else bytes([2] * m)
+    sources = [iter(draw_picks(rng, trackings[-200:], kind.count(0))),
+               iter(draw_picks(rng, trackings, kind.count(1))),
+               iter(map("TRK%09d".__mod__, draw_below(rng, 10**9, kind.count(2))))]
+    t = list(map(next, map(sources.__getitem__, kind)))
+    amount = list(map(str, map((100).__add__, draw_below(rng, 89900, m))))
+    signed = [i for i, _ in draw_rows(rng, m, [0.05])]  # may be negative
+    for i, a in zip(signed, draw_below(rng, 95000, len(signed))):
+        amount[i] = str(a - 5000)
+    odd = draw_rows(rng, m, [0.01])
+    for (i, _), text in zip(odd, draw_picks(rng, ["12.50", "n/a", ""], len(odd))):
+        amount[i] = text
+    ids = list(map("INV%d,".__mod__, range(100000, 100000 + m)))
+    invs = flat_rows([ids, t, ",", amount, "\n"], m)
+    for i, _ in draw_rows(rng, m, [0.01]):
+        invs[5 * i + 4] = ",extra\n"
+    return {"shipments.csv": "tracking,carrier,weight_g\n" + "".join(ships),
+            "invoices.csv": "invoice_id,tracking,amount_cents\n" + "".join(invs)}
+"""
+)
 
 
 @family(

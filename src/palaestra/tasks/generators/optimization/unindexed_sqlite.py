@@ -19,7 +19,7 @@ import textwrap
 
 from palaestra.tasks.generators import family, solve_sh_writing
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
-from palaestra.tasks.generators.optimization._bench import apply_edits, bench_tests
+from palaestra.tasks.generators.optimization._bench import DRAWS, apply_edits, bench_tests
 
 _PROGRAMS = ["user_activity.py", "activity_report.py", "engagement.py", "member_stats.py"]
 
@@ -107,33 +107,51 @@ _INDEX = (
     '    db.execute("CREATE INDEX events_by_user ON events (user_id)")\n',
 )
 
-_INPUTS = r'''
+_INPUTS = (
+    DRAWS
+    + r"""
+
 def make_inputs(rng, n):
-    """About n / 20 users (some idle, some listed out of id order) and n events."""
-    kinds = ["view", "click", "buy", "refund", "share", "login"]
+    # About n / 20 users (some idle, some listed out of id order) and n events: 1% with
+    # a non-integer amount, 1% without the amount cell, 3% with blanks before every cell.
     n_users = max(1, n // 20)
-    ids = ["u{:05d}".format(i) for i in rng.sample(range(10 * n_users + 10), n_users)]
+    ids = []
+    while len(ids) < n_users:  # distinct ids out of 10 n_users + 10, in random order
+        ids = list(dict.fromkeys(ids + list(draw_below(rng, 10 * n_users + 10, 2 * n_users))))
+    ids = ["u%05d" % i for i in ids[:n_users]]
     names = ["Ana", "Bo", "Chen", "Dara", "Eli", "Fay", "Gus", "Hana", "Ivo", "Jules"]
-    users = ["id,name"] + ["{},{} {}".format(u, rng.choice(names), rng.randrange(100)) for u in ids]
-    active = [u for u in ids if rng.random() < 0.93]
-    events = ["user_id,ts,kind,amount_cents"]
-    for _ in range(n if active else 0):
-        u = rng.choice(active)
-        ts = "2024-{:02d}-{:02d}T{:02d}:{:02d}:{:02d}".format(
-            rng.randrange(1, 13), rng.randrange(1, 29), rng.randrange(24), rng.randrange(60), rng.randrange(60))
-        kind = rng.choice(kinds[:rng.randrange(2, 7)])
-        amount = str(rng.randrange(-2000, 50000) if kind in ("buy", "refund") else 0)
-        row = [u, ts, kind, amount]
-        r = rng.random()
-        if r < 0.01:
-            row[3] = "1.5"
-        elif r < 0.02:
-            row = row[:3]
-        elif r < 0.05:
-            row = [" " + c for c in row]
-        events.append(",".join(row))
-    return {"events.csv": "\n".join(events) + "\n", "users.csv": "\n".join(users) + "\n"}
-'''
+    nums = draw_below(rng, 100, n_users)
+    users = "".join(map("%s,%s %d\n".__mod__, zip(ids, draw_picks(rng, names, n_users), nums)))
+    active = [u for u, r in zip(ids, draw_below(rng, 100, n_users)) if r < 93]
+    n = n if active else 0
+    # kinds[:randrange(2, 7)] then a kind of those: 87, 87, 57, 37, 22, 10 in 300
+    kinds = ["view,", "click,", "buy,", "refund,", "share,", "login,"]
+    weighted = [0] * 87 + [1] * 87 + [2] * 57 + [3] * 37 + [4] * 22 + [5] * 10
+    kind = draw_picks(rng, weighted, n)
+    amount = ["0"] * n
+    paid = [i for i, k in enumerate(kind) if k == 2 or k == 3]
+    for i, a in zip(paid, draw_below(rng, 52000, len(paid))):
+        amount[i] = str(a - 2000)
+    columns = [
+        draw_picks(rng, active, n),
+        draw_picks(rng, [",2024-%02d-" % m for m in range(1, 13)], n),
+        draw_picks(rng, ["%02dT" % d for d in range(1, 29)], n),
+        draw_picks(rng, ["%02d:" % h for h in range(24)], n),
+        draw_picks(rng, ["%02d:" % m for m in range(60)], n),
+        draw_picks(rng, ["%02d," % s for s in range(60)], n),
+        list(map(kinds.__getitem__, kind)),
+        amount,
+        "\n",
+    ]
+    events = flat_rows(columns, n)
+    for i, bad in draw_rows(rng, n, [0.01, 0.01, 0.03]):
+        row = row_text(events, 9, i)[:-1].split(",")
+        row = [row[:3] + ["1.5"], row[:3], [" " + c for c in row]][bad]
+        set_row(events, 9, i, ",".join(row) + "\n")
+    events = "user_id,ts,kind,amount_cents\n" + "".join(events)
+    return {"events.csv": events, "users.csv": "id,name\n" + users}
+"""
+)
 
 
 def _program(program: str, tier: str) -> str:
