@@ -54,6 +54,9 @@ class NullSandbox(Sandbox):
     async def download(self, src, dst) -> None: ...
     async def kill_all(self) -> None: ...
 
+    async def changed_paths(self, under: tuple[str, ...]) -> list[str]:
+        return []
+
     async def close(self) -> None:
         self._closed = True
 
