@@ -15,6 +15,8 @@ instead (``host_run_python``) and ship inputs and outputs in ``tests/precomputed
 
 from __future__ import annotations
 
+import ast
+import functools
 import json
 import os
 import subprocess
@@ -23,6 +25,8 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from palaestra.tasks.generators.base import CHECK_MODULE
 
 Edit = tuple[str, str]
 
@@ -150,19 +154,14 @@ def reference_json(files: Mapping[str, str]) -> str:
     return json.dumps(dict(sorted(files.items())), indent=1, sort_keys=True) + "\n"
 
 
-#: What ``palaestra_check.run_python`` puts before a child's code (``INPUT``, ``emit``).
-_CHILD = r"""
-import json, sys
-_in, _out = sys.argv[1], sys.argv[2]
-with open(_in) as f:
-    INPUT = json.load(f)
-def emit(value):
-    text = json.dumps({"value": value})
-    with open(_out, "w") as f:
-        f.write(text)
-sys.path.insert(0, sys.argv[3])
-del sys.argv[1:]
-"""
+@functools.cache
+def _child_prelude() -> str:
+    """What ``palaestra_check.run_python`` puts before a child's code (``INPUT``, ``emit``),
+    read from the runtime's source: it runs in a sandbox and cannot be imported here."""
+    for node in ast.parse(CHECK_MODULE.read_text()).body:
+        if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "_CHILD":
+            return ast.literal_eval(node.value)
+    raise LookupError(f"no _CHILD in {CHECK_MODULE}")
 
 
 def write_tree(root: Path, files: Mapping[str, str]) -> None:
@@ -206,7 +205,7 @@ def host_run_python(
     with tempfile.TemporaryDirectory(prefix="palaestra-ref-") as tmp:
         root, paths, env = _scratch(tmp, program, files)
         (Path(tmp) / "input.json").write_text(json.dumps(placed(input_value, paths)))
-        argv = [sys.executable, "-I", "-B", "-c", _CHILD + "\n" + code]
+        argv = [sys.executable, "-I", "-B", "-c", _child_prelude() + "\n" + code]
         argv += [str(Path(tmp) / "input.json"), str(Path(tmp) / "output.json"), str(root)]
         run = subprocess.run(argv, cwd=root, env=env, capture_output=True, timeout=120)
         if run.returncode != 0:
