@@ -9,6 +9,7 @@ import importlib.util
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -18,15 +19,21 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 SCRIPTS = sorted(p for p in BENCHMARKS.glob("bench_*.py"))
 
 
-def test_run_all_names_existing_scripts() -> None:
+def load(name: str) -> ModuleType:
+    """A script of benchmarks/ as a module (its siblings, e.g. ``headline``, importable)."""
     sys.path.insert(0, str(BENCHMARKS))
     try:
-        spec = importlib.util.spec_from_file_location("run_all", BENCHMARKS / "run_all.py")
+        spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
         assert spec is not None and spec.loader is not None
-        run_all = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(run_all)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
     finally:
         sys.path.remove(str(BENCHMARKS))
+    return module
+
+
+def test_run_all_names_existing_scripts() -> None:
+    run_all = load("run_all")
     named = {script for _, script, _ in run_all.BENCHMARKS}
     assert named and named <= {p.name for p in SCRIPTS}
 
@@ -39,14 +46,7 @@ def test_each_benchmark_starts(script: Path) -> None:
 
 
 async def test_bench_env_null_sandbox_is_a_complete_sandbox() -> None:
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        spec = importlib.util.spec_from_file_location("bench_env", BENCHMARKS / "bench_env.py")
-        assert spec is not None and spec.loader is not None
-        bench_env = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(bench_env)
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    bench_env = load("bench_env")
     sandbox = await bench_env.NullBackend().create(SandboxSpec())  # abstract methods: TypeError
     assert (await sandbox.exec(["true"])).exit_code == 0
     assert await sandbox.changed_paths(("/usr",)) == []
