@@ -45,10 +45,8 @@ def btrfs_device(path: str | os.PathLike[str], mountinfo: str | None = None) -> 
         sep = fields.index("-")
         mount_point, fstype, source = _unescape(fields[4]), fields[sep + 1], fields[sep + 2]
         inside = target == mount_point or target.startswith(mount_point.rstrip("/") + "/")
-        if inside and len(mount_point) > best[0]:  # the last mount on the longest prefix wins
+        if inside and len(mount_point) >= best[0]:  # the last mount on the longest prefix wins
             best = (len(mount_point), source if fstype == "btrfs" else None)
-        elif inside and len(mount_point) == best[0]:
-            best = (best[0], source if fstype == "btrfs" else None)
     return best[1]
 
 
