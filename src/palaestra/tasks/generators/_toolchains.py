@@ -12,9 +12,10 @@ the family's Python reference solver prints. The family supplies
 ``make_cases(rng) -> [(label, stdin, cpu_seconds or None)]`` and ``expected(stdin) -> stdout``
 as Python source; the generator runs them once (:func:`precomputed_cases`) and ships inputs and
 expected outputs in ``tests/precomputed.bin`` (never in the workspace), or, for inputs too large
-to ship, digests, and the hidden test makes those inputs again from the secret. A program that works on files rather than
-standard input brings its own ``runner``: ``run_case(ck, work, label, case, cpu_seconds)`` (see
-:data:`STDIN_RUNNER`), which runs the program built in ``work`` on one case and records checks.
+to ship, digests, and the hidden test makes those inputs again from the secret. A program that
+works on files rather than standard input brings its own ``runner``: ``run_case(ck, work,
+label, case, cpu_seconds)`` (see :data:`STDIN_RUNNER`), which runs the program built in
+``work`` on one case and records checks.
 """
 
 from __future__ import annotations
