@@ -15,6 +15,7 @@ MOUNTINFO = """\
 40 22 7:0 / /var/lib/palaestra/docker rw,relatime shared:20 - btrfs /dev/loop0 rw,space_cache=v2
 41 40 7:0 / /var/lib/palaestra/docker/btrfs rw,relatime shared:20 - btrfs /dev/loop0 rw
 50 22 0:45 / /srv/my\\040data rw,relatime shared:30 - btrfs /dev/loop3 rw
+51 22 0:49 / /srv/données\\0402 rw,relatime shared:31 - btrfs /dev/loop4 rw
 60 22 0:46 / /var/lib/palaestra/docker-tmp rw - tmpfs tmpfs rw
 70 22 0:47 / /mnt/over rw - btrfs /dev/loop5 rw
 71 22 0:48 / /mnt/over rw - ext4 /dev/vdb rw
@@ -27,6 +28,7 @@ MOUNTINFO = """\
         ("/var/lib/palaestra/docker", "/dev/loop0"),
         ("/var/lib/palaestra/docker/btrfs/subvolumes/x", "/dev/loop0"),
         ("/srv/my data/docker", "/dev/loop3"),  # mountinfo escapes the space
+        ("/srv/données 2/docker", "/dev/loop4"),  # and leaves UTF-8 as it is
         ("/var/lib/palaestra/docker-tmp/x", None),  # a prefix of the name is not a parent
         ("/var/lib/docker", None),  # on the ext4 root
         ("/mnt/over/x", None),  # the last mount on a mount point hides the earlier one

@@ -19,6 +19,7 @@ device, ``/sys/fs/btrfs/<uuid>/devices/`` the filesystem that has it.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -27,8 +28,9 @@ SYSFS = Path("/sys/fs/btrfs")
 
 
 def _unescape(field: str) -> str:
-    """A mountinfo field with its octal escapes (``\\040`` for a space) decoded."""
-    return field.encode().decode("unicode_escape") if "\\" in field else field
+    """A mountinfo field with its octal escapes (``\\040`` for a space) decoded; other
+    characters, non-ASCII ones included, stay as they are."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
 
 
 def btrfs_device(path: str | os.PathLike[str], mountinfo: str | None = None) -> str | None:
