@@ -103,8 +103,9 @@ async def test_an_actor_killed_mid_run_loses_only_its_episodes(cluster, tmp_path
 
 async def test_a_node_killed_mid_run_loses_only_its_episodes(cluster, tmp_path):
     """A third node dies (SIGKILL of its raylet, workers and sandboxes) at the first stored
-    episode: its in-flight episodes are retried on the live nodes, each recorded once; when the
-    machine comes back as a node, the first actor there reclaims what the dead node left."""
+    episode: its in-flight episodes are retried on the live nodes, each recorded once. The
+    machine comes back as a node at once; the first actor there reclaims what the dead node
+    left."""
     node = add_node(cluster, SRC, "node3")
     assert await eventually(lambda: sum(n["Alive"] for n in ray.nodes()) == 3, within=60)
     killed: list[bool] = []
@@ -113,6 +114,9 @@ async def test_a_node_killed_mid_run_loses_only_its_episodes(cluster, tmp_path):
         if not killed:
             node.kill()
             killed.append(True)
+            # Its actor's restart needs a node with 1.5 free CPUs: without one, an episode
+            # sent to it before its death was noticed would wait for it forever.
+            add_node(cluster, SRC, "node3-back")
 
     # One actor per node (each reserves more than half a node's CPUs), one episode in flight
     # on each: at the first stored episode node3's actor has at least two still to run, so
@@ -123,11 +127,10 @@ async def test_a_node_killed_mid_run_loses_only_its_episodes(cluster, tmp_path):
     assert killed and summary["lost"] >= 1, summary
     assert (summary["episodes"], summary["passed"], summary["errors"]) == (9, 0, 0)
     assert _once(tmp_path) == sorted((t.id, a) for t in load_tasks(TASKS) for a in range(3))
-    assert await eventually(lambda: sum(n["Alive"] for n in ray.nodes()) == 2, within=120)
+    assert await eventually(lambda: sum(n["Alive"] for n in ray.nodes()) == 3, within=120)
     # The dead node's sandboxes stay in the state dir until an actor starts on this machine:
-    # node3's actor, restarted elsewhere, may already have; else the machine comes back as a
-    # node and the first actor there reclaims them at its start.
-    add_node(cluster, SRC, "node3-back")
+    # node3's actor, restarted on node3-back, may already have; else the first actor there
+    # reclaims them at its start.
     back = RayExecutor(TASKS, "nop", RayOptions(actors=1, resources={"node3-back": 0.5}),
                        concurrency=1, env_overrides={"sandbox": "local"})  # fmt: skip
     await back.start()
