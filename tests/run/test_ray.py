@@ -4,6 +4,7 @@ also when an actor is killed mid-run; the RL stream yields groups from the clust
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -118,11 +119,12 @@ async def test_a_node_killed_mid_run_loses_only_its_episodes(cluster, tmp_path):
             # sent to it before its death was noticed would wait for it forever.
             add_node(cluster, SRC, "node3-back")
 
-    # One actor per node (each reserves more than half a node's CPUs), one episode in flight
-    # on each: at the first stored episode node3's actor has at least two still to run, so
-    # the kill always cuts some short (SPREAD alone is best-effort placement).
+    # One actor per node (each reserves more than half a node's CPUs; SPREAD alone is
+    # best-effort placement), two episodes in flight on each: at the first stored episode
+    # node3's actor has one or two running, so the kill cuts some short. (With one, its
+    # episode could end with the first stored one and the next wait out the restart.)
     options = RayOptions(actors=3, num_cpus=1.5)
-    summary = await evaluate(TASKS, "nop", attempts=3, executor=options, concurrency=3,
+    summary = await evaluate(TASKS, "nop", attempts=3, executor=options, concurrency=6,
                              out_dir=tmp_path, on_episode=kill_node)  # fmt: skip
     assert killed and summary["lost"] >= 1, summary
     assert (summary["episodes"], summary["passed"], summary["errors"]) == (9, 0, 0)
@@ -139,6 +141,24 @@ async def test_a_node_killed_mid_run_loses_only_its_episodes(cluster, tmp_path):
     finally:
         await back.aclose()
     assert not any(cluster.state_dir.glob("*/sb-*"))
+
+
+async def test_episodes_sent_to_an_actor_that_never_starts_go_to_the_others(cluster, tmp_path):
+    """Three actors asked for, room for two (each takes 0.4 of node2's one unit): the third
+    never starts. The episode sent to it goes to the two that answer once it has been silent
+    for ``unavailable_after_s``, instead of waiting for it forever; each is recorded once."""
+    options = RayOptions(actors=3, resources={"node2": 0.4}, unavailable_after_s=3)
+    running = evaluate(TASKS, "nop", attempts=2, executor=options, concurrency=3,
+                       out_dir=tmp_path)  # fmt: skip
+    summary = await asyncio.wait_for(running, 300)
+    assert summary["lost"] >= 1, summary
+    assert (summary["episodes"], summary["passed"], summary["errors"]) == (6, 0, 0)
+    assert _once(tmp_path) == sorted((t.id, a) for t in load_tasks(TASKS) for a in (0, 1))
+    assert await eventually(
+        lambda: not [a for a in ray.util.list_named_actors(all_namespaces=True)
+                     if a["name"].startswith(ACTOR_PREFIX)],
+        within=30,
+    ), "an actor outlived its run"  # fmt: skip
 
 
 async def test_a_stream_on_the_cluster_yields_groups(cluster):

@@ -13,6 +13,12 @@ Faults: an actor is restarted by Ray when it or its node dies, and its start run
 janitor, which reclaims what the dead incarnation left on that node. An episode in flight on
 a dead actor is lost, never recorded, and runs again on the least loaded actor (up to
 :attr:`RayOptions.max_lost` times). Nothing else is redone: what finished is in the store.
+
+An actor that does not answer (its node died before Ray noticed, it waits for room to restart
+or to start at all) would hold the episodes sent to it forever. So while episodes wait, every
+actor is asked whether it answers (a ping in a concurrency group of its own, which busy
+episodes never hold up); the episodes of one silent for :attr:`RayOptions.unavailable_after_s`
+while another answers are lost too, and go to the actors that answer.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import contextlib
 import os
 import pickle
 import secrets
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +48,8 @@ ACTOR_PREFIX = "palaestra-episodes-"
 FORWARDED_ENV = ("OPENAI_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")
 #: How long closing waits for the actors to close their environments before killing them.
 CLOSE_TIMEOUT_S = 60.0
+#: The actors' concurrency group for pings: answered even while every episode slot is busy.
+HEALTH_GROUP = "health"
 
 
 class RayClusterError(RuntimeError):
@@ -57,6 +66,8 @@ class RayOptions:
     per actor (None: the caller's concurrency shared out). ``num_cpus``, ``memory`` (bytes)
     and ``resources`` (custom, e.g. ``{"docker": 1}``) are what each actor reserves.
     ``max_lost``: how many times one episode may be lost with its actor before the run fails.
+    ``unavailable_after_s``: how long an actor may go without answering (see the module
+    docstring) before the episodes waiting on it go elsewhere.
     """
 
     address: str | None = None
@@ -66,6 +77,7 @@ class RayOptions:
     memory: int | None = None
     resources: dict[str, float] = field(default_factory=dict)
     max_lost: int = 3
+    unavailable_after_s: float = 120.0
 
 
 class EpisodeActor:
@@ -112,11 +124,30 @@ class _Actor:
     load: int = 0
     back: asyncio.Future[Any] | None = None
     """Set while the actor restarts after a loss: done once it answers again."""
+    silent_since: float | None = field(default_factory=time.monotonic)
+    """Since when it has not answered a ping (monotonic); None while it answers."""
+    given_up: asyncio.Future[None] | None = None
+    """Done when the episodes waiting on it are to go elsewhere."""
 
     @property
     def rank(self) -> tuple[bool, int]:
         """Actors that answer first, then the least loaded."""
         return (self.back is not None and not self.back.done(), self.load)
+
+    def giving_up(self) -> asyncio.Future[None]:
+        """What an episode sent to it waits on beside its result."""
+        if self.given_up is None or self.given_up.done():
+            self.given_up = asyncio.get_running_loop().create_future()
+        return self.given_up
+
+    def give_up(self) -> None:
+        """Send its waiting episodes elsewhere; later ones avoid it until it answers (the
+        watch alone does it, at most once an interval: a retried episode is never sent away
+        again by another's failure)."""
+        if self.given_up is not None and not self.given_up.done():
+            self.given_up.set_result(None)
+        if self.back is None or self.back.done():
+            self.back = asyncio.ensure_future(_answers(self.handle))
 
 
 class RayExecutor:
@@ -155,6 +186,7 @@ class RayExecutor:
         self.env_overrides = env_overrides
         self.lost = 0
         self._actors: list[_Actor] = []
+        self._watch: asyncio.Future[None] | None = None
         self._connected = False
         self._closed = False
 
@@ -178,7 +210,7 @@ class RayExecutor:
         count = self.options.actors or sum(1 for n in nodes if n.get("Alive"))
         slots = self.options.slots or max(1, -(-self.concurrency // count))
         env_vars = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
-        actor_class = ray.remote(EpisodeActor)
+        actor_class = ray.remote(concurrency_groups={HEALTH_GROUP: 1})(EpisodeActor)
         placement = dict(
             num_cpus=self.options.num_cpus,
             memory=self.options.memory,
@@ -198,6 +230,7 @@ class RayExecutor:
             )
             for i in range(count)
         ]
+        self._watch = asyncio.ensure_future(self._watch_actors())
 
     async def nodes(self) -> list[str]:
         """The node id of every actor (waits for them to start)."""
@@ -217,14 +250,24 @@ class RayExecutor:
             actor = min(self._actors, key=lambda a: a.rank)
             actor.load += 1
             ref = actor.handle.run.remote(seed, options, max_cost_usd)
+            result = asyncio.ensure_future(_result(ref))
             try:
-                return await ref
+                await asyncio.wait((result, actor.giving_up()), return_when=asyncio.FIRST_COMPLETED)
+                if result.done():
+                    return result.result()
+                self.lost += 1  # the actor does not answer: the episode goes elsewhere
+                lost = TimeoutError(
+                    f"its actor did not answer for {self.options.unavailable_after_s:g}s"
+                )
+                result.cancel()
+                _cancel(ref)
             except (ActorDiedError, ActorUnavailableError, RayActorError) as e:
                 self.lost += 1  # the actor or its node died: the episode goes elsewhere
                 lost = e
                 if actor.back is None or actor.back.done():  # until it answers again
                     actor.back = asyncio.ensure_future(_answers(actor.handle))
             except asyncio.CancelledError:
+                result.cancel()
                 _cancel(ref)
                 raise
             finally:
@@ -235,18 +278,47 @@ class RayExecutor:
             f"times (last: {reason}); see `ray status` and the Ray logs"
         )
 
+    async def _watch_actors(self) -> None:
+        """While episodes wait on actors, ping every actor each ``interval``; give up on one
+        silent for ``unavailable_after_s`` while another answers (with none answering, there
+        is nowhere better to send its episodes)."""
+        patience = self.options.unavailable_after_s
+        interval = min(15.0, patience / 3)
+        while True:
+            await asyncio.sleep(interval)
+            actors = list(self._actors)
+            if not any(a.load for a in actors):
+                continue
+            answers = await asyncio.gather(*(_ping(a.handle, interval) for a in actors))
+            now = time.monotonic()
+            for actor, answered in zip(actors, answers, strict=True):
+                if answered:
+                    actor.silent_since = None
+                elif actor.silent_since is None:
+                    actor.silent_since = now
+            if all(a.silent_since is not None for a in actors):
+                continue
+            for actor in actors:
+                silent = actor.silent_since
+                if actor.load and silent is not None and now - silent >= patience:
+                    actor.give_up()
+
     async def aclose(self) -> None:
         if self._closed:
             return
         self._closed = True
         import ray
 
+        if self._watch is not None:
+            self._watch.cancel()
+        # An actor not back from a loss could not close anything: it is killed below.
+        answering = [a for a in self._actors if a.back is None or a.back.done()]
         for actor in self._actors:
             if actor.back is not None:
                 actor.back.cancel()
         try:
             closing = asyncio.gather(
-                *(a.handle.aclose.remote() for a in self._actors), return_exceptions=True
+                *(a.handle.aclose.remote() for a in answering), return_exceptions=True
             )
             with contextlib.suppress(TimeoutError):  # then the kill below frees them
                 await asyncio.wait_for(closing, CLOSE_TIMEOUT_S)
@@ -261,10 +333,28 @@ class RayExecutor:
 async def _answers(handle: Any) -> None:
     """Return once a restarted actor answers (or is found gone for good)."""
     with contextlib.suppress(Exception):
-        await handle.node.remote()
+        await handle.node.options(concurrency_group=HEALTH_GROUP).remote()
+
+
+async def _ping(handle: Any, timeout: float) -> bool:
+    """Whether the actor answers within ``timeout`` seconds."""
+    try:
+        await asyncio.wait_for(_answers_at_all(handle), timeout)
+        return True
+    except Exception:
+        return False
+
+
+async def _answers_at_all(handle: Any) -> None:
+    await handle.node.options(concurrency_group=HEALTH_GROUP).remote()
+
+
+async def _result(ref: Any) -> Episode:
+    return await ref
 
 
 def _cancel(ref: Any) -> None:
     import ray
 
-    ray.cancel(ref)
+    with contextlib.suppress(Exception):  # a task of an actor that is gone
+        ray.cancel(ref)
