@@ -19,7 +19,7 @@ from palaestra.tasks.generators.base import CHECK_RUNTIME, PRECOMPUTED, precompu
 
 #: Runs in the sandbox, as root, from the runtime's directory; prints one JSON object.
 SCRIPT = r"""
-import json, os, sys, time
+import os, sys, time
 from palaestra_check import kill_nobody_processes, run_command, run_python
 import palaestra_fork
 
@@ -83,7 +83,49 @@ out["left"] = left
 res = run_python("emit('after')", None, cwd="/tmp/app")  # a new server
 out["after"] = res.value
 out["forks"] = palaestra_fork.forkable([py, "-B", "x.py"], palaestra_fork.CHILD_ENV) is not None
-print(json.dumps(out))
+# any other program: executed from a fork of the server, as nobody, in a session of its own
+res = run_command(["sh", "-c", "id -u; cut -d' ' -f6 /proc/$$/stat; echo $$; cat; echo e >&2; "
+                   "exit 3"], cwd="/tmp/app", stdin="hi")
+out["exec"] = [res.returncode, res.stdout.split(), res.stderr]
+res = run_command(["no-such-program-here"], cwd="/tmp/app")
+out["exec_missing"] = [res.ok, res.error]
+res = run_command(["sleep", "30"], cwd="/tmp/app", timeout=1)
+out["exec_timeout"] = [res.timed_out, res.error]
+value = {"s": "\u00e9\u2603\n", "f": [1.5, -0.0, 1e300], "n": None, "l": [1, [2, {}]]}
+out["round_trip"] = run_python("emit(INPUT)", value, cwd="/tmp/app").value == value
+res = run_python("open(_out, 'w').write('{\"value\": 1} trailing')", None, cwd="/tmp/app")
+out["unreadable"] = [res.ok, res.error]
+# copies and removals never go through a link
+from palaestra_check import copy_tree_for_child
+from palaestra_fork import make_private_dir, remove_tree
+
+src = make_private_dir("src-")
+os.mkdir(src + "/sub")
+with open(src + "/sub/f", "w") as f:
+    f.write("data")
+os.chmod(src + "/sub/f", 0o640)
+os.utime(src + "/sub/f", (1000000000, 1000000000))
+os.symlink("/tests/secret", src + "/link")
+copy = copy_tree_for_child(src)
+st = os.stat(copy + "/sub/f")
+out["copy"] = [open(copy + "/sub/f").read(), oct(st.st_mode & 0o777), st.st_mtime, st.st_uid,
+               os.readlink(copy + "/link"), oct(os.stat(src).st_mode & 0o777)]
+os.mkfifo(src + "/fifo")
+try:
+    copy_tree_for_child(src)
+    out["fifo"] = "copied"
+except OSError as e:
+    out["fifo"] = str(e)
+outside = make_private_dir("outside-")
+with open(outside + "/keep", "w") as f:
+    f.write("x")
+os.symlink(outside, src + "/sub/escape")
+remove_tree(src)
+out["removed"] = [os.path.exists(src), os.path.exists(outside + "/keep")]
+out["heavy"] = sorted(m for m in ("re", "json", "subprocess", "tempfile", "shutil", "ctypes")
+                      if m in sys.modules)
+from palaestra_fork import json_dumps
+print(json_dumps(out))
 """
 
 
@@ -121,6 +163,78 @@ def test_modules_errors_and_exit_statuses(results: dict) -> None:
     assert results["cpu"] == "CPU time limit of 1s exceeded"
     assert results["timeout"] == [True, "timeout after 1s"]
     assert results["forks"]
+
+
+def test_other_programs_run_from_the_server_as_nobody(results: dict) -> None:
+    code, (uid, session, pid, stdin), stderr = (
+        results["exec"][0],
+        results["exec"][1],
+        results["exec"][2],
+    )
+    assert (code, uid, stdin, stderr) == (3, "65534", "hi", "e\n"), results["exec"]
+    assert session == pid  # it leads a session of its own
+    assert results["exec_missing"][0] is False
+    assert results["exec_missing"][1].startswith("cannot start no-such-program-here"), results
+    assert results["exec_timeout"] == [True, "timeout after 1s"]
+
+
+def test_json_through_the_server_and_unreadable_output(results: dict) -> None:
+    assert results["round_trip"] is True
+    assert results["unreadable"] == [False, "unreadable output"]
+
+
+def test_copies_and_removals_never_follow_links(results: dict) -> None:
+    """A copy for a child keeps links as links and files' data, mode and time, is nobody's,
+    refuses a FIFO (reading one would block); removing a tree leaves what a link in it points
+    to."""
+    data, mode, mtime, uid, link, src_mode = results["copy"]
+    assert (data, mode, mtime, uid, link) == ("data", "0o640", 1e9, 65534, "/tests/secret")
+    assert src_mode == "0o700"  # a private dir: root's alone
+    assert "is not a regular file" in results["fifo"]
+    assert results["removed"] == [False, True]
+
+
+def test_the_checker_imports_nothing_heavy(results: dict) -> None:
+    """What every verification pays: none of json (its re and enum), subprocess, tempfile,
+    shutil or ctypes is imported by a checker that used every common path above."""
+    assert results["heavy"] == []
+
+
+def test_json_codec_matches_json() -> None:
+    """The runtime's JSON (json's C code without the json package) reads and writes as
+    ``json.dumps`` / ``json.loads`` do, errors included."""
+    fork = _runtime_module("palaestra_fork")
+    values = [None, True, 0, -(2**70), 1.5, float("inf"), float("nan"), "", "\u00e9\u2603\"\\",
+              [1, [2, [3]]], {"a": {"b": [None]}, "z": 1}, (1, 2), {1: "int key"}]  # fmt: skip
+    for value in values:
+        text = fork.json_dumps(value)
+        assert text == json.dumps(value), value
+        assert repr(fork.json_loads(text)) == repr(json.loads(text))
+    for text in [' {"a": [1, 2.5e3, "x"]} \n', b"[1]", "NaN", "-Infinity", '"\\ud83d"']:
+        assert repr(fork.json_loads(text)) == repr(json.loads(text)), text
+    for bad in ["", "{", "[1] x", "{'a': 1}", "[1,]", '"\x01"', b"\xff"]:
+        with pytest.raises(ValueError):
+            json.loads(bad)
+        with pytest.raises(ValueError):
+            fork.json_loads(bad)
+    circular: list = []
+    circular.append(circular)
+    for bad_value in [object(), {(1, 2): 3}, circular]:
+        with pytest.raises((TypeError, ValueError)) as want:
+            json.dumps(bad_value)
+        with pytest.raises(want.type):
+            fork.json_dumps(bad_value)
+
+
+def _runtime_module(name: str):
+    import importlib.util
+
+    path = next(p for p in CHECK_RUNTIME if p.stem == name)
+    spec = importlib.util.spec_from_file_location(f"_rt_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_nothing_of_nobody_outlives_kill_nobody_processes(results: dict) -> None:

@@ -23,7 +23,10 @@ PYTHON = [name for name in OPTIMIZATION if not g.generate(name, 0, 0.0).packages
 def _inputs_generator(hidden: str):
     """``make_inputs`` as the hidden test defines it (constants and generator code)."""
     scope: dict = {}
-    start = hidden.index("\n", hidden.index("from palaestra_check import"))
+    at = hidden.index("from palaestra_check import")
+    start = hidden.index("\n", at)
+    if hidden[start - 1] == "(":  # a parenthesized import: its end
+        start = hidden.index(")\n", at) + 1
     exec(hidden[start : hidden.index("\nPROGRAM, ARGS, OUT_DIR")], scope)
     return scope["make_inputs"], scope
 

@@ -22,16 +22,23 @@ it fakes is an error, a pass needs the right value, which the verifier compares.
     ck.finish()
 """
 
-from __future__ import annotations
-
 import os
+import stat  # os imports it: free
 import sys
 import time
 
-# json, subprocess, shutil and tempfile (~15 ms of imports, json's re and enum most) are
-# imported where they are used: every verification starts this module, not every one needs
-# them. Nor signal (enum again): Linux's numbers.
-from palaestra_fork import CHILD_ENV, IN_CHILD_DIR, forkable, run_forked, stop_server
+# No json, subprocess, tempfile or shutil (~20 ms of imports, json's re and enum most) on the
+# common paths: palaestra_fork has what they gave. Nor signal (enum again): Linux's numbers.
+from palaestra_fork import (
+    CHILD_ENV,
+    IN_CHILD_DIR,
+    forkable,
+    json_dumps,
+    json_loads,
+    make_private_dir,
+    run_forked,
+    stop_server,
+)
 
 NOBODY = 65534
 _SIGKILL, _SIGXCPU = 9, 24
@@ -39,12 +46,16 @@ REWARD = "/logs/verifier/reward.json"
 _MAX_OUTPUT = 8 * 1024 * 1024
 
 _CHILD = r"""
-import json, sys
+import sys
+try:
+    from _palaestra_json import dumps as _dumps, loads as _loads  # the fork server's JSON
+except ImportError:  # not a child of the fork server
+    from json import dumps as _dumps, loads as _loads
 _in, _out = sys.argv[1], sys.argv[2]
 with open(_in) as f:
-    INPUT = json.load(f)
+    INPUT = _loads(f.read())
 def emit(value):
-    text = json.dumps({"value": value})
+    text = _dumps({"value": value})
     with open(_out, "w") as f:
         f.write(text)
 sys.path.insert(0, sys.argv[3])
@@ -67,6 +78,9 @@ class ChildResult:
 
 
 def _limits(cpu_seconds):
+    """A ``preexec_fn`` that makes a new process nobody's, with ``cpu_seconds`` of CPU (for
+    checkers that start long-lived children themselves, as HumanEval's does)."""
+
     def apply():
         if cpu_seconds is not None:
             import resource
@@ -80,33 +94,61 @@ def _limits(cpu_seconds):
     return apply
 
 
-def _kill_group(proc):
-    try:
-        os.killpg(proc.pid, _SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 def private_dir(prefix="check-"):
     """A fresh directory the child may write to (owned by nobody)."""
-    import tempfile
-
-    path = tempfile.mkdtemp(prefix=prefix)
+    path = make_private_dir(prefix)
     os.chown(path, NOBODY, NOBODY)
     return path
 
 
 def copy_tree_for_child(src, prefix="work-"):
     """A copy of ``src`` owned by nobody: run agent code on a copy when it may modify files."""
-    import shutil
-
     dest = os.path.join(private_dir(prefix), os.path.basename(src.rstrip("/")) or "root")
-    shutil.copytree(src, dest, symlinks=True)
+    _copy_tree(src, dest)
     for root, dirs, files in os.walk(dest):
         for name in dirs + files:
             os.lchown(os.path.join(root, name), NOBODY, NOBODY)
     os.lchown(dest, NOBODY, NOBODY)
     return dest
+
+
+def _copy_tree(src, dest):
+    """``shutil.copytree(src, dest, symlinks=True)`` without shutil (its fnmatch imports re):
+    links are copied as links, files and directories with their mode and times; anything else
+    (a FIFO, a device) is an error, as there."""
+    os.mkdir(dest)
+    with os.scandir(src) as entries:
+        for entry in entries:
+            target = os.path.join(dest, entry.name)
+            if entry.is_symlink():
+                os.symlink(os.readlink(entry.path), target)
+            elif entry.is_dir(follow_symlinks=False):
+                _copy_tree(entry.path, target)
+            else:
+                _copy_file(entry.path, target)
+    _copy_stat(os.stat(src, follow_symlinks=False), dest)
+
+
+def _copy_file(src, dest):
+    fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(f"`{src}` is not a regular file")
+        with open(dest, "xb") as out:
+            while True:
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    break
+                out.write(chunk)
+    finally:
+        os.close(fd)
+    _copy_stat(st, dest)
+
+
+def _copy_stat(st, dest):
+    os.chmod(dest, stat.S_IMODE(st.st_mode))
+    os.utime(dest, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
 def _forked_result(status, out, err, timeout, cpu_seconds):
@@ -130,38 +172,18 @@ def run_command(argv, *, cwd="/app", timeout=20.0, stdin="", env=None, cpu_secon
 
     ``cpu_seconds`` is a CPU-time bar (RLIMIT_CPU, whole seconds): use it, not ``timeout``, for
     performance requirements; CPU time hardly moves when the machine is busy, wall time does.
-    A Python program (this interpreter on a script, ``-m`` or ``-c``) is forked from the fork
-    server; anything else is a new process."""
+    Every command is a child of the fork server (nobody, a session of its own): a Python
+    program (this interpreter on a script, ``-m`` or ``-c``) is forked from it, anything else
+    is executed from such a fork (found on ``env``'s PATH)."""
     environ = dict(CHILD_ENV)
     environ.update(env or {})
-    how = forkable(argv, environ)
-    if how is not None:
-        status, out, err, _ = run_forked(how, environ, cwd=cwd, timeout=timeout, stdin=stdin,
-                                         cpu_seconds=cpu_seconds)  # fmt: skip
-        return _forked_result(status, _text(out), _text(err), timeout, cpu_seconds)
-    import subprocess
-
-    try:
-        proc = subprocess.Popen(
-            argv, cwd=cwd, env=environ, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_limits(cpu_seconds),
-        )  # fmt: skip
-    except OSError as e:
-        return ChildResult(False, error=f"cannot start {argv[0]}: {e}")
-    try:
-        out, err = proc.communicate(stdin.encode(), timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        out, err = proc.communicate()
-        return ChildResult(False, error=f"timeout after {timeout:g}s", stdout=_text(out),
-                           stderr=_text(err), timed_out=True)  # fmt: skip
-    _kill_group(proc)  # anything it left running in its session
-    if cpu_seconds is not None and proc.returncode in (-_SIGXCPU, -_SIGKILL):
-        return ChildResult(False, stdout=_text(out), stderr=_text(err), returncode=proc.returncode,
-                           error=f"CPU time limit of {cpu_seconds}s exceeded")  # fmt: skip
-    return ChildResult(proc.returncode == 0, stdout=_text(out), stderr=_text(err),
-                       returncode=proc.returncode,
-                       error="" if proc.returncode == 0 else f"exit status {proc.returncode}: {_text(err)[-500:]}")  # fmt: skip
+    how = forkable(argv, environ) or ("exec", argv[0], list(argv[1:]))
+    status, out, err, _ = run_forked(how, environ, cwd=cwd, timeout=timeout, stdin=stdin,
+                                     cpu_seconds=cpu_seconds)  # fmt: skip
+    res = _forked_result(status, _text(out), _text(err), timeout, cpu_seconds)
+    if how[0] == "exec" and res.returncode == 127 and res.stderr.startswith("cannot start "):
+        res.error = _last_line(res.stderr)  # it never ran: as Popen's OSError said it
+    return res
 
 
 def run_python(code, input_value=None, *, cwd="/app", timeout=20.0, path=None, cpu_seconds=None):
@@ -170,13 +192,11 @@ def run_python(code, input_value=None, *, cwd="/app", timeout=20.0, path=None, c
 
     The child is forked from the fork server (see ``palaestra_fork``), as if started by
     ``python -I -B -c``."""
-    import json
-
     names = [IN_CHILD_DIR + "input.json", IN_CHILD_DIR + "output.json", path or cwd]
     how = ("code", _CHILD + "\n" + code, names)
     status, out, err, (raw,) = run_forked(how, CHILD_ENV, cwd=cwd, timeout=timeout, stdin="",
                                           cpu_seconds=cpu_seconds,
-                                          files={"input.json": json.dumps(input_value)},
+                                          files={"input.json": json_dumps(input_value)},
                                           read=("output.json",))  # fmt: skip
     out, err = _text(out), _text(err)
     res = _forked_result(status, out, err, timeout, cpu_seconds)
@@ -189,7 +209,7 @@ def run_python(code, input_value=None, *, cwd="/app", timeout=20.0, path=None, c
         res.ok, res.error = False, "no output (emit was not called)"
         return res
     try:
-        res.value, res.ok = json.loads(raw)["value"], True
+        res.value, res.ok = json_loads(raw)["value"], True
     except (ValueError, KeyError, TypeError):
         res.ok, res.error = False, "unreadable output"
     return res
@@ -362,9 +382,7 @@ def _json_numbers(mapping):
     """JSON of a flat mapping of names to numbers, without importing json (~9 ms)."""
     values = {k: float(v) for k, v in mapping.items()}
     if not all(k.isidentifier() and abs(v) < float("inf") for k, v in values.items()):
-        import json
-
-        return json.dumps(mapping)
+        return json_dumps(mapping)
     return "{" + ", ".join(f'"{k}": {v!r}' for k, v in values.items()) + "}"
 
 

@@ -95,19 +95,25 @@ def choose_bugs(rng, pool: list[Bug], n_obvious: int, n_subtle: int) -> list[Bug
 #: Prelude of every differential hidden test: write the reference program to a private dir
 #: and run a driver against both it and /app.
 HIDDEN_PRELUDE = r'''
-import json
 import os
 import random
-import tempfile
 
-from palaestra_check import Checker, copy_tree_for_child, run_command, run_python
+from palaestra_check import (
+    Checker,
+    copy_tree_for_child,
+    json_dumps,
+    json_loads,
+    make_private_dir,
+    run_command,
+    run_python,
+)
 
 
 def reference_dir():
     """The correct program, written from /tests/reference.json into a dir nobody can read."""
     with open("/tests/reference.json") as f:
-        files = json.load(f)
-    root = tempfile.mkdtemp(prefix="ref-")
+        files = json_loads(f.read())
+    root = make_private_dir("ref-")
     for rel, text in files.items():
         path = os.path.join(root, rel)
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -117,7 +123,7 @@ def reference_dir():
 
 
 def short(value, limit=160):
-    text = json.dumps(value)
+    text = json_dumps(value)
     return text if len(text) <= limit else text[:limit] + "..."
 
 

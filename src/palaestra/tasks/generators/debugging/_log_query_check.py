@@ -125,7 +125,7 @@ def hidden(tool: str) -> str:
         + f"TOOL = {tool!r}\nDRIVER = {driver(tool)!r}\n"
         + r"""
 data = precomputed()
-work = copy_tree_for_child(tempfile.mkdtemp(prefix="logs-"), prefix="logs-")
+work = copy_tree_for_child(make_private_dir("logs-"), prefix="logs-")
 paths = {}
 for name, text in sorted(data["logs"].items()):
     paths[name] = os.path.join(work, name)

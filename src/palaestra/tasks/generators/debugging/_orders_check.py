@@ -70,7 +70,7 @@ def hidden(pkg: str) -> str:
         + r"""
 
 def run_pipeline(cwd, text):
-    work = copy_tree_for_child(tempfile.mkdtemp(prefix="in-"), prefix="in-")
+    work = copy_tree_for_child(make_private_dir("in-"), prefix="in-")
     src = os.path.join(work, "orders.csv")
     with open(src, "w") as f:
         f.write(text)

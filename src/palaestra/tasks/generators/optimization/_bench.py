@@ -240,15 +240,21 @@ _HIDDEN_HEAD = """\
 import hashlib
 import os
 import random
-import tempfile
 
-from palaestra_check import Checker, copy_tree_for_child, precomputed, run_command
+from palaestra_check import (
+    Checker,
+    copy_tree_for_child,
+    json_loads,
+    make_private_dir,
+    precomputed,
+    run_command,
+)
 """
 
 _HIDDEN_BODY = r'''
 
 def run(root, files, bar):
-    work = copy_tree_for_child(tempfile.mkdtemp(prefix="in-"), prefix="in-")
+    work = copy_tree_for_child(make_private_dir("in-"), prefix="in-")
     for name, text in files.items():
         path = os.path.join(work, name)
         with open(path, "wb") as f:
@@ -276,11 +282,9 @@ def digest(files):
 
 def reference_outputs(files):
     """The old way, for a large input this Python made otherwise: the reference, as nobody."""
-    import json
-
     with open("/tests/reference.json") as f:
-        sources = json.load(f)
-    root = tempfile.mkdtemp(prefix="ref-")
+        sources = json_loads(f.read())
+    root = make_private_dir("ref-")
     for rel, text in sources.items():
         with open(os.path.join(root, rel), "w") as f:
             f.write(text)
