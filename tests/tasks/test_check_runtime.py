@@ -87,6 +87,11 @@ out["forks"] = palaestra_fork.forkable([py, "-B", "x.py"], palaestra_fork.CHILD_
 res = run_command(["sh", "-c", "id -u; cut -d' ' -f6 /proc/$$/stat; echo $$; cat; echo e >&2; "
                    "exit 3"], cwd="/tmp/app", stdin="hi")
 out["exec"] = [res.returncode, res.stdout.split(), res.stderr]
+undumpable, palaestra_fork._suid_undumpable = palaestra_fork._suid_undumpable, lambda: False
+res = run_command(["sh", "-c", "id -u; cut -d' ' -f6 /proc/$$/stat; echo $$; cat; echo e >&2; "
+                   "exit 3"], cwd="/tmp/app", stdin="hi")
+out["exec_server"] = [res.returncode, res.stdout.split(), res.stderr]
+palaestra_fork._suid_undumpable = undumpable  # (fs.suid_dumpable not 0: through the server)
 res = run_command(["no-such-program-here"], cwd="/tmp/app")
 out["exec_missing"] = [res.ok, res.error]
 res = run_command(["sleep", "30"], cwd="/tmp/app", timeout=1)
@@ -173,6 +178,8 @@ def test_other_programs_run_from_the_server_as_nobody(results: dict) -> None:
     )
     assert (code, uid, stdin, stderr) == (3, "65534", "hi", "e\n"), results["exec"]
     assert session == pid  # it leads a session of its own
+    code, (uid, session, pid, stdin), stderr = results["exec_server"]
+    assert (code, uid, stdin, stderr, session) == (3, "65534", "hi", "e\n", pid)
     assert results["exec_missing"][0] is False
     assert results["exec_missing"][1].startswith("cannot start no-such-program-here"), results
     assert results["exec_timeout"] == [True, "timeout after 1s"]

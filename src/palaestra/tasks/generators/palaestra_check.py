@@ -46,16 +46,12 @@ REWARD = "/logs/verifier/reward.json"
 _MAX_OUTPUT = 8 * 1024 * 1024
 
 _CHILD = r"""
-import sys
-try:
-    from _palaestra_json import dumps as _dumps, loads as _loads  # the fork server's JSON
-except ImportError:  # not a child of the fork server
-    from json import dumps as _dumps, loads as _loads
+import json, sys
 _in, _out = sys.argv[1], sys.argv[2]
 with open(_in) as f:
-    INPUT = _loads(f.read())
+    INPUT = json.load(f)
 def emit(value):
-    text = _dumps({"value": value})
+    text = json.dumps({"value": value})
     with open(_out, "w") as f:
         f.write(text)
 sys.path.insert(0, sys.argv[3])

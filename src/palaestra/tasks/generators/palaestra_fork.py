@@ -6,16 +6,19 @@ server is one fresh interpreter (never the verifier's own: a fork of the verifie
 reference and the expected values), started on first use as nobody with ``-I -B``; each request
 forks a child that runs a script, a module or code as ``python`` would (a new session,
 ``__main__``, ``sys.argv``, the environment, the exit status, the traceback), so a child costs a
-fork; any other program is executed from such a fork. The server is not dumpable (other nobody
+fork. The server is not dumpable (other nobody
 processes, agent code, can neither trace it nor write its memory), its control pipes are root's
 (requests in marshal form, from the checker alone), and the children close them, and become
 dumpable again (ordinary nobody processes), before running anything. A child's stdout, stderr
 and files come back through a directory of its own, read through a directory fd without
 following links.
 
-Nothing here imports json, ctypes, tempfile or shutil (with ``re`` and ``enum`` behind them,
-~20 ms at every verification): :data:`json_dumps` / :data:`json_loads` are json's own C code,
-:func:`make_private_dir` and :func:`remove_tree` do what ``mkdtemp`` and ``rmtree`` did.
+A program that is not Python is forked from the checker straight into exec (see
+:func:`_run_exec`). The checker's side imports no json, subprocess, ctypes, tempfile or shutil
+(with ``re`` and ``enum`` behind them, ~20 ms at every verification): :data:`json_dumps` /
+:data:`json_loads` are json's own C code, :func:`make_private_dir` and :func:`remove_tree` do
+what ``mkdtemp`` and ``rmtree`` did. The server imports json once: most of its children
+import it, and inherit it.
 """
 
 import os
@@ -35,10 +38,7 @@ CHILD_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.
 #: NUL never occurs in a real argument.
 IN_CHILD_DIR = "\0child-dir\0/"
 
-#: Source shared by this module and the fork server (which cannot import this file: /tests is
-#: root's): JSON through json's own C accelerators, and prctl, without the ~9 ms of json's ``re``
-#: and ``enum`` or the ~4 ms of ``ctypes`` at every start.
-_RUNTIME = r'''
+
 def _json_codec():
     """``(dumps, loads)`` as ``json.dumps`` and ``json.loads`` with their defaults do it (the
     same C code); json's own where ``_json`` is missing."""
@@ -46,24 +46,29 @@ def _json_codec():
         from _json import encode_basestring_ascii, make_encoder, make_scanner
     except ImportError:
         import json
+
         return json.dumps, json.loads
 
     def default(o):
-        raise TypeError("Object of type %s is not JSON serializable" % type(o).__name__)
+        raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
 
     class Context:  # what json.JSONDecoder() gives the scanner
         strict, object_hook, object_pairs_hook = True, None, None
         parse_float, parse_int = float, int
-        parse_constant = {"-Infinity": float("-inf"), "Infinity": float("inf"),
-                          "NaN": float("nan")}.__getitem__
+        parse_constant = {
+            "-Infinity": float("-inf"),
+            "Infinity": float("inf"),
+            "NaN": float("nan"),
+        }.__getitem__
 
     scan, ws = make_scanner(Context()), " \t\n\r"
 
     def dumps(value):
         if isinstance(value, str):
             return encode_basestring_ascii(value)
-        encode = make_encoder({}, default, encode_basestring_ascii, None, ": ", ", ", False,
-                              False, True)
+        encode = make_encoder(
+            {}, default, encode_basestring_ascii, None, ": ", ", ", False, False, True
+        )
         return "".join(encode(value, 0))
 
     def loads(text):
@@ -73,16 +78,22 @@ def _json_codec():
         try:
             value, end = scan(text, start)
         except StopIteration as e:
-            raise ValueError("Expecting value: char %d" % e.value) from None
+            raise ValueError(f"Expecting value: char {e.value}") from None
         if text[end:].strip(ws):
-            raise ValueError("Extra data: char %d" % end)
+            raise ValueError(f"Extra data: char {end}")
         return value
 
     return dumps, loads
 
 
+json_dumps, json_loads = _json_codec()
+
+_ZYGOTE = r"""
+import json, marshal, os, resource, sys  # json: its children (most import it) inherit it
+
+
 def _set_dumpable(flag):
-    """prctl(PR_SET_DUMPABLE, flag); raises when it fails."""
+    '''prctl(PR_SET_DUMPABLE, flag); raises when it fails.'''
     import _ctypes
     try:
         prctl = _ctypes.dlsym(_ctypes.dlopen(None), "prctl")
@@ -92,22 +103,14 @@ def _set_dumpable(flag):
         failed = ctypes.CDLL(None).prctl(4, flag, 0, 0, 0)
     if failed:
         raise OSError("prctl(PR_SET_DUMPABLE, %d) failed" % flag)
-'''
-exec(_RUNTIME)
-json_dumps, json_loads = _json_codec()  # noqa: F821 (defined by _RUNTIME)
 
-_SERVER = r"""
-import marshal, os, resource, sys
+
 _set_dumpable(0)  # the server only
 CTL_IN, CTL_OUT = os.dup(0), os.dup(1)
 _null = os.open(os.devnull, os.O_RDWR)
 os.dup2(_null, 0)
 os.dup2(_null, 1)
 os.close(_null)
-# The children's JSON (palaestra_check's child prelude): a module, so it costs them nothing.
-_codec = type(sys)("_palaestra_json")
-_codec.dumps, _codec.loads = _json_codec()
-sys.modules["_palaestra_json"] = _codec
 
 
 def exit_code(e):
@@ -214,7 +217,6 @@ while True:  # a request: its size (4 bytes) and its marshal form, from the chec
     os.write(CTL_OUT, b"%d\n" % pid)
     os.write(CTL_OUT, b"%d\n" % os.waitpid(pid, 0)[1])
 """
-_ZYGOTE = _RUNTIME + _SERVER
 
 
 class _Zygote:
@@ -384,13 +386,96 @@ def run_forked(how, environ, *, cwd, timeout, stdin, cpu_seconds, files=None, re
                    "cpu": cpu_seconds, "stdin": os.path.join(tmp, "stdin") if stdin else None,
                    "stdout": os.path.join(tmp, "stdout"),
                    "stderr": os.path.join(tmp, "stderr")}  # fmt: skip
-        status = _zygote.run(request, timeout)
+        if kind == "exec" and _suid_undumpable():
+            status = _run_exec(request, timeout)
+        else:
+            status = _zygote.run(request, timeout)
         stdout, stderr, *back = (_read_child_file(dir_fd, name)
                                  for name in ("stdout", "stderr", *read))  # fmt: skip
     finally:
         os.close(dir_fd)
         remove_tree(tmp)
     return status, stdout, stderr, back
+
+
+def _suid_undumpable():
+    """Whether a process that changes its uid is made undumpable (``fs.suid_dumpable`` 0, the
+    kernel's default): then a fork of this process, nobody's until it execs, cannot be traced
+    by another nobody process meanwhile."""
+    try:
+        with open("/proc/sys/fs/suid_dumpable", "rb") as f:
+            return f.read().strip() == b"0"
+    except OSError:
+        return False
+
+
+def _run_exec(request, timeout):
+    """A program that is not Python, run as ``_ZYGOTE``'s children run (nobody, a session of
+    its own, files of its directory as stdin/stdout/stderr), forked straight from this process
+    into exec: a fork of the server would cost the server's start, and nothing of this process
+    is left after the exec. The wait status, or ``"timeout"`` (then it was killed)."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setsid()
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)  # from here on not dumpable until the exec (_suid_undumpable)
+            for fd, name, flags in ((0, request["stdin"] or os.devnull, os.O_RDONLY),
+                                    (1, request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_EXCL),
+                                    (2, request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_EXCL)):  # fmt: skip
+                opened = os.open(name, flags | os.O_NOFOLLOW, 0o600)
+                os.dup2(opened, fd)  # 0-2 inheritable; every other fd Python made closes at exec
+                os.close(opened)
+            os.chdir(request["cwd"])
+            if request["cpu"] is not None:
+                import resource
+
+                soft = max(1, int(-(-request["cpu"] // 1)))
+                resource.setrlimit(resource.RLIMIT_CPU, (soft, soft + 1))
+            os.execvpe(request["target"], [request["target"]] + request["args"], request["env"])
+        except BaseException as e:
+            try:
+                os.write(2, ("cannot start {}: {}\n".format(request["target"][:80], e)).encode())
+            except OSError:
+                pass
+        finally:
+            os._exit(127)
+    status = _wait(pid, time.monotonic() + timeout)
+    try:
+        os.killpg(pid, _SIGKILL)  # on a timeout, or what it left in its session
+    except (ProcessLookupError, PermissionError):
+        pass
+    if status == "timeout":
+        os.waitpid(pid, 0)
+    return status
+
+
+def _wait(pid, deadline):
+    """``pid``'s wait status, or ``"timeout"`` once ``deadline`` passed (it is not reaped)."""
+    import select
+
+    try:
+        ready = os.pidfd_open(pid)
+    except (AttributeError, OSError):  # Python 3.8, or Linux before 5.3: poll
+        ready = None
+    try:
+        pause = 0.001
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return status
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return "timeout"
+            if ready is not None:
+                select.select([ready], [], [], left)
+            else:
+                time.sleep(min(pause, left))
+                pause = min(2 * pause, 0.05)
+    finally:
+        if ready is not None:
+            os.close(ready)
 
 
 def make_private_dir(prefix):
