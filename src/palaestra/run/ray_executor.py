@@ -333,20 +333,21 @@ class RayExecutor:
 async def _answers(handle: Any) -> None:
     """Return once a restarted actor answers (or is found gone for good)."""
     with contextlib.suppress(Exception):
-        await handle.node.options(concurrency_group=HEALTH_GROUP).remote()
+        await _node(handle)
 
 
 async def _ping(handle: Any, timeout: float) -> bool:
     """Whether the actor answers within ``timeout`` seconds."""
     try:
-        await asyncio.wait_for(_answers_at_all(handle), timeout)
+        await asyncio.wait_for(_node(handle), timeout)
         return True
     except Exception:
         return False
 
 
-async def _answers_at_all(handle: Any) -> None:
-    await handle.node.options(concurrency_group=HEALTH_GROUP).remote()
+async def _node(handle: Any) -> str:
+    """The actor's node, asked in its health group (never behind busy episode slots)."""
+    return await handle.node.options(concurrency_group=HEALTH_GROUP).remote()
 
 
 async def _result(ref: Any) -> Episode:
