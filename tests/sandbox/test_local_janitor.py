@@ -119,11 +119,58 @@ async def test_janitor_kills_leftover_bwrap_when_the_owner_pid_was_reused(
 async def test_janitor_spares_directories_being_created(state_dir: Path) -> None:
     young, old = state_dir / "run" / "sb-young", state_dir / "run" / "sb-old"
     young.mkdir(parents=True)
+    (young / f".{META_FILE}.tmp").write_text("{")  # its creator writing meta.json
     old.mkdir()
     long_ago = time.time() - CREATION_GRACE_S - 1
     os.utime(old, (long_ago, long_ago))
-    assert await asyncio.to_thread(reclaim_leftovers, state_dir) == 1
-    assert young.exists() and not old.exists()
+    # Files without meta.json: not a creation (meta.json comes first) but a removal cut short.
+    cut_short = state_dir / "run" / "sb-cut-short"
+    (cut_short / "fs").mkdir(parents=True)
+    assert await asyncio.to_thread(reclaim_leftovers, state_dir) == 2
+    assert young.exists() and not old.exists() and not cut_short.exists()
+
+
+REMOVER = """
+import os, sys
+from pathlib import Path
+from palaestra.sandbox.janitor import SandboxMeta, process_start_time, remove_sandbox_dir
+
+sandbox_dir = Path(sys.argv[1])
+SandboxMeta("sb-x", os.getpid(), process_start_time(os.getpid())).write(sandbox_dir)
+for d in range(100):
+    (sandbox_dir / f"d{d:03}").mkdir()
+    for f in range(5):
+        (sandbox_dir / f"d{d:03}" / str(f)).write_bytes(b"x")
+print(flush=True)
+remove_sandbox_dir(sandbox_dir)
+"""
+
+
+async def test_a_removal_cut_short_leaves_the_record_for_the_janitor(state_dir: Path) -> None:
+    """Seen in CI: a Ray actor killed while removing a sandbox left its directory without
+    meta.json, which the janitor spares as one being created. Killed at any point, a removal
+    leaves the directory whole or with its record, and the next janitor pass reclaims it."""
+    remaining: list[int] = []  # entries left by each removal cut short
+    for attempt in range(60):
+        sandbox_dir = state_dir / "run" / f"sb-{attempt}"
+        sandbox_dir.mkdir(parents=True)
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", REMOVER, str(sandbox_dir), stdout=asyncio.subprocess.PIPE
+        )
+        assert proc.stdout is not None
+        await asyncio.wait_for(proc.stdout.readline(), 60)  # the tree is made: removal starts
+        await asyncio.sleep((attempt % 10) * 0.002)
+        proc.kill()
+        await proc.wait()
+        if sandbox_dir.exists():
+            assert (sandbox_dir / META_FILE).is_file(), sorted(os.listdir(sandbox_dir))[:5]
+            if len(os.listdir(sandbox_dir)) < 101:
+                remaining.append(len(os.listdir(sandbox_dir)))
+            assert await asyncio.to_thread(reclaim_leftovers, state_dir) == 1
+            assert not sandbox_dir.exists()
+        if remaining and min(remaining) <= 25 and max(remaining) >= 75:
+            return  # cut short early and late in the removal
+    pytest.fail(f"kills did not land early and late in a removal: {remaining}")
 
 
 async def test_janitor_unmounts_what_no_record_names(state_dir: Path) -> None:

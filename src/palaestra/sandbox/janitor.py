@@ -12,6 +12,7 @@ it exits or is told to (SIGTERM, SIGINT, SIGHUP).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import json
 import os
@@ -119,7 +120,7 @@ def _reclaim(sandbox_dir: Path, bwraps: Callable[[], dict[int, list[bytes]]]) ->
     meta = SandboxMeta.read(sandbox_dir)
     if meta is None:
         try:
-            if time.time() - sandbox_dir.stat().st_mtime < CREATION_GRACE_S:
+            if _being_created(sandbox_dir):
                 return False
         except FileNotFoundError:
             return False  # reclaimed by someone else meanwhile
@@ -138,8 +139,50 @@ def _reclaim(sandbox_dir: Path, bwraps: Callable[[], dict[int, list[bytes]]]) ->
             unmount(path)
     for path in mounts_under(sandbox_dir):  # what no record names (a start that never reported)
         unmount(path)
-    shutil.rmtree(sandbox_dir, ignore_errors=True)
+    remove_sandbox_dir(sandbox_dir)
     return True
+
+
+def _being_created(sandbox_dir: Path) -> bool:
+    """Whether a directory without a readable meta.json may be a sandbox being created.
+
+    Its creator writes meta.json right after making the directory, so that directory holds at
+    most the file's temporary copy; anything else means a removal was cut short (before
+    :func:`remove_sandbox_dir`, removals took meta.json at any point). Past
+    :data:`CREATION_GRACE_S` the creator died before writing it.
+    """
+    if any(name != f".{META_FILE}.tmp" for name in os.listdir(sandbox_dir)):
+        return False
+    return time.time() - sandbox_dir.stat().st_mtime < CREATION_GRACE_S
+
+
+def remove_sandbox_dir(sandbox_dir: Path) -> None:
+    """Remove a sandbox's (or snapshot's) directory, its meta.json last, and only once the rest
+    is gone. Blocking.
+
+    A removal cut short (its process killed, an entry that would not go) thus leaves the record
+    for the janitor to reclaim the rest from, never a directory that looks like one being
+    created (which it spares for :data:`CREATION_GRACE_S`).
+    """
+    try:
+        entries = list(os.scandir(sandbox_dir))
+    except FileNotFoundError:
+        return
+    for entry in entries:
+        if entry.name == META_FILE:
+            continue
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            return  # kept whole with its record: the janitor tries again
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(sandbox_dir / META_FILE)
+    shutil.rmtree(sandbox_dir, ignore_errors=True)
 
 
 def _is_alive(pid: int, start: int | None) -> bool:

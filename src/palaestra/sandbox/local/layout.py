@@ -24,7 +24,7 @@ from pathlib import Path
 from palaestra.sandbox._channel import HELPER_DIR_IN_SANDBOX, sandbox_path
 from palaestra.sandbox.base import SandboxSpec, SandboxSpecError, is_within
 from palaestra.sandbox.helper_runtime import helper_argv, helper_runtime
-from palaestra.sandbox.janitor import RUN_ID_LABEL, SandboxMeta
+from palaestra.sandbox.janitor import RUN_ID_LABEL, SandboxMeta, remove_sandbox_dir
 from palaestra.sandbox.limits import SandboxLimits, apply_limits, mounts_under, unmount
 from palaestra.sandbox.limits import mount as mount_fs
 from palaestra.sandbox.limits import release as release_limits
@@ -316,4 +316,4 @@ def release_and_remove(limits: SandboxLimits | None, sandbox_dir: Path) -> None:
     else:
         for path in mounts_under(sandbox_dir):
             unmount(path)
-    shutil.rmtree(sandbox_dir, ignore_errors=True)
+    remove_sandbox_dir(sandbox_dir)

@@ -17,12 +17,11 @@ import asyncio
 import dataclasses
 import os
 import secrets
-import shutil
 import subprocess
 from pathlib import Path
 
 from palaestra.sandbox.base import SandboxError, SandboxSnapshot, SandboxSpec, await_to_the_end
-from palaestra.sandbox.janitor import SandboxMeta
+from palaestra.sandbox.janitor import SandboxMeta, remove_sandbox_dir
 from palaestra.sandbox.limits import freeze
 
 #: Where a sandbox's overlay keeps its work directory, inside ``fs/`` (never copied).
@@ -56,7 +55,7 @@ class LocalSnapshot(SandboxSnapshot):
     def remove_now(self) -> None:
         """Remove the snapshot's directory. Blocking (for a thread, or process exit)."""
         self._released = True
-        shutil.rmtree(self.directory, ignore_errors=True)
+        remove_sandbox_dir(self.directory)
         self._registry.discard(self)
         live.discard(self)
 
