@@ -1,6 +1,7 @@
-"""The hidden tests' runtime (``palaestra_check.py`` + ``palaestra_fork.py``), run as a checker
-runs it: root in a sandbox, its children as nobody, forked from the fork server. Each child
-must behave as the interpreter started afresh would, and leave nothing behind."""
+"""The hidden tests' runtime (``palaestra_check.py``, ``palaestra_fork.py``, started by
+``palaestra_launch.py``), run as a checker runs it: root in a sandbox, its children as nobody,
+forked from the fork server. Each child must behave as the interpreter started afresh would, and
+leave nothing behind; the server the launcher forks holds nothing of the checker's script."""
 
 from __future__ import annotations
 
@@ -23,6 +24,40 @@ import os, sys, time
 from palaestra_check import kill_nobody_processes, run_command, run_python
 import palaestra_fork
 
+SECRET = "palaestra-reference-5e1f7a"  # what a checker's script holds: the server must not
+# A child of the server has a copy of the server's memory: it looks for the secret there, given
+# it in two halves (the whole is in its memory only if the server held it).
+SCAN = '''
+a, b = (half.encode() for half in INPUT)
+found = False
+with open("/proc/self/maps") as maps, open("/proc/self/mem", "rb", 0) as mem:
+    for line in maps:
+        span, perms = line.split()[:2]
+        start, end = (int(x, 16) for x in span.split("-"))
+        try:
+            mem.seek(start)
+            data = mem.read(end - start) if "r" in perms else b""
+        except (OSError, ValueError, OverflowError):
+            continue
+        i = data.find(a)
+        while i >= 0 and not found:
+            found = data[i + len(a):i + len(a) + len(b)] == b
+            i = data.find(a, i + 1)
+emit(found)
+'''
+halves = [SECRET[:12], SECRET[12:]]
+server = palaestra_fork._zygote.pid
+with open("/proc/%d/cmdline" % server, "rb") as f:
+    server_argv = [a.decode() for a in f.read().split(b"\0")]
+out = {"server_argv": server_argv}
+PROBE = "import os, sys\nemit([sys.path, dict(os.environ), os.getuid(), os.getgid(), os.getgroups()])"
+out["forked_server_child"] = run_python(PROBE, None, cwd="/tmp").value
+out["secret_in_forked_server"] = run_python(SCAN, halves, cwd="/tmp").value
+palaestra_fork.stop_server()  # a server forked from the checker now would hold the script:
+palaestra_fork._zygote.start(forked=True)
+out["secret_in_late_fork"] = run_python(SCAN, halves, cwd="/tmp").value
+palaestra_fork.stop_server()  # the next child starts a new interpreter as the server
+
 os.makedirs("/tmp/app/pkg", exist_ok=True)
 with open("/tmp/app/prog.py", "w") as f:
     f.write("import os, sys\nprint(sys.argv[1:], os.environ.get('EXTRA'), sys.stdin.read())\n"
@@ -35,7 +70,6 @@ with open("/tmp/app/bad.py", "w") as f:
     f.write("def f(:\n")
 os.chmod("/tmp/app", 0o755)
 py = sys.executable
-out = {}
 res = run_command([py, "-B", "/tmp/app/prog.py", "a", "b"], cwd="/tmp/app", stdin="in",
                   env={"EXTRA": "x"})
 out["script"] = [res.ok, res.stdout, res.stderr]
@@ -82,6 +116,7 @@ for pid in os.listdir("/proc"):
 out["left"] = left
 res = run_python("emit('after')", None, cwd="/tmp/app")  # a new server
 out["after"] = res.value
+out["new_server_child"] = run_python(PROBE, None, cwd="/tmp").value
 out["forks"] = palaestra_fork.forkable([py, "-B", "x.py"], palaestra_fork.CHILD_ENV) is not None
 # any other program: executed from a fork of the server, as nobody, in a session of its own
 res = run_command(["sh", "-c", "id -u; cut -d' ' -f6 /proc/$$/stat; echo $$; cat; echo e >&2; "
@@ -143,14 +178,28 @@ def results() -> dict:
                 for path in CHECK_RUNTIME:
                     await sandbox.upload(path, f"/tmp/rt/{path.name}")
                 await sandbox.write_file("/tmp/rt/run.py", SCRIPT)
-                res = await sandbox.exec(["python3", "-E", "-s", "-S", "-B", "run.py"],
-                                         cwd="/tmp/rt", timeout=120)  # fmt: skip
+                launch = ["python3", "-E", "-s", "-S", "-B", "palaestra_launch.py", "run.py"]
+                res = await sandbox.exec(launch, cwd="/tmp/rt", timeout=120)
                 assert res.ok, res.output
                 return json.loads(res.stdout.strip().splitlines()[-1])
         finally:
             await backend.aclose()
 
     return asyncio.run(run())
+
+
+def test_the_launcher_forks_a_server_that_holds_nothing_of_the_script(results: dict) -> None:
+    """test.sh runs the checker through palaestra_launch, which forks the fork server before
+    it reads the script: the server's memory lacks the script's secret (the checker's has it),
+    and its children start as those of a server started afresh (after the first was killed)."""
+    argv = results["server_argv"]
+    assert argv[-3:] == ["palaestra_launch.py", "run.py", ""], argv  # a fork of the launcher
+    assert results["secret_in_forked_server"] is False
+    assert results["secret_in_late_fork"] is True  # the look finds it where it is
+    assert results["forked_server_child"] == results["new_server_child"]
+    path, env, uid, gid, groups = results["forked_server_child"]
+    assert "/tmp/rt" not in path and env["HOME"] == "/tmp"
+    assert (uid, gid, groups) == (65534, 65534, [])
 
 
 def test_a_script_runs_as_a_new_interpreter_would(results: dict) -> None:

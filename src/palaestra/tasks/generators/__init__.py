@@ -94,7 +94,7 @@ def _discover() -> None:
     """Import every family module (each registers itself)."""
     for info in pkgutil.walk_packages(__path__, prefix=f"{__name__}."):
         leaf = info.name.rsplit(".", 1)[-1]
-        if leaf in ("base", "palaestra_check", "palaestra_fork") or leaf.startswith("_"):
+        if leaf == "base" or leaf.startswith(("_", "palaestra_")):  # the shipped runtime too
             continue
         importlib.import_module(info.name)
 

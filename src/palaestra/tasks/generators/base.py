@@ -68,9 +68,12 @@ Files = Mapping[str, str | bytes]
 executable."""
 
 CHECK_MODULE = Path(__file__).with_name("palaestra_check.py")
-#: The hidden tests' runtime, shipped in every generated task's ``tests/``: the checker and
-#: the fork server of its Python children.
-CHECK_RUNTIME = (CHECK_MODULE, Path(__file__).with_name("palaestra_fork.py"))
+#: The hidden tests' runtime, shipped in every generated task's ``tests/``: the checker, the
+#: fork server of its Python children, and the launcher test.sh runs the checker with.
+CHECK_RUNTIME = tuple(
+    Path(__file__).with_name(name)
+    for name in ("palaestra_check.py", "palaestra_fork.py", "palaestra_launch.py")
+)
 
 
 def check_runtime_files() -> dict[str, str]:
@@ -358,9 +361,10 @@ def python_test_sh(script: str = "test_hidden.py", timeout: int = 100) -> str:
         # write /logs/verifier (palaestra_check makes both root's, and removes an old reward,
         # when imported). The checker's interpreter is named by its path, not found on PATH;
         # it needs nothing but the standard library (-S: no site-packages, no .pth files).
+        # palaestra_launch runs it after forking the server of its children (palaestra_fork).
         cd /tests
         for python in /usr/local/bin/python3 /usr/bin/python3; do [ -x "$python" ] && break; done
-        timeout {timeout} "$python" -E -s -S -B /tests/{shlex.quote(script)}
+        timeout {timeout} "$python" -E -s -S -B /tests/palaestra_launch.py /tests/{shlex.quote(script)}
         status=$?
         if [ "$status" -ne 0 ] || [ ! -s /logs/verifier/reward.json ]; then
           echo "checker exited with status $status before writing a reward: reward 0"
