@@ -347,14 +347,15 @@ def _write(path: Path, content: str | bytes) -> None:
 
 
 def python_test_sh(script: str = "test_hidden.py", timeout: int = 100) -> str:
-    """The usual ``test.sh``: run a hidden Python checker that writes ``reward.json``.
+    """The usual ``test.sh``: run a hidden Python checker that writes ``reward.json``. POSIX
+    ``sh`` (no ``env`` and ``bash`` to start at every verification).
 
     If the checker crashes or times out before writing a reward, the task gets reward 0 with the
     reason in the output (an agent that breaks the workspace fails; it is not a verifier error).
     """
     return textwrap.dedent(
         f"""\
-        #!/usr/bin/env bash
+        #!/bin/sh
         # Hidden verifier: {script} runs the agent's code in child processes and writes
         # /logs/verifier/reward.json ({{"reward": 0|1, "partial": fraction of checks passed}}).
         # The agent's code runs as nobody: it can neither read /tests (the reference) nor
