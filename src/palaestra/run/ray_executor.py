@@ -146,6 +146,10 @@ class _Actor:
         again by another's failure)."""
         if self.given_up is not None and not self.given_up.done():
             self.given_up.set_result(None)
+        self.until_it_answers()
+
+    def until_it_answers(self) -> None:
+        """Rank it behind the actors that answer (:attr:`back`) until it answers again."""
         if self.back is None or self.back.done():
             self.back = asyncio.ensure_future(_answers(self.handle))
 
@@ -264,8 +268,7 @@ class RayExecutor:
             except (ActorDiedError, ActorUnavailableError, RayActorError) as e:
                 self.lost += 1  # the actor or its node died: the episode goes elsewhere
                 lost = e
-                if actor.back is None or actor.back.done():  # until it answers again
-                    actor.back = asyncio.ensure_future(_answers(actor.handle))
+                actor.until_it_answers()
             except asyncio.CancelledError:
                 result.cancel()
                 _cancel(ref)

@@ -179,7 +179,7 @@ def remove_sandbox_dir(sandbox_dir: Path) -> None:
         except FileNotFoundError:
             pass
         except OSError:
-            return  # kept whole with its record: the janitor tries again
+            return  # kept with its record: the janitor tries again
     with contextlib.suppress(FileNotFoundError):
         os.unlink(sandbox_dir / META_FILE)
     shutil.rmtree(sandbox_dir, ignore_errors=True)

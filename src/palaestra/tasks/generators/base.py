@@ -70,9 +70,9 @@ executable."""
 CHECK_MODULE = Path(__file__).with_name("palaestra_check.py")
 #: The hidden tests' runtime, shipped in every generated task's ``tests/``: the checker, the
 #: fork server of its Python children, and the launcher test.sh runs the checker with.
-CHECK_RUNTIME = tuple(
-    Path(__file__).with_name(name)
-    for name in ("palaestra_check.py", "palaestra_fork.py", "palaestra_launch.py")
+CHECK_RUNTIME = (
+    CHECK_MODULE,
+    *(CHECK_MODULE.with_name(n) for n in ("palaestra_fork.py", "palaestra_launch.py")),
 )
 
 

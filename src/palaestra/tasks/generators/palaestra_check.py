@@ -369,17 +369,9 @@ class Checker:
                   **self.outcomes(), **(extra or {})}  # fmt: skip
         os.makedirs(os.path.dirname(self.reward_path), exist_ok=True)
         with open(self.reward_path, "w") as f:
-            f.write(_json_numbers(result))
+            f.write(json_dumps({k: float(v) for k, v in result.items()}))
         print(f"{passed}/{total} checks passed: reward {reward}")
         sys.exit(0)
-
-
-def _json_numbers(mapping):
-    """JSON of a flat mapping of names to numbers, without importing json (~9 ms)."""
-    values = {k: float(v) for k, v in mapping.items()}
-    if not all(k.isidentifier() and abs(v) < float("inf") for k, v in values.items()):
-        return json_dumps(mapping)
-    return "{" + ", ".join(f'"{k}": {v!r}' for k, v in values.items()) + "}"
 
 
 def _take_the_verifier_dirs():
