@@ -77,9 +77,12 @@ class ExtraNode:
     cluster: LocalCluster
     temp_dir: Path
 
+    def pids(self) -> list[int]:
+        """Its raylet, workers and whatever they started."""
+        return LocalCluster("", self.cluster.root, [self.temp_dir], self.cluster.state_dir).pids()
+
     def kill(self) -> None:
-        sub = LocalCluster("", self.cluster.root, [self.temp_dir], self.cluster.state_dir)
-        pids = sub.pids()
+        pids = self.pids()
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)

@@ -20,7 +20,7 @@ from palaestra.run.evaluate import evaluate
 from palaestra.run.ray_executor import ACTOR_PREFIX, RayExecutor, RayOptions
 from palaestra.run.store import read_episodes
 from tests.procs import bwrap_pids, eventually
-from tests.run.ray_cluster import LocalCluster, add_node, start_cluster
+from tests.run.ray_cluster import ExtraNode, LocalCluster, add_node, start_cluster
 
 ray = pytest.importorskip("ray", reason="ray (the dev extra) not installed")
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -40,6 +40,18 @@ def cluster() -> Iterator[LocalCluster]:
         started.stop()
     assert started.pids() == [], "a process of the test cluster outlived it"
     assert not started.root.exists(), "the test cluster left its directory"
+
+
+def _runs_a_sandbox(node: ExtraNode) -> bool:
+    """Whether a bwrap sandbox runs under ``node`` (one of its actor's episodes is in flight)."""
+    for pid in node.pids():
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if Path(f.read().split(b"\0")[0].decode()).name == "bwrap":
+                    return True
+        except OSError:
+            continue
+    return False
 
 
 def _once(run_dir: Path) -> list[tuple[str, int]]:
@@ -103,30 +115,43 @@ async def test_an_actor_killed_mid_run_loses_only_its_episodes(cluster, tmp_path
 
 
 async def test_a_node_killed_mid_run_loses_only_its_episodes(cluster, tmp_path):
-    """A third node dies (SIGKILL of its raylet, workers and sandboxes) at the first stored
-    episode: its in-flight episodes are retried on the live nodes, each recorded once. The
-    machine comes back as a node at once; the first actor there reclaims what the dead node
-    left."""
+    """A third node dies (SIGKILL of its raylet, workers and sandboxes) while an episode runs
+    in a sandbox there: its in-flight episodes are retried on the live nodes, each recorded
+    once. The machine comes back as a node at once; the first actor there reclaims what the
+    dead node left."""
     node = add_node(cluster, SRC, "node3")
     assert await eventually(lambda: sum(n["Alive"] for n in ray.nodes()) == 3, within=60)
-    killed: list[bool] = []
+    killed: list[str] = []
 
-    def kill_node(record: dict) -> None:
-        if not killed:
-            node.kill()
-            killed.append(True)
-            # Its actor's restart needs a node with 1.5 free CPUs: without one, an episode
-            # sent to it before its death was noticed would wait for it forever.
-            add_node(cluster, SRC, "node3-back")
+    async def kill_node_when_busy() -> None:
+        # Not at the first stored episode: node3's actor, on a node with no worker yet, may
+        # not have started by then, and episodes queued at an actor that is not running yet
+        # follow its restart elsewhere without being lost.
+        while True:  # the scan of /proc blocks: off the loop
+            if await asyncio.to_thread(_runs_a_sandbox, node):
+                break
+            await asyncio.sleep(0.02)
+        killed.append("killing")  # from here on it runs to its end
+        await asyncio.to_thread(node.kill)
+        killed.append("killed")
+        # Its actor's restart needs a node with 1.5 free CPUs: without one, an episode sent
+        # to it before its death was noticed would wait for it forever.
+        await asyncio.to_thread(add_node, cluster, SRC, "node3-back")
 
     # One actor per node (each reserves more than half a node's CPUs; SPREAD alone is
-    # best-effort placement), two episodes in flight on each: at the first stored episode
-    # node3's actor has one or two running, so the kill cuts some short. (With one, its
-    # episode could end with the first stored one and the next wait out the restart.)
+    # best-effort placement), two episodes in flight on each.
     options = RayOptions(actors=3, num_cpus=1.5)
-    summary = await evaluate(TASKS, "nop", attempts=3, executor=options, concurrency=6,
-                             out_dir=tmp_path, on_episode=kill_node)  # fmt: skip
-    assert killed and summary["lost"] >= 1, summary
+    killer = asyncio.ensure_future(kill_node_when_busy())
+    try:
+        summary = await evaluate(TASKS, "nop", attempts=3, executor=options, concurrency=6,
+                                 out_dir=tmp_path)  # fmt: skip
+    finally:
+        if not killed:  # no episode ran on node3: the assertion below says so
+            killer.cancel()
+            await asyncio.gather(killer, return_exceptions=True)
+    if killed:
+        await killer  # node3-back has started (or its failure is raised here)
+    assert killed == ["killing", "killed"] and summary["lost"] >= 1, summary
     assert (summary["episodes"], summary["passed"], summary["errors"]) == (9, 0, 0)
     assert _once(tmp_path) == sorted((t.id, a) for t in load_tasks(TASKS) for a in range(3))
     assert await eventually(lambda: sum(n["Alive"] for n in ray.nodes()) == 3, within=120)
