@@ -35,6 +35,7 @@ from palaestra.tasks.generators.base import (
     check_runtime_files,
     python_test_sh,
     write_atomically,
+    write_bytecode,
 )
 from palaestra.tasks.loader import load_task
 from palaestra.tasks.source import TaskSet
@@ -201,6 +202,7 @@ def write(problem: dict[str, Any], dest: Path) -> Path:
         root = dest / ("environment/workspace" if sub == "workspace" else sub)
         root.mkdir(parents=True, exist_ok=True)
         _write_files(root, content)
+    write_bytecode(dest / "tests")
     return dest
 
 

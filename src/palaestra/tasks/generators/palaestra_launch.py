@@ -6,12 +6,26 @@ Before it reads the script, it forks the fork server of the checker's children
 (:func:`palaestra_fork.prefork_server`): a fork of this fresh interpreter, which has read
 nothing of the tests, instead of a second interpreter started later. The script then runs as
 ``__main__`` with its own directory first on ``sys.path``; the server is killed when it ends.
+Generated tasks ship the bytecode of their ``tests/*.py`` (``base.write_bytecode``): the
+script's is used here as imports use the others'.
 """
 
 import os
 import sys
 
 import palaestra_fork
+
+
+def _loader():
+    """The loader of source files, as imports use it: it takes the script's hash-checked
+    bytecode in ``__pycache__`` when the task ships one for this version and it matches the
+    source byte for byte, else compiles the source (``-B``: nothing is written)."""
+    try:  # importlib's own, already loaded: importlib.machinery would import warnings
+        return sys.modules["_frozen_importlib_external"].SourceFileLoader
+    except (KeyError, AttributeError):
+        from importlib.machinery import SourceFileLoader
+
+        return SourceFileLoader
 
 
 def main():
@@ -21,15 +35,14 @@ def main():
     palaestra_fork.prefork_server()
     try:
         script = sys.argv[1]
-        with open(script, "rb") as f:
-            source = f.read()
+        code = _loader()("__main__", script).get_code("__main__")
         sys.argv = sys.argv[1:]
         sys.path[0] = os.path.dirname(os.path.abspath(script))
         main_module = type(sys)("__main__")
         main_module.__file__ = script
         main_module.__builtins__ = __builtins__
         sys.modules["__main__"] = main_module
-        exec(compile(source, script, "exec", dont_inherit=True), main_module.__dict__)
+        exec(code, main_module.__dict__)
     finally:
         palaestra_fork.stop_server()
     return 0
