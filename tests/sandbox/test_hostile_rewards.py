@@ -191,6 +191,17 @@ async def test_reference_read_from_the_tests(backend: SandboxBackend, generated:
     assert_no_reward(episode)
 
 
+async def test_tests_dir_left_open_for_the_reference(
+    backend: SandboxBackend, generated: Path
+) -> None:
+    """The agent leaves /tests (and /logs) nobody's and world-readable before the tests are
+    unpacked into it: the verifier makes it root's, mode 700, and nothing unpacked into it
+    (the archive's own directory entry included) opens it again."""
+    leave_open = "mkdir -p /tests /logs && chmod 777 /tests /logs && chown 65534:65534 /tests /logs"
+    episode = await play(backend, generated, leave_open, STEAL_REFERENCE)
+    assert_no_reward(episode)
+
+
 #: The agent's syncrules.py, imported by each run_python child (a fork of the checker's fork
 #: server, its parent), attacks the server: it writes fake replies into every fd of it it can
 #: open (its control pipes: the checker, root, would take "1" for the next child's pid and kill

@@ -44,9 +44,12 @@ SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "
 END_STATE = f"{LOGS_DIR}/.palaestra-test-sh-ended"
 
 #: Step 1's directories, and the tests: with the argument ``fresh``, ``/tests`` is emptied and
-#: the tar archive on stdin (the task's ``tests/``) unpacked into it; with ``keep``, ``/tests``
-#: keeps its files (the image of a separate verifier holds its tests: Harbor's bundled tests).
-#: One command, few processes: it runs once per episode.
+#: the tar archive on stdin (the task's ``tests/``, its ``test.sh`` executable, no entry for
+#: the directory itself: :func:`~.harbor._pack_tests`) unpacked into it; with ``keep``,
+#: ``/tests`` keeps its files (the image of a separate verifier holds its tests: Harbor's
+#: bundled tests) and its ``test.sh`` is made executable. ``install -d`` creates or fixes a
+#: directory's owner and mode in one process. One command, few processes (sh, rm, install
+#: twice, tar): it runs once per episode.
 PREPARE_SH = f"""
 set -e
 for d in {LOGS_DIR} {TESTS_DIR}; do
@@ -54,15 +57,16 @@ for d in {LOGS_DIR} {TESTS_DIR}; do
 done
 if [ "$1" = fresh ]; then
   rm -rf {VERIFIER_DIR} {END_STATE} {TESTS_DIR}/* {TESTS_DIR}/.[!.]* {TESTS_DIR}/..?*
-  mkdir -p {VERIFIER_DIR} {TESTS_DIR}
-  tar -x --no-same-owner -f - -C {TESTS_DIR}
 else
   rm -rf {VERIFIER_DIR} {END_STATE}
-  mkdir -p {VERIFIER_DIR} {TESTS_DIR}
 fi
-chown 0:0 {LOGS_DIR} {VERIFIER_DIR} {TESTS_DIR}
-chmod 755 {LOGS_DIR} {VERIFIER_DIR}
-chmod 700 {TESTS_DIR}
+install -d -o 0 -g 0 -m 755 {LOGS_DIR} {VERIFIER_DIR}
+install -d -o 0 -g 0 -m 700 {TESTS_DIR}
+if [ "$1" = fresh ]; then
+  exec tar -x --no-same-owner -f - -C {TESTS_DIR}
+elif [ -f {TESTS_DIR}/test.sh ] && [ ! -x {TESTS_DIR}/test.sh ]; then
+  chmod +x {TESTS_DIR}/test.sh
+fi
 """
 
 #: One line per reward file that exists: ``path|type|links|owner uid|inode|size|mtime``.
@@ -71,22 +75,25 @@ _STAT = (
     "stat -c '%n|%F|%h|%u|%i|%s|%y' \"$f\"; done"
 )
 
-#: ``test.sh`` runs (made executable: an archive may not say so); its exit status is this
-#: command's; the reward files' state is noted the moment it exits.
+#: ``test.sh`` runs (executable since step 1); its exit status is this command's; the reward
+#: files' state is noted the moment it exits.
 RUN_SH = f"""
-chmod +x {TESTS_DIR}/test.sh || exit 126
 {TESTS_DIR}/test.sh
 rc=$?
 {{ {_STAT}; }} > {END_STATE} 2>/dev/null
 exit $rc
 """
 
+#: A file's lines, by the shell's own ``read`` (no ``cat`` to start): the state files and
+#: the reward hold text lines.
+_SHOW = 'while IFS= read -r l || [ -n "$l" ]; do printf "%s\\n" "$l"; done < '
+
 #: Prints the state noted at the end, a separator, the state now, a separator, then which
 #: reward file there is (``json``, ``txt`` or ``none``) on a line and its content: one command.
 STATE_SH = (
-    f"cat {END_STATE} 2>/dev/null; echo ---; {_STAT}; echo ---; "
-    f"if [ -f {REWARD_JSON} ]; then echo json; cat {REWARD_JSON}; "
-    f"elif [ -f {REWARD_TXT} ]; then echo txt; cat {REWARD_TXT}; else echo none; fi"
+    f"{{ {_SHOW}{END_STATE}; }} 2>/dev/null; echo ---; {_STAT}; echo ---; "
+    f"if [ -f {REWARD_JSON} ]; then echo json; {_SHOW}{REWARD_JSON}; "
+    f"elif [ -f {REWARD_TXT} ]; then echo txt; {_SHOW}{REWARD_TXT}; else echo none; fi"
 )
 
 

@@ -262,9 +262,18 @@ def _parse_rewards(kind: str, content: str) -> dict[str, float]:
 
 def _pack_tests(dirs: tuple[Path, ...]) -> bytes:
     """One tar archive of the contents of ``dirs``, in order (a later one's files win), for
-    :data:`~.boundary.PREPARE_SH` to unpack into ``/tests``. Blocking."""
+    :data:`~.boundary.PREPARE_SH` to unpack into ``/tests``: no entry for the directory itself
+    (``/tests`` keeps the owner and mode step 1 gave it), ``test.sh`` executable (a task's
+    may not be). Blocking."""
+
+    def executable(member: tarfile.TarInfo) -> tarfile.TarInfo:
+        if member.name == "test.sh" and member.isfile():
+            member.mode |= 0o755
+        return member
+
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for tests in dirs:
-            tar.add(tests.resolve(strict=True), arcname=".")
+            for child in sorted(tests.resolve(strict=True).iterdir()):
+                tar.add(child, arcname=child.name, filter=executable)
     return buf.getvalue()
