@@ -119,12 +119,11 @@ out["after"] = res.value
 out["new_server_child"] = run_python(PROBE, None, cwd="/tmp").value
 out["forks"] = palaestra_fork.forkable([py, "-B", "x.py"], palaestra_fork.CHILD_ENV) is not None
 # any other program: executed from a fork of the server, as nobody, in a session of its own
-res = run_command(["sh", "-c", "id -u; cut -d' ' -f6 /proc/$$/stat; echo $$; cat; echo e >&2; "
-                   "exit 3"], cwd="/tmp/app", stdin="hi")
+SHOW_ID = ["sh", "-c", "id -u; cut -d' ' -f6 /proc/$$/stat; echo $$; cat; echo e >&2; exit 3"]
+res = run_command(SHOW_ID, cwd="/tmp/app", stdin="hi")
 out["exec"] = [res.returncode, res.stdout.split(), res.stderr]
 undumpable, palaestra_fork._suid_undumpable = palaestra_fork._suid_undumpable, lambda: False
-res = run_command(["sh", "-c", "id -u; cut -d' ' -f6 /proc/$$/stat; echo $$; cat; echo e >&2; "
-                   "exit 3"], cwd="/tmp/app", stdin="hi")
+res = run_command(SHOW_ID, cwd="/tmp/app", stdin="hi")
 out["exec_server"] = [res.returncode, res.stdout.split(), res.stderr]
 palaestra_fork._suid_undumpable = undumpable  # (fs.suid_dumpable not 0: through the server)
 res = run_command(["no-such-program-here"], cwd="/tmp/app")

@@ -347,7 +347,7 @@ def write_bytecode(tests: Path) -> None:
     """Compile the Python files at the top of ``tests`` to ``tests/__pycache__``, for this
     interpreter's version: a checker of the same version (the task image's python3 is
     bookworm's 3.11) imports them instead of compiling ~40 KB of source at every verification
-    (~15 ms of CPU). The bytecode is hash-checked: it is used only while its source is
+    (~10 ms of CPU). The bytecode is hash-checked: it is used only while its source is
     byte-identical, else the source is compiled as before. Never optimised: ``-O`` would drop
     the checker's ``assert`` statements."""
     if sys.implementation.cache_tag is None:  # an interpreter that caches no bytecode
