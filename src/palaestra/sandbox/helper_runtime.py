@@ -38,13 +38,13 @@ from palaestra.sandbox._channel import HELPER_BOOT, HELPER_DIR_IN_SANDBOX
 from palaestra.sandbox.base import SandboxError
 
 #: Changes whenever the bundle's layout does: part of its key.
-_FORMAT = "1"
+_FORMAT = "2"
 _HELPER = Path(__file__).with_name("_helper")
 #: The modules the helper may import besides its own (and what Python's start-up imports).
 _PROBE = """
 import os, sys
 sys.path.insert(0, sys.argv[1])
-import _helper.server, _helper.spawn, _helper.kill, ctypes, resource
+import _helper.server, _helper.spawn, _helper.kill, resource
 import encodings.ascii, encodings.latin_1, encodings.utf_8
 files = [m.__file__ for m in list(sys.modules.values()) if getattr(m, "__file__", None)]
 lib = "%s/python%d.%d" % (sys.platlibdir, *sys.version_info[:2])

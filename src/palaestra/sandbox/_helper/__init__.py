@@ -8,9 +8,9 @@ stdlib modules used here and this package, compiled) at ``/.palaestra`` and star
 :func:`_helper.server.main`, as pid 1 of the sandbox (``--as-pid-1``). Nothing of the image is
 used but ``/bin/sh`` (when there is one) and ``/etc/passwd``. So it uses the standard library
 only, imports its own modules relatively and must start fast: it imports only modules built into
-the interpreter or tiny ones (no ``json``, ``subprocess``, ``signal``, ``selectors``: each costs
-milliseconds; ``ctypes`` is imported for one prctl). A module imported inside a function must
-be named in the bundle's probe (module-level imports are found by importing this package).
+the interpreter or tiny ones (no ``json``, ``subprocess``, ``signal``, ``selectors``, ``ctypes``:
+each costs milliseconds). A module imported inside a function must be named in the bundle's
+probe (module-level imports are found by importing this package).
 
 The host talks to it over stdin/stdout in frames: an 8-byte header (JSON length, blob length;
 big-endian u32), a JSON object, then raw bytes. Every request carries an ``id`` that its
@@ -38,8 +38,9 @@ when it exits the kernel kills everything else in the sandbox.
 
 Modules: :mod:`.server` (the entry, the request loop and its commands), :mod:`.shell`
 (persistent shell sessions), :mod:`.spawn` (starting a command as a user, in its cgroup),
-:mod:`.kill` (killing a command's processes: its cgroup, or its process tree). They are few on purpose: each module imported costs every sandbox's
-start about 60 microseconds.
+:mod:`.kill` (killing a command's processes: its cgroup, or its process tree), :mod:`.prctl`
+(the one foreign function, from ``_ctypes``). They are few on purpose: each module imported
+costs every sandbox's start about 60 microseconds.
 """
 
 from __future__ import annotations

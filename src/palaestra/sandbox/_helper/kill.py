@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import time
 
+from .prctl import PR_GET_PDEATHSIG, PR_SET_PDEATHSIG, Int, byref, prctl
+
 TYPE_CHECKING = False  # importing typing would add ~2 ms to every sandbox's start
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -14,7 +16,6 @@ if TYPE_CHECKING:
 #: How long a kill waits for the killed processes to disappear.
 KILL_WAIT_S = 5.0
 _SIGKILL, _SIGSTOP = 9, 19
-_PR_SET_PDEATHSIG, _PR_GET_PDEATHSIG = 1, 2
 
 
 def kill_cgroup(track_fd: int, kill_mode: str, name: str, reap: Callable[[], None]) -> None:
@@ -142,11 +143,8 @@ def _read_as_owner(pid: int, path: str) -> bytes:
     euid, egid = os.geteuid(), os.getegid()
     if st.st_uid == euid:
         return b""
-    import ctypes  # already loaded by server._make_undumpable
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    death = ctypes.c_int(0)
-    libc.prctl(_PR_GET_PDEATHSIG, ctypes.byref(death), 0, 0, 0)
+    death = Int(0)
+    prctl(PR_GET_PDEATHSIG, byref(death))
     try:
         os.setegid(st.st_gid)
         os.seteuid(st.st_uid)
@@ -158,7 +156,7 @@ def _read_as_owner(pid: int, path: str) -> bytes:
         os.seteuid(euid)
         os.setegid(egid)
         if death.value:
-            libc.prctl(_PR_SET_PDEATHSIG, death.value, 0, 0, 0)
+            prctl(PR_SET_PDEATHSIG, death.value)
 
 
 def send_signal(pid: int, sig: int) -> None:

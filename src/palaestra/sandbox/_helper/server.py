@@ -13,6 +13,7 @@ import time
 
 from . import HEADER, Capture, encode_frame, loads
 from .kill import environ_has, kill_cgroup, kill_tree, oom_kills
+from .prctl import PR_SET_DUMPABLE, prctl
 from .shell import Shell
 from .spawn import NotStarted, resolve_user, spawn
 
@@ -28,7 +29,6 @@ DRAIN_GRACE_S = 0.05
 _CHUNK = 1 << 16
 #: Without cgroups, every command's environment carries ``MARKER=<request id>``.
 MARKER = "PALAESTRA_EXEC"
-_PR_SET_DUMPABLE = 4
 _IN, _OUT = select.POLLIN | select.POLLHUP | select.POLLERR, select.POLLOUT | select.POLLERR
 
 
@@ -354,13 +354,9 @@ def _make_undumpable() -> None:
 
     Without CAP_SYS_PTRACE, which the sandbox does not get, a non-dumpable process's /proc
     entries are closed even to processes of the same uid. (Changing the effective gid would
-    be cheaper than importing ctypes, but it clears bubblewrap's parent-death signal.)
+    be cheaper than a prctl, but it clears bubblewrap's parent-death signal.)
     """
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
+    prctl(PR_SET_DUMPABLE, 0)
 
 
 def _keep_fds_to_self() -> None:
