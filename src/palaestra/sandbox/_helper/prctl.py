@@ -11,6 +11,7 @@ import _ctypes
 import os
 
 PR_SET_PDEATHSIG, PR_GET_PDEATHSIG, PR_SET_DUMPABLE = 1, 2, 4
+byref = _ctypes.byref
 
 
 class Int(_ctypes._SimpleCData):
@@ -33,7 +34,7 @@ class _Process:
 _prctl = _Function(("prctl", _Process()))
 
 
-def prctl(option: int, arg: int | object = 0) -> int:
+def prctl(option: int, arg: object = 0) -> int:
     """``prctl(option, arg, 0, 0, 0)``; ``arg`` may be ``byref(Int())`` for a result. Raises
     OSError on failure."""
     result = _prctl(option, arg, 0, 0, 0)
@@ -41,6 +42,3 @@ def prctl(option: int, arg: int | object = 0) -> int:
         err = _ctypes.get_errno()
         raise OSError(err, os.strerror(err))
     return result
-
-
-byref = _ctypes.byref
