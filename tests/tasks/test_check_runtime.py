@@ -288,7 +288,11 @@ def _runtime_module(name: str):
     spec = importlib.util.spec_from_file_location(f"_rt_{name}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    sys.path.insert(0, str(path.parent))  # its siblings, as in tests/
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(path.parent))
     return module
 
 

@@ -72,10 +72,14 @@ executable."""
 
 CHECK_MODULE = Path(__file__).with_name("palaestra_check.py")
 #: The hidden tests' runtime, shipped in every generated task's ``tests/``: the checker, the
-#: fork server of its Python children, and the launcher test.sh runs the checker with.
+#: fork server of its Python children (its checker's end, its own code), and the launcher
+#: test.sh runs the checker with.
 CHECK_RUNTIME = (
     CHECK_MODULE,
-    *(CHECK_MODULE.with_name(n) for n in ("palaestra_fork.py", "palaestra_launch.py")),
+    *(
+        CHECK_MODULE.with_name(n)
+        for n in ("palaestra_fork.py", "palaestra_zygote.py", "palaestra_launch.py")
+    ),
 )
 
 
@@ -386,11 +390,13 @@ def python_test_sh(script: str = "test_hidden.py", timeout: int = 100) -> str:
         # write /logs/verifier (palaestra_check makes both root's, and removes an old reward,
         # when imported). The checker's interpreter is named by its path, not found on PATH;
         # it needs nothing but the standard library (-S: no site-packages, no .pth files).
-        # palaestra_launch runs it after forking the server of its children (palaestra_fork).
+        # palaestra_launch runs it after forking the server of its children (palaestra_fork),
+        # and ends it after {timeout} s (an alarm: no timeout process to start).
         cd /tests
         for python in /usr/local/bin/python3 /usr/bin/python3; do [ -x "$python" ] && break; done
-        timeout {timeout} "$python" -E -s -S -B /tests/palaestra_launch.py /tests/{shlex.quote(script)}
+        "$python" -E -s -S -B /tests/palaestra_launch.py --alarm {timeout} /tests/{shlex.quote(script)}
         status=$?
+        if [ "$status" -eq 142 ]; then echo "the checker ran out of its {timeout} s (SIGALRM)"; fi
         if [ "$status" -ne 0 ] || [ ! -s /logs/verifier/reward.json ]; then
           echo "checker exited with status $status before writing a reward: reward 0"
           mkdir -p /logs/verifier

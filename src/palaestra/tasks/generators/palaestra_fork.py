@@ -20,12 +20,15 @@ A program that is not Python is forked from the checker straight into exec (see
 (with ``re`` and ``enum`` behind them, ~20 ms at every verification): :data:`json_dumps` /
 :data:`json_loads` are json's own C code, :func:`make_private_dir` and :func:`remove_tree` do
 what ``mkdtemp`` and ``rmtree`` did. The server imports json once: most of its children
-import it, and inherit it.
+import it, and inherit it; it keeps the other standard library modules its children import,
+for the next ones (see ``palaestra_zygote``, the server's code).
 """
 
 import os
 import sys
 import time
+
+from palaestra_zygote import SOURCE as _ZYGOTE  # the server's own code
 
 NOBODY = 65534
 _SIGKILL = 9  # Linux's; importing signal costs ~3 ms (enum)
@@ -89,136 +92,6 @@ def _json_codec():
 
 
 json_dumps, json_loads = _json_codec()
-
-_ZYGOTE = r"""
-import json, marshal, os, resource, sys  # json: its children (most import it) inherit it
-
-
-def _set_dumpable(flag):
-    '''prctl(PR_SET_DUMPABLE, flag); raises when it fails.'''
-    import _ctypes
-    try:
-        prctl = _ctypes.dlsym(_ctypes.dlopen(None), "prctl")
-        failed = _ctypes.call_function(prctl, (4, flag, 0, 0, 0))
-    except AttributeError:  # an interpreter without these internals
-        import ctypes
-        failed = ctypes.CDLL(None).prctl(4, flag, 0, 0, 0)
-    if failed:
-        raise OSError("prctl(PR_SET_DUMPABLE, %d) failed" % flag)
-
-
-_set_dumpable(0)  # the server only
-CTL_IN, CTL_OUT = os.dup(0), os.dup(1)
-_null = os.open(os.devnull, os.O_RDWR)
-os.dup2(_null, 0)
-os.dup2(_null, 1)
-os.close(_null)
-
-
-def exit_code(e):
-    code = e.code
-    if code is None:
-        return 0
-    if isinstance(code, int):
-        return code & 0xFF
-    try:
-        sys.stderr.write(str(code) + "\n")
-    except Exception:
-        pass
-    return 1
-
-
-def run(req):
-    os.setsid()
-    for fd, name, flags in ((0, req["stdin"] or os.devnull, os.O_RDONLY),
-                            (1, req["stdout"], os.O_WRONLY | os.O_CREAT | os.O_EXCL),
-                            (2, req["stderr"], os.O_WRONLY | os.O_CREAT | os.O_EXCL)):
-        opened = os.open(name, flags | os.O_NOFOLLOW, 0o600)
-        os.dup2(opened, fd)
-        os.close(opened)
-    os.chdir(req["cwd"])
-    if req["cpu"] is not None:
-        soft = max(1, int(-(-req["cpu"] // 1)))
-        resource.setrlimit(resource.RLIMIT_CPU, (soft, soft + 1))
-    os.environ.clear()
-    os.environ.update(req["env"])
-    kind, target = req["kind"], req["target"]
-    if kind == "exec":  # any other program: as exec would start it (a failure: status 127)
-        os.execvp(target, [target] + req["args"])
-    main = type(sys)("__main__")
-    main.__dict__["__builtins__"] = __builtins__
-    sys.modules["__main__"] = main
-    try:
-        if kind == "module":  # as python -m: argv[0] becomes the module's file
-            sys.argv = ["-m"] + req["args"]
-            sys.path.insert(0, os.getcwd())
-            import runpy
-            runpy._run_module_as_main(target)
-        else:
-            if kind == "code":
-                sys.argv, source, name = ["-c"] + req["args"], target, "<string>"
-            else:
-                sys.argv, name = [target] + req["args"], target
-                sys.path.insert(0, os.path.dirname(os.path.realpath(target)))
-                main.__file__ = target
-                try:
-                    with open(target, "rb") as f:
-                        source = f.read()
-                except OSError as e:
-                    sys.stderr.write("%s: can't open file %r: [Errno %d] %s\n"
-                                     % (sys.executable, target, e.errno, e.strerror))
-                    return 2
-            exec(compile(source, name, "exec", dont_inherit=True), main.__dict__)
-        rc = 0
-    except SystemExit as e:
-        rc = exit_code(e)
-    except BaseException:
-        kind, value, tb = sys.exc_info()
-        sys.excepthook(kind, value, tb.tb_next)  # as Python prints it: without this frame
-        rc = 1
-    threading = sys.modules.get("threading")
-    if threading is not None:
-        threading._shutdown()
-    import atexit
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:
-            rc = rc or 120
-    return rc
-
-
-def read_exactly(size):
-    data = b""
-    while len(data) < size:
-        chunk = os.read(CTL_IN, size - len(data))
-        if not chunk:
-            sys.exit(0)  # the checker is done
-        data += chunk
-    return data
-
-
-while True:  # a request: its size (4 bytes) and its marshal form, from the checker only
-    req = marshal.loads(read_exactly(int.from_bytes(read_exactly(4), "little")))
-    pid = os.fork()
-    if pid == 0:
-        rc = 127
-        try:
-            os.close(CTL_IN)
-            os.close(CTL_OUT)
-            _set_dumpable(1)  # an ordinary nobody process again, as a new one would be
-            rc = run(req)
-        except BaseException as e:  # before the program ran: cannot start it
-            try:
-                os.write(2, ("cannot start %s: %s\n" % (req["target"][:80], e)).encode())
-            except OSError:
-                pass
-        finally:
-            os._exit(rc)
-    os.write(CTL_OUT, b"%d\n" % pid)
-    os.write(CTL_OUT, b"%d\n" % os.waitpid(pid, 0)[1])
-"""
 
 
 class _Zygote:

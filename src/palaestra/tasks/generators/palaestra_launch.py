@@ -1,6 +1,7 @@
 """Runs a generated task's hidden tests (stdlib only, Python 3.8+; shipped in ``tests/``
 beside ``palaestra_check.py``): ``python3 -E -s -S -B palaestra_launch.py test_hidden.py [args]``
-runs the script as ``python3 -E -s -S -B test_hidden.py [args]`` would.
+runs the script as ``python3 -E -s -S -B test_hidden.py [args]`` would; with ``--alarm SECONDS``
+first, the checker is killed (SIGALRM, status 142) once they passed, as ``timeout`` would.
 
 Before it reads the script, it forks the fork server of the checker's children
 (:func:`palaestra_fork.prefork_server`): a fork of this fresh interpreter, which has read
@@ -29,14 +30,22 @@ def _loader():
 
 
 def main():
-    if len(sys.argv) < 2:
-        sys.stderr.write("usage: python3 -E -s -S -B palaestra_launch.py SCRIPT [ARG...]\n")
+    args = sys.argv[1:]
+    if args[:1] == ["--alarm"] and len(args) >= 2 and args[1].isdigit():
+        import _signal  # not signal: its enums import enum and re
+
+        _signal.alarm(int(args[1]))  # SIGALRM ends this process (status 142), not its forks
+        args = args[2:]
+    if not args:
+        sys.stderr.write(
+            "usage: python3 -E -s -S -B palaestra_launch.py [--alarm SECONDS] SCRIPT [ARG...]\n"
+        )
         return 2
     palaestra_fork.prefork_server()
     try:
-        script = sys.argv[1]
+        script = args[0]
         code = _loader()("__main__", script).get_code("__main__")
-        sys.argv = sys.argv[1:]
+        sys.argv = args
         sys.path[0] = os.path.dirname(os.path.abspath(script))
         main_module = type(sys)("__main__")
         main_module.__file__ = script
