@@ -83,7 +83,7 @@ async def test_region_revenue_batched_and_alone(tmp_path: Path):
     fake = (
         textwrap.dedent(
             """\
-        SELECT 'x' AS a WHERE current_database() <> 'case0';
+        SELECT 'x' AS a WHERE current_user <> 'reader_case0';
         SELECT repeat('0', 32) || ' ' || g FROM generate_series(1, 4) AS g;
         """
         )
@@ -92,7 +92,15 @@ async def test_region_revenue_batched_and_alone(tmp_path: Path):
     reward, output = await _reward_of(task_dir, fake)
     assert reward == 0.0, output
     only_first = (
-        f"SELECT * FROM ({right.rstrip().rstrip(';')}) AS r WHERE current_database() = 'case0';"  # noqa: E501
+        f"SELECT * FROM ({right.rstrip().rstrip(';')}) AS r WHERE current_user = 'reader_case0';"  # noqa: E501
     )
     reward, output = await _reward_of(task_dir, only_first)
     assert reward == 0.0 and "PASS data set 1" in output, output
+    # fails on data set 2 only: the batch stops there, and each data set is loaded again and
+    # queried alone (its reader made once, in the batch)
+    fails_second = (
+        "SELECT 1 / (CASE WHEN current_user = 'reader_case1' THEN 0 ELSE 1 END) AS one;\n" + right
+    )
+    reward, output = await _reward_of(task_dir, fails_second)
+    assert reward == 0.0, output
+    assert "cannot load" not in output and "division by zero" in output, output
