@@ -195,18 +195,19 @@ _zygote = _Zygote()
 def _serve_here():
     """In a fork of a fresh interpreter (started ``-E -s -S -B`` on palaestra_launch), become
     the server ``-I -B -c _ZYGOTE`` would be: the environment its children start from, no
-    script directory on sys.path (-I), site-packages (no user site: -s)."""
+    script directory on sys.path (-I), site-packages (no user site: -s), which the server
+    adds at its first request (``SITE_MAIN``: a verification without Python children never
+    reads a ``.pth`` file)."""
     import builtins
+    import site
 
     os.environ.clear()
     os.environ.update(CHILD_ENV)
     if sys.path and not (sys.flags.isolated or getattr(sys.flags, "safe_path", False)):
         del sys.path[0]  # the script's directory (the launcher's): -I would not add it
-    import site
-
-    site.main()
     exec(compile(_ZYGOTE, "<fork server>", "exec"), {"__name__": "__main__",
-                                                      "__builtins__": builtins})  # fmt: skip
+                                                      "__builtins__": builtins,
+                                                      "SITE_MAIN": site.main})  # fmt: skip
     return 0
 
 

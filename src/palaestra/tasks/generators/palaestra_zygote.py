@@ -22,7 +22,7 @@ programs pays each import once more (in the server), never for a module no child
 """
 
 SOURCE = r"""
-import json, marshal, os, resource, sys  # json: its children (most import it) inherit it
+import marshal, os, resource, sys
 
 
 def _set_dumpable(flag):
@@ -58,11 +58,22 @@ PRELOADABLE = frozenset('''
     subprocess tempfile textwrap threading token tokenize traceback types typing unicodedata
     unittest urllib uuid warnings weakref xml zipfile zlib zoneinfo'''.split())
 STDLIB = os.path.dirname(os.__file__)
-SERVER_PATH = list(sys.path)
-BASE = frozenset(sys.modules)  # the server's own: every child has them, as before
+SERVER_PATH = BASE = None  # set by setup(), at the first request
 KEPT = {}  # name -> module, imported for the children (not in BASE)
 TRIED = set()  # names a child reported (imported or refused: never tried twice)
 REPORT_LIMIT = 60000  # bytes: less than a pipe holds, so a child never blocks on its report
+
+
+def setup():
+    '''At the first request (a verification that runs no Python child never pays it): the
+    site-packages a forked server still lacks (SITE_MAIN, given by palaestra_fork), and json,
+    which most children import and then inherit.'''
+    global SERVER_PATH, BASE
+    site_main = globals().get("SITE_MAIN")
+    if site_main is not None:
+        site_main()
+    import json  # noqa: F401
+    SERVER_PATH, BASE = list(sys.path), frozenset(sys.modules)  # every child has BASE
 
 
 def _from_stdlib(module):
@@ -250,6 +261,8 @@ def read_report(fd):
 reported = []
 while True:  # a request: its size (4 bytes) and its marshal form, from the checker only
     req = marshal.loads(read_exactly(int.from_bytes(read_exactly(4), "little")))
+    if BASE is None:
+        setup()
     if reported:  # only now: a verification that runs no more children pays nothing for them
         keep(reported)
         reported = []
