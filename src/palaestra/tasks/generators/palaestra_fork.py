@@ -199,7 +199,11 @@ def _serve_here():
     adds at its first request (``SITE_MAIN``: a verification without Python children never
     reads a ``.pth`` file)."""
     import builtins
-    import site
+
+    def site_main():
+        import site
+
+        site.main()
 
     os.environ.clear()
     os.environ.update(CHILD_ENV)
@@ -207,7 +211,7 @@ def _serve_here():
         del sys.path[0]  # the script's directory (the launcher's): -I would not add it
     exec(compile(_ZYGOTE, "<fork server>", "exec"), {"__name__": "__main__",
                                                       "__builtins__": builtins,
-                                                      "SITE_MAIN": site.main})  # fmt: skip
+                                                      "SITE_MAIN": site_main})  # fmt: skip
     return 0
 
 
