@@ -24,6 +24,7 @@ from palaestra.sandbox.channel_sandbox import ChannelSandbox
 from palaestra.sandbox.janitor import SandboxMeta, proc_stat, wait_gone
 from palaestra.sandbox.limits import SandboxLimits, kill_and_thaw
 from palaestra.sandbox.local.layout import overlay_changes, release_and_remove
+from palaestra.sandbox.local.process import PipedProcess, start_piped
 from palaestra.sandbox.local.snapshot import LocalSnapshot, take_snapshot
 
 _START_TIMEOUT_S = 60.0
@@ -48,7 +49,7 @@ class LocalSandbox(ChannelSandbox):
         self.spec = spec
         self.sandbox_dir = sandbox_dir
         self._on_close = on_close
-        self._proc: asyncio.subprocess.Process | None = None
+        self._proc: PipedProcess | asyncio.subprocess.Process | None = None
         self._channel: HelperChannel | None = None
         self._helper_pidfd: int | None = None
         self._stderr_tail = bytearray()
@@ -131,17 +132,10 @@ class LocalSandbox(ChannelSandbox):
         # info below: close() can then kill the helper or the group (asyncio's own clean-up
         # of a cancelled spawn would kill bwrap alone).
         spawning = asyncio.ensure_future(
-            asyncio.create_subprocess_exec(
-                "bwrap",
-                "--info-fd",
-                str(info_w),
-                *bwrap_args,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
+            start_piped(
+                ["bwrap", "--info-fd", str(info_w), *bwrap_args],
                 pass_fds=(info_w, *limits.pass_fds),
                 limit=_STREAM_LIMIT,
-                process_group=0,
             )
         )
         try:
@@ -157,9 +151,7 @@ class LocalSandbox(ChannelSandbox):
         # bwrap writes the helper's pid once the sandbox is set up (or closes the fd as it
         # fails). Even when this start is cancelled meanwhile, the pid is read and a pidfd
         # opened: close() must be able to kill the helper, which could otherwise outlive bwrap.
-        info, cancelled_reading = await outcome(
-            asyncio.ensure_future(asyncio.to_thread(_read_to_end, info_r))
-        )
+        info, cancelled_reading = await outcome(asyncio.ensure_future(_read_to_end(info_r)))
         cancelled = cancelled or cancelled_reading
         if cancelled is not None:
             try:
@@ -339,7 +331,7 @@ async def in_thread(func: Callable[..., Any], *args: Any) -> Any:
     return await await_to_the_end(asyncio.ensure_future(asyncio.to_thread(func, *args)))
 
 
-def _kill_group(proc: asyncio.subprocess.Process) -> None:
+def _kill_group(proc: PipedProcess | asyncio.subprocess.Process) -> None:
     """SIGKILL bwrap's process group (bwrap, and its child until the child starts a session
     of its own), unless bwrap was reaped already: then its pid may name another group."""
     if proc.returncode is None:
@@ -349,13 +341,33 @@ def _kill_group(proc: asyncio.subprocess.Process) -> None:
             pass
 
 
-def _read_to_end(fd: int) -> bytes:
-    """Read ``fd`` until EOF, then close it (here, so a cancelled caller cannot close it under
-    the thread that reads it)."""
-    chunks = []
-    try:
-        while chunk := os.read(fd, 4096):
+async def _read_to_end(fd: int) -> bytes:
+    """Read ``fd`` until EOF in the event loop, then close it (here, so a cancelled caller
+    cannot close it under the reader)."""
+    loop = asyncio.get_running_loop()
+    chunks: list[bytes] = []
+    done: asyncio.Future[None] = loop.create_future()
+
+    def readable() -> None:
+        try:
+            chunk = os.read(fd, 4096)
+        except BlockingIOError:
+            return
+        except OSError as exc:
+            done.done() or done.set_exception(exc)
+            return
+        if chunk:
             chunks.append(chunk)
+        elif not done.done():
+            done.set_result(None)
+
+    try:
+        os.set_blocking(fd, False)
+        loop.add_reader(fd, readable)
+        try:
+            await done
+        finally:
+            loop.remove_reader(fd)
     finally:
         os.close(fd)
     return b"".join(chunks)
