@@ -5,16 +5,22 @@ from __future__ import annotations
 
 import fnmatch
 import itertools
+import marshal
 import random
+import zlib
 
 import pytest
 
+from palaestra.tasks import generators as g
 from palaestra.tasks.generators.algorithms import (
     build_order,
     edit_distance,
     glob_match,
+    range_queries_c,
     spreadsheet_eval,
 )
+from palaestra.tasks.generators.base import PRECOMPUTED
+from palaestra.tasks.generators.optimization._bench import DRAWS
 
 
 def load(source: str) -> dict:
@@ -155,3 +161,52 @@ def test_build_order_bulk_pipeline_has_the_shape_of_the_drawn_ones():
     mean = [sum(map(len, d.values())) / len(d) for d in (big, drawn)]
     assert abs(mean[0] - mean[1]) < 0.1, mean
     assert scope["big_dag"](4, 3000) == big
+
+
+def test_spreadsheet_cases_ship_with_the_reference_values():
+    task = g.generate("spreadsheet-eval", 1, 0.9)
+    cases = marshal.loads(zlib.decompress(task.tests[PRECOMPUTED]))
+    (sheets, values), (chain, chain_values) = cases["sheets"], cases["chain"]
+    assert len(sheets) == 45 and sum(len(s) > 5 for s in sheets) > 30
+    assert values == [spreadsheet_eval._reference(s) for s in sheets]
+    assert any("#CYCLE!" in v.values() for v in values)  # the hard tier's cycles
+    assert len(chain) > 5000 and chain_values == spreadsheet_eval._reference(chain)
+    assert "precomputed()" in task.tests["test_hidden.py"]
+    assert "def reference(" not in task.tests["test_hidden.py"]
+
+
+@pytest.mark.parametrize("with_min, with_upd", [(False, False), (True, False), (True, True)])
+def test_range_queries_bulk_inputs_keep_their_mix(with_min, with_upd):
+    scope = load(DRAWS + range_queries_c._CASES.format(params=repr(
+        (("S", "M", "U"), (2, 300), (1, 300), with_min, with_upd, 0, 1))))  # fmt: skip
+    n, q = 5000, 20000
+    text = scope["make_input"](random.Random(7), n, q)
+    assert text == scope["make_input"](random.Random(7), n, q)
+    lines = text.splitlines()
+    assert lines[0] == f"{n} {q}" and len(lines) == q + 2 and text.endswith("\n")
+    values = [int(v) for v in lines[1].split()]
+    assert len(values) == n and max(values) > 9 * 10**8 and max(map(abs, values)) <= 10**9
+    assert (min(values) < -9 * 10**8) == with_min
+    shapes = {"U": 0, "same": 0, "near": 0, "far": 0, "a<b": 0, "a>b": 0}
+    for line in lines[2:]:
+        op, a, b = line.split()
+        a, b = int(a), int(b)
+        assert 1 <= a <= n and op in ("S", "M", "U")
+        if op == "U":
+            shapes["U"] += 1
+            assert abs(b) <= 10**9
+            continue
+        assert 1 <= b <= n and (op == "S" or with_min)
+        shapes["same" if a == b else "near" if abs(a - b) <= 40 else "far"] += 1
+        shapes["a<b"] += a < b
+        shapes["a>b"] += a > b
+    queries = q - shapes["U"]
+    assert abs(shapes["U"] / q - (0.35 if with_upd else 0)) < 0.02
+    assert abs(shapes["same"] / queries - 0.1) < 0.02
+    assert abs(shapes["near"] / queries - 0.45) < 0.03
+    assert abs(shapes["far"] / queries - 0.45) < 0.03
+    assert abs(shapes["a<b"] - shapes["a>b"]) < 0.05 * queries
+    for n in (1, 2, 60):  # short ranges cut at the array's ends
+        for line in scope["make_input"](random.Random(n), n, 300).splitlines()[2:]:
+            op, *bounds = line.split()
+            assert all(1 <= int(x) <= n for x in bounds[: 1 if op == "U" else 2]), line

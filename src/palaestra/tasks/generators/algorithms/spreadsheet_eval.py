@@ -7,14 +7,20 @@ recursion limit allows a naive recursive evaluator. Medium adds unary minus, int
 truncating toward zero, ``#DIV/0!`` errors that propagate, and ``SUM/MIN/MAX``. Hard adds
 rectangular ranges (``A1:C4``, empty cells skipped) and reference cycles (``#CYCLE!`` on every
 cell of a cycle, with errors propagating by a left-to-right rule).
+
+The hidden test's sheets are drawn from the task's secret when the task is generated and ship,
+with the reference's values, in ``tests/precomputed.bin``: a verification runs only the agent's
+code.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 
 from palaestra.tasks.generators import family, python_test_sh, solve_sh_writing
-from palaestra.tasks.generators.base import GeneratedTask, GenSpec
+from palaestra.tasks.generators.algorithms._spreadsheet_tests import cases, hidden_test
+from palaestra.tasks.generators.base import PRECOMPUTED, GeneratedTask, GenSpec, precomputed
 
 _NAMES = [
     ("sheet.py", "evaluate_sheet"),
@@ -329,9 +335,14 @@ def _examples(tier: str) -> list[tuple[dict, dict]]:
 
 
 def _reference(sheet: dict) -> dict:
+    return _evaluator()(sheet)
+
+
+@functools.cache
+def _evaluator():
     namespace: dict = {}
     exec(compile(_RIGHT.replace("def FN(", "def evaluate("), "<reference>", "exec"), namespace)
-    return namespace["evaluate"](sheet)
+    return namespace["evaluate"]
 
 
 @family(
@@ -432,7 +443,8 @@ Examples:
         wrong["cycle-marks-dependents"] = src(_CYCLE_DOWNSTREAM)
     tests = {
         "test.sh": python_test_sh(timeout=200),
-        "test_hidden.py": _hidden_test(module, fn, tier, chain_n, secret),
+        "test_hidden.py": hidden_test(module, fn, chain_n),
+        PRECOMPUTED: precomputed(cases(tier, chain_n, secret, _reference)),
     }
     return GeneratedTask(
         instruction=instruction,
@@ -450,140 +462,3 @@ Examples:
         tags=("python", "parsing", "graphs"),
         verifier_timeout_sec=240.0,
     )
-
-
-def _hidden_test(module: str, fn: str, tier: str, chain_n: int, secret: int) -> str:
-    reference = _RIGHT.replace("def FN(", "def reference(")
-    return f'''\
-"""Hidden tests for {fn}: fixed edge cases and random sheets drawn from a per-task secret."""
-import random
-
-from palaestra_check import Checker, run_python
-
-{reference}
-
-SECRET, TIER, CHAIN_N = {secret}, {tier!r}, {chain_n}
-rng = random.Random(SECRET)
-MID, HARD = TIER != "easy", TIER == "hard"
-
-
-def sp():
-    return rng.choice(["", "", " ", "  "])
-
-
-def gen_expr(cells, depth):
-    out = gen_term(cells, depth)
-    for _ in range(rng.randrange(0, 3)):
-        out += sp() + rng.choice("+--") + sp() + gen_term(cells, depth)
-    return out
-
-
-def gen_term(cells, depth):
-    out = gen_factor(cells, depth)
-    for _ in range(rng.randrange(0, 2)):
-        op = rng.choice("*/") if MID else "*"
-        out += sp() + op + sp() + gen_factor(cells, depth)
-    return out
-
-
-def gen_factor(cells, depth):
-    r = rng.random()
-    if depth <= 0 or r < 0.35:
-        return str(rng.randrange(0, 12))
-    if r < 0.7:
-        return rng.choice(cells) if cells and rng.random() < 0.85 else rng.choice("XYZ") + "99"
-    if r < 0.8:
-        return "(" + gen_expr(cells, depth - 1) + ")"
-    if MID and r < 0.88:
-        return "-" + gen_factor(cells, depth - 1)
-    if MID:
-        args = []
-        for _ in range(rng.randrange(1, 4)):
-            if HARD and cells and rng.random() < 0.5:
-                args.append(rng.choice(cells) + ":" + rng.choice(cells))
-            else:
-                args.append(gen_expr(cells, depth - 1))
-        return rng.choice(["SUM", "MIN", "MAX"]) + "(" + ("," + sp()).join(args) + ")"
-    return "(" + gen_expr(cells, depth - 1) + ")"
-
-
-def random_sheet(n, cycles=0):
-    pool = [c + str(r) for c in "ABCDEFG" for r in range(1, 9)]
-    cells = rng.sample(pool, n)
-    sheet = {{}}
-    for i, cell in enumerate(cells):
-        if i < 3 or rng.random() < 0.25:
-            sheet[cell] = rng.randrange(-20, 40)
-        else:
-            sheet[cell] = "=" + sp() + gen_expr(cells[:i], 2)
-    for _ in range(cycles):
-        a, b = rng.sample(cells[3:], 2)
-        sheet[a] = "=" + b + " + 1"
-        sheet[b] = "=" + rng.choice([a, "SUM(" + a + ":" + a + ")"]) + " * 2"
-    items = list(sheet.items())
-    rng.shuffle(items)
-    return dict(items)
-
-
-def table_ok(sheet):
-    """Keep sheets whose numbers stay printable (huge products are not the point here)."""
-    return all(isinstance(v, str) or abs(v) < 10**12 for v in reference(sheet).values())
-
-
-cases = [
-    {{}},
-    {{"A1": 5}},
-    {{"A1": "=10 - 4 - 3", "A2": "=2 + 3 * 4", "A3": "=20-A1-A2-1"}},
-    {{"B1": "=Q7 + 1", "B2": "=(1 + 2) * (3 - 5) - B1 * 2"}},
-    {{"C1": 3, "C2": "=C1*C1-C1*2", "C3": "=  C2 *2- C1 "}},
-]
-if MID:
-    cases += [
-        {{"A1": -7, "A2": "=A1/2", "A3": "=7/-2", "A4": "=-A1/-2", "A5": "=-8/3*3"}},
-        {{"A1": "=1/0", "A2": "=A1+1", "A3": "=MAX(1, A2)", "A4": "=0/(2-2) + Q1"}},
-        {{"A1": "=MIN(4, -9, 2)", "A2": "=SUM(1,2,3)-MAX(A1,0)", "A3": "=--5 - -A1"}},
-    ]
-if HARD:
-    cases += [
-        {{"A1": 5, "A3": 7, "B1": "=MIN(A1:A3)", "B2": "=MAX(A3:A1) - SUM(C1:C9)"}},
-        {{"C1": "=C2", "C2": "=C3 + 1", "C3": "=C1", "D1": "=1/0 + C1", "D2": "=C1 + 1/0"}},
-        {{"E1": "=SUM(E1:E2)", "E2": 4, "F1": "=E2 * 2", "F2": "=F1 + E1"}},
-        {{"G1": "=MIN(A1:B2)", "A1": "=G1", "H1": "=G1/0", "H2": 3}},
-    ]
-while len(cases) < 45:
-    sheet = random_sheet(rng.randrange(6, 30), cycles=rng.randrange(0, 3) if HARD else 0)
-    if table_ok(sheet):
-        cases.append(sheet)
-
-CHILD = """
-import copy
-from {module[:-3]} import {fn}
-before = copy.deepcopy(INPUT)
-emit({{"out": [{fn}(s) for s in INPUT], "unmodified": INPUT == before}})
-"""
-ck = Checker()
-res = run_python(CHILD, cases, timeout=60)
-if not res.ok:
-    ck.check("{fn} runs on the test sheets", False, res.error)
-else:
-    got = res.value["out"]
-    for i, sheet in enumerate(cases):
-        ck.equal(f"sheet {{i}} ({{len(sheet)}} cells)", got[i] if i < len(got) else None,
-                 reference(sheet))
-    ck.check("input not modified", res.value["unmodified"])
-
-names = [c + str(r) for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" for r in range(1, 1000)]
-rng.shuffle(names)
-chain = names[:CHAIN_N]
-long_sheet = {{chain[0]: rng.randrange(100)}}
-for prev, cell in zip(chain, chain[1:]):
-    long_sheet[cell] = "=" + prev + rng.choice([" + 1", " - 2", "+3", " * 1"])
-items = list(long_sheet.items())
-rng.shuffle(items)
-long_sheet = dict(items)
-res = run_python("from {module[:-3]} import {fn}\\nemit({fn}(INPUT))", long_sheet, timeout=60,
-                 cpu_seconds=3)
-ck.equal(f"a chain of {{CHAIN_N}} references", res.value if res.ok else res.error,
-         reference(long_sheet))
-ck.finish()
-'''
