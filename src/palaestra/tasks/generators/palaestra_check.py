@@ -306,8 +306,9 @@ class Checker:
         return self.check(name, False, detail, errored=True, kind=kind)
 
     def equal(self, name, got, want, kind=None):
-        return self.check(name, got == want, f"expected {_short(want)}, got {_short(got)}",
-                          kind=kind)  # fmt: skip
+        ok = got == want  # the detail (two reprs: large values cost) only for a failure
+        detail = "" if ok else f"expected {_short(want)}, got {_short(got)}"
+        return self.check(name, ok, detail, kind=kind)
 
     def expect(self, name, res, want, kind=None):
         """A child's value against ``want``: an error when the child failed, else equal."""
@@ -320,7 +321,8 @@ class Checker:
             ok = abs(float(got) - float(want)) <= max(abs_, rel * abs(float(want)))
         except (TypeError, ValueError):
             ok = False
-        return self.check(name, ok, f"expected {_short(want)}, got {_short(got)}", kind=kind)
+        detail = "" if ok else f"expected {_short(want)}, got {_short(got)}"
+        return self.check(name, ok, detail, kind=kind)
 
     def compile_python(self, *paths):
         """Compile the agent's Python files (as nobody: the verifier never reads agent code
