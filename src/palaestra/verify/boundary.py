@@ -48,21 +48,26 @@ END_STATE = f"{LOGS_DIR}/.palaestra-test-sh-ended"
 #: the directory itself: :func:`~.harbor._pack_tests`) unpacked into it; with ``keep``,
 #: ``/tests`` keeps its files (the image of a separate verifier holds its tests: Harbor's
 #: bundled tests) and its ``test.sh`` is made executable. ``install -d`` creates or fixes a
-#: directory's owner and mode in one process. One command, few processes (sh, rm, install
-#: twice, tar): it runs once per episode.
+#: directory's owner and mode in one process; ``rm`` runs only when there is something to
+#: remove (an episode whose agent never made those paths has none). One command, few processes
+#: (sh, rm when needed, install twice, tar): it runs once per episode.
 PREPARE_SH = f"""
 set -e
 for d in {LOGS_DIR} {TESTS_DIR}; do
   if [ -L "$d" ] || {{ [ -e "$d" ] && [ ! -d "$d" ]; }}; then rm -f "$d"; fi
 done
-if [ "$1" = fresh ]; then
-  rm -rf {VERIFIER_DIR} {END_STATE} {TESTS_DIR}/* {TESTS_DIR}/.[!.]* {TESTS_DIR}/..?*
+mode=$1
+if [ "$mode" = fresh ]; then
+  set -- {VERIFIER_DIR} {END_STATE} {TESTS_DIR}/* {TESTS_DIR}/.[!.]* {TESTS_DIR}/..?*
 else
-  rm -rf {VERIFIER_DIR} {END_STATE}
+  set -- {VERIFIER_DIR} {END_STATE}
 fi
+for p in "$@"; do  # no rm to start when none of them is there (an unmatched glob stays as is)
+  if [ -e "$p" ] || [ -L "$p" ]; then rm -rf "$@"; break; fi
+done
 install -d -o 0 -g 0 -m 755 {LOGS_DIR} {VERIFIER_DIR}
 install -d -o 0 -g 0 -m 700 {TESTS_DIR}
-if [ "$1" = fresh ]; then
+if [ "$mode" = fresh ]; then
   exec tar -x --no-same-owner -f - -C {TESTS_DIR}
 elif [ -f {TESTS_DIR}/test.sh ] && [ ! -x {TESTS_DIR}/test.sh ]; then
   chmod +x {TESTS_DIR}/test.sh
