@@ -1,7 +1,12 @@
+import io
+import tarfile
+from pathlib import Path
+
 import pytest
 
 from palaestra.verify.harbor import (
     RewardFileError,
+    _tests_archive,
     parse_reward_json,
     parse_reward_txt,
     scalar_reward,
@@ -61,3 +66,19 @@ def test_resolve_env_vars(monkeypatch):
     ) == {"A": "plain", "B": "s3cret", "C": "dflt"}
     with pytest.raises(KeyError, match="PALAESTRA_T_MISSING"):
         resolve_env_vars({"D": "${PALAESTRA_T_MISSING}"})
+
+
+def test_the_tests_archive_is_made_again_once_a_file_changed(tmp_path: Path) -> None:
+    """A run packs a task's tests once; an edit to any file under them (or a new one) is in
+    the next verification's archive."""
+    tests = tmp_path / "tests"
+    (tests / "data").mkdir(parents=True)
+    (tests / "test.sh").write_text("echo one\n")
+    first = _tests_archive((tests,))
+    assert _tests_archive((tests,)) is first  # from the cache
+    (tests / "test.sh").write_text("echo three\n")
+    second = _tests_archive((tests,))
+    assert b"echo three" in second and b"echo one" not in second
+    (tests / "data" / "x.json").write_text("{}")
+    with tarfile.open(fileobj=io.BytesIO(_tests_archive((tests,)))) as tar:
+        assert "data/x.json" in tar.getnames()

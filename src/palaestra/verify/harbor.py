@@ -33,7 +33,9 @@ import math
 import os
 import re
 import tarfile
+import threading
 import time
+from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -197,7 +199,7 @@ class HarborVerifier:
             )
         separate = task.verifier_environment
         bundled = separate is not None and separate.bundled_tests
-        archive = None if bundled else await asyncio.to_thread(_pack_tests, task.test_dirs)
+        archive = None if bundled else await asyncio.to_thread(_tests_archive, task.test_dirs)
         prep = await sandbox.exec(
             ["sh", "-c", PREPARE_SH, "sh", "keep" if bundled else "fresh"],
             timeout=60,
@@ -258,6 +260,42 @@ def _parse_rewards(kind: str, content: str) -> dict[str, float]:
     raise RewardFileError(
         f"tests/test.sh wrote no reward: neither {REWARD_JSON} nor {REWARD_TXT} exists"
     )
+
+
+#: Archives of tests directories by their files' signature (names, modes, sizes, times): a run
+#: verifies the same tasks over and over, and a task's tests change only when someone edits
+#: them. At most this many, each at most _PACK_CACHE_ITEM bytes.
+_PACK_CACHE_SIZE, _PACK_CACHE_ITEM = 64, 1 << 20
+_packed: OrderedDict[tuple[object, ...], bytes] = OrderedDict()
+_packed_lock = threading.Lock()
+
+
+def _tests_archive(dirs: tuple[Path, ...]) -> bytes:
+    """:func:`_pack_tests` of ``dirs``, from the cache while no file under them changed.
+    Blocking."""
+    key = (dirs, *(_signature(d) for d in dirs))
+    with _packed_lock:
+        archive = _packed.get(key)
+        if archive is not None:
+            _packed.move_to_end(key)
+            return archive
+    archive = _pack_tests(dirs)
+    if len(archive) <= _PACK_CACHE_ITEM:
+        with _packed_lock:
+            _packed[key] = archive
+            while len(_packed) > _PACK_CACHE_SIZE:
+                _packed.popitem(last=False)
+    return archive
+
+
+def _signature(directory: Path) -> tuple[tuple[str, int, int, int], ...]:
+    """Every path under ``directory`` with its mode, size and modification time (ns)."""
+    found = []
+    for root, dirs, files in os.walk(directory):
+        for name in dirs + files:
+            st = os.lstat(os.path.join(root, name))
+            found.append((os.path.join(root, name), st.st_mode, st.st_size, st.st_mtime_ns))
+    return tuple(sorted(found))
 
 
 def _pack_tests(dirs: tuple[Path, ...]) -> bytes:
