@@ -17,6 +17,7 @@ import pytest
 from palaestra.sandbox import SandboxSpec
 from palaestra.sandbox.local import LocalBackend
 from palaestra.tasks.generators.base import CHECK_RUNTIME, PRECOMPUTED, precomputed
+from tests.tasks.runtime_support import run_with_runtime
 
 #: Runs in the sandbox, as root, from the runtime's directory; prints one JSON object.
 SCRIPT = r"""
@@ -174,13 +175,7 @@ def results() -> dict:
         backend = LocalBackend()
         try:
             async with await backend.create(SandboxSpec()) as sandbox:
-                for path in CHECK_RUNTIME:
-                    await sandbox.upload(path, f"/tmp/rt/{path.name}")
-                await sandbox.write_file("/tmp/rt/run.py", SCRIPT)
-                launch = ["python3", "-E", "-s", "-S", "-B", "palaestra_launch.py", "run.py"]
-                res = await sandbox.exec(launch, cwd="/tmp/rt", timeout=120)
-                assert res.ok, res.output
-                return json.loads(res.stdout.strip().splitlines()[-1])
+                return await run_with_runtime(sandbox, SCRIPT)
         finally:
             await backend.aclose()
 

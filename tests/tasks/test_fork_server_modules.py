@@ -14,6 +14,7 @@ import pytest
 from palaestra.sandbox import SandboxSpec
 from palaestra.sandbox.local import LocalBackend
 from palaestra.tasks.generators.base import CHECK_RUNTIME, python_test_sh
+from tests.tasks.runtime_support import run_with_runtime
 
 #: Runs in the sandbox, as root, from the runtime's directory; prints one JSON object.
 SCRIPT = r"""
@@ -66,13 +67,7 @@ def results() -> dict:
         try:
             spec = SandboxSpec(writable_dirs=("/tmp", "/tests", "/logs"))
             async with await backend.create(spec) as sandbox:
-                for path in CHECK_RUNTIME:
-                    await sandbox.upload(path, f"/tmp/rt/{path.name}")
-                await sandbox.write_file("/tmp/rt/run.py", SCRIPT)
-                launch = ["python3", "-E", "-s", "-S", "-B", "palaestra_launch.py", "run.py"]
-                res = await sandbox.exec(launch, cwd="/tmp/rt", timeout=120)
-                assert res.ok, res.output
-                found = json.loads(res.stdout.strip().splitlines()[-1])
+                found = await run_with_runtime(sandbox, SCRIPT)
                 # test.sh as generated tasks ship it, its checker past its time
                 for path in CHECK_RUNTIME:
                     await sandbox.upload(path, f"/tests/{path.name}")

@@ -1,0 +1,21 @@
+"""Running a script the way test.sh runs a generated task's checker: the hidden tests' runtime
+in a directory of a sandbox, the script launched through ``palaestra_launch.py`` as root."""
+
+from __future__ import annotations
+
+import json
+
+from palaestra.sandbox.base import Sandbox
+from palaestra.tasks.generators.base import CHECK_RUNTIME
+
+
+async def run_with_runtime(sandbox: Sandbox, script: str, directory: str = "/tmp/rt") -> dict:
+    """Run ``script`` beside the runtime in ``directory``; the JSON object its last line of
+    output holds."""
+    for path in CHECK_RUNTIME:
+        await sandbox.upload(path, f"{directory}/{path.name}")
+    await sandbox.write_file(f"{directory}/run.py", script)
+    launch = ["python3", "-E", "-s", "-S", "-B", "palaestra_launch.py", "run.py"]
+    res = await sandbox.exec(launch, cwd=directory, timeout=120)
+    assert res.ok, res.output
+    return json.loads(res.stdout.strip().splitlines()[-1])
