@@ -354,7 +354,8 @@ async def _read_to_end(fd: int) -> bytes:
         except BlockingIOError:
             return
         except OSError as exc:
-            done.done() or done.set_exception(exc)
+            if not done.done():
+                done.set_exception(exc)
             return
         if chunk:
             chunks.append(chunk)
