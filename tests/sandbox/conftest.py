@@ -1,6 +1,7 @@
 """Sandbox test fixtures: a ``backend`` per backend name (with run ids starting with
 :data:`RUN_PREFIX`, whose cgroups the leak check after every test, in ``tests/conftest.py``,
-looks for)."""
+looks for); the local backend runs once with each helper (``helper``: the C one sandboxes start
+by default, and the Python one they fall back to without a C compiler)."""
 
 from __future__ import annotations
 
@@ -22,10 +23,29 @@ def new_run_id() -> str:
     return f"{RUN_PREFIX}-{secrets.token_hex(3)}"
 
 
-@pytest.fixture(params=["local", pytest.param("docker", marks=pytest.mark.docker)])
-async def backend(request: pytest.FixtureRequest) -> AsyncIterator[SandboxBackend]:
-    """A created backend of each kind; "docker" skips (saying how to enable it) without one."""
+#: The sandbox's pid 1, as ``$PALAESTRA_HELPER`` names them.
+HELPERS = ("c", "python")
+
+
+@pytest.fixture(params=HELPERS)
+def helper(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each helper in turn: sandboxes created meanwhile start it."""
+    monkeypatch.setenv("PALAESTRA_HELPER", request.param)
+    return str(request.param)
+
+
+@pytest.fixture(
+    params=["local", "local-python", pytest.param("docker", marks=pytest.mark.docker)]
+)
+async def backend(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[SandboxBackend]:
+    """A created backend of each kind ("local-python": the local backend with the Python
+    helper); "docker" skips (saying how to enable it) without one."""
     name: str = request.param
+    if name.startswith("local"):
+        monkeypatch.setenv("PALAESTRA_HELPER", "python" if name == "local-python" else "c")
+        name = "local"
     if name == "local" and (shutil.which("bwrap") is None or os.geteuid() != 0):
         pytest.skip("the local backend needs bubblewrap, as root: scripts/install-system-deps.sh")
     if name == "docker":

@@ -25,6 +25,7 @@ from palaestra.sandbox.base import (
     SandboxError,
     SandboxSpec,
 )
+from palaestra.sandbox.helper_runtime import helper_argv
 from palaestra.sandbox.local import BASE_ENV, LocalBackend, LocalSandbox
 from tests.procs import bwrap_pids, eventually, host_pids, new_marker
 from tests.sandbox.conftest import new_run_id
@@ -58,7 +59,7 @@ async def sandbox_pids(sandbox: LocalSandbox, marker: str) -> list[str]:
 
 
 @pytest.fixture
-async def backend(state_dir: Path) -> AsyncIterator[LocalBackend]:
+async def backend(state_dir: Path, helper: str) -> AsyncIterator[LocalBackend]:
     backend = LocalBackend(run_id=new_run_id(), state_dir=state_dir)
     yield backend
     await backend.aclose()
@@ -268,7 +269,7 @@ async def test_pid_namespace_shows_only_the_sandbox(sandbox: LocalSandbox) -> No
     pids = json.loads((await sandbox.exec(["python3", "-c", listing])).stdout)
     assert len(pids) == 2 and pids[0] == 1  # the helper and this command
     cmdline = (await sandbox.exec("tr '\\0' ' ' < /proc/1/cmdline")).stdout
-    assert "from _helper.server import main; main()" in cmdline
+    assert cmdline.startswith(f"{helper_argv()[0]} ")  # the helper, C or Python
     assert "pytest" not in (await sandbox.exec("cat /proc/[0-9]*/cmdline")).stdout
 
 

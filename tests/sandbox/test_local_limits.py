@@ -33,7 +33,7 @@ def exists(path: str) -> bool:
 
 
 @pytest.fixture
-async def backend(tmp_path: Path) -> AsyncIterator[LocalBackend]:
+async def backend(tmp_path: Path, helper: str) -> AsyncIterator[LocalBackend]:
     backend = LocalBackend(run_id=new_run_id(), state_dir=tmp_path / "state")
     yield backend
     await backend.aclose()

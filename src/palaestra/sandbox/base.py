@@ -156,6 +156,12 @@ class Sandbox(abc.ABC):
         argv = ["bash", "-c", cmd] if isinstance(cmd, str) else list(cmd)
         if not argv:
             raise ValueError("empty command")
+        texts = [*argv, *(env or {}), *(env or {}).values(), cwd or ""]
+        if any("\0" in text for text in texts):
+            raise ValueError("a command's arguments, environment and cwd cannot contain NUL")
+        for name in env or {}:
+            if not name or "=" in name:
+                raise ValueError(f"environment variable name {name!r}: it cannot be empty or hold '='")
         data = stdin.encode() if isinstance(stdin, str) else stdin
         command = Command(argv, timeout, cwd, env or {}, user, data, output_limit)
         return await self._run(command)

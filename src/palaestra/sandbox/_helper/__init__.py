@@ -1,5 +1,11 @@
 """The sandbox's pid 1: it runs commands for the host and reaps orphans.
 
+This package is the helper's specification and its Python implementation. Sandboxes start its
+C twin (:mod:`palaestra.sandbox._helper_c`, a static binary built into the runtime bundle: no
+interpreter start, about 8 ms less per sandbox) unless no C compiler was found or
+``$PALAESTRA_HELPER`` says ``python`` (:mod:`palaestra.sandbox.helper_runtime`). Both speak the
+protocol below; a change here is a change there, and the sandbox tests run both.
+
 This package is not imported by palaestra to run it: a Python inside the sandbox imports it.
 bubblewrap (local backend) or Docker (docker backend) mounts the helper's runtime bundle
 (:mod:`palaestra.sandbox.helper_runtime`: the host's interpreter, its libraries and loader, the

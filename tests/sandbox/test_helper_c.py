@@ -1,0 +1,109 @@
+"""The C helper: built into the runtime bundle and started by default, the Python helper as the
+fallback, and the bytes both pass to a command (arguments, environment, working directory)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from palaestra.sandbox import SandboxSpec
+from palaestra.sandbox.helper_runtime import C_HELPER, helper_argv, helper_kind, helper_runtime
+from palaestra.sandbox.local import LocalBackend, LocalSandbox
+from tests.sandbox.conftest import new_run_id
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0, reason="the local backend needs bubblewrap, as root"
+)
+
+#: Prints the bytes of its first argument, its V variable and its working directory in hex.
+HEX = 'printf %s "$1" | od -An -tx1; printf %s "$V" | od -An -tx1; pwd | od -An -tx1'
+
+
+def test_the_c_helper_is_built_static_and_started_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PALAESTRA_HELPER", raising=False)
+    binary = helper_runtime() / C_HELPER
+    assert helper_kind() == "c", (helper_runtime() / f"{C_HELPER}.failed").read_text()
+    assert helper_argv('{"k":1}') == [f"/.palaestra/{C_HELPER}", '{"k":1}']
+    # Static: it runs in images with no C library, or another one (musl).
+    ldd = subprocess.run(["ldd", str(binary)], capture_output=True, text=True)
+    assert "not a dynamic executable" in ldd.stdout + ldd.stderr
+
+
+def test_the_c_helper_compiles_without_warnings(tmp_path: Path) -> None:
+    from palaestra.sandbox._helper.shell import SCRIPT
+    from palaestra.sandbox.helper_runtime import _HELPER_C, _c_string
+
+    (tmp_path / "shell_script.h").write_text(f"#define SHELL_SCRIPT {_c_string(SCRIPT)}\n")
+    sources = sorted(str(path) for path in _HELPER_C.glob("*.c"))
+    flags = ["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-fsyntax-only"]
+    res = subprocess.run(["cc", *flags, "-I", str(tmp_path), *sources], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+
+
+def _kind_in_fresh_process(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """helper_kind() in a new process whose bundle is built in ``tmp_path`` with ``env``."""
+    code = "from palaestra.sandbox.helper_runtime import helper_kind; print(helper_kind())"
+    full = {**os.environ, "PALAESTRA_HELPER_DIR": str(tmp_path), **env}
+    return subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True)
+
+
+def test_without_a_compiler_sandboxes_fall_back_to_python_and_say_so(tmp_path: Path) -> None:
+    auto = _kind_in_fresh_process(tmp_path, CC="/bin/false", PALAESTRA_HELPER="")
+    assert auto.returncode == 0, auto.stderr
+    assert auto.stdout.strip() == "python"
+    assert "the sandbox helper runs on Python" in auto.stderr and "gcc" in auto.stderr
+    forced = _kind_in_fresh_process(tmp_path, CC="/bin/false", PALAESTRA_HELPER="c")
+    assert forced.returncode != 0
+    assert "PALAESTRA_HELPER=c, but the C helper could not be built (/bin/false" in forced.stderr
+    bogus = _kind_in_fresh_process(tmp_path, PALAESTRA_HELPER="rust")
+    assert "PALAESTRA_HELPER='rust' is not a helper: use c, python or unset it" in bogus.stderr
+
+
+@pytest.fixture
+async def sandbox(tmp_path: Path, helper: str) -> AsyncIterator[LocalSandbox]:
+    backend = LocalBackend(run_id=new_run_id(), state_dir=tmp_path / "state")
+    try:
+        async with await backend.create(SandboxSpec(writable_dirs=("/tmp",))) as made:
+            yield made
+    finally:
+        await backend.aclose()
+
+
+async def test_arguments_environment_and_cwd_arrive_as_the_same_bytes(
+    sandbox: LocalSandbox,
+) -> None:
+    # Not UTF-8 (\udcff is the byte 0xff, as Python's surrogateescape writes it), a character
+    # outside the BMP (a surrogate pair in the frame's JSON), an escape and a quote.
+    name = "/tmp/d\udcff\U0001f600"
+    assert (await sandbox.exec(["mkdir", name])).ok
+    res = await sandbox.exec(
+        ["sh", "-c", HEX, "sh", "\udcfe\U0001f600\t\"\\"], env={"V": "é\udcff"}, cwd=name
+    )
+    assert res.ok, res
+    arg, value, cwd = (bytes.fromhex(line) for line in res.stdout.splitlines())
+    assert arg == b"\xfe\xf0\x9f\x98\x80\t\"\\"
+    assert value == "é".encode() + b"\xff"
+    assert cwd == b"/tmp/d\xff\xf0\x9f\x98\x80\n"
+
+
+async def test_a_command_that_cannot_start_is_answered_like_a_shell(sandbox: LocalSandbox) -> None:
+    missing = await sandbox.exec(["no-such-command-x"])
+    assert missing.exit_code == 127 and "no-such-command-x" in missing.stderr
+    assert (await sandbox.exec(["/tmp"])).exit_code == 126
+    nodir = await sandbox.exec(["true"], cwd="/no/such/dir")
+    assert nodir.exit_code == 127 and "/no/such/dir" in nodir.stderr
+
+
+async def test_nul_and_bad_names_are_refused_before_the_helper(sandbox: LocalSandbox) -> None:
+    with pytest.raises(ValueError, match="cannot contain NUL"):
+        await sandbox.exec(["echo", "a\0b"])
+    with pytest.raises(ValueError, match="cannot contain NUL"):
+        await sandbox.exec(["true"], env={"A": "x\0"})
+    with pytest.raises(ValueError, match="'A=B': it cannot be empty or hold '='"):
+        await sandbox.exec(["true"], env={"A=B": "x"})
+    assert (await sandbox.exec(["echo", "still fine"])).stdout == "still fine\n"
