@@ -4,13 +4,14 @@ Prints figures; asserts nothing. Run: ``.venv/bin/python benchmarks/bench_sandbo
 (as root, with bubblewrap). ``--idle 1000`` holds that many sandboxes at once and reports the
 memory each costs.
 
-0. Baseline: a bare ``bwrap ... python3 -I -S -B -c pass`` (namespaces plus an interpreter),
-   with the host's ``python3`` and, interleaved with it, with the helper's own runtime (the
-   bundle of :mod:`palaestra.sandbox.helper_runtime`, started through its own loader),
-   the floor of any sandbox start on this machine under its current load.
+0. Baselines, interleaved: a bare ``bwrap ... true`` (namespaces alone: the floor of a sandbox
+   whose pid 1 is the C helper) and ``bwrap ... python3 -I -S -B -c pass`` with the helper's
+   own runtime (the bundle of :mod:`palaestra.sandbox.helper_runtime`, started through its own
+   loader: the floor with the Python helper), on this machine under its current load.
 1. Create to first exec: ``create()`` plus one ``exec(["true"])``, one sandbox after another,
-   with the default spec (cgroup with the default pids limit) and with memory, cpu and storage
-   limits. Then the same from a warm pool (``LocalBackend(warm=N)``, ``--warm``) used as RL
+   with the default spec (cgroup with the default pids limit), the C helper and the Python
+   helper alternating (``$PALAESTRA_HELPER``: before and after in one run); then with memory,
+   cpu and storage limits (the default helper). Then the same from a warm pool (``LocalBackend(warm=N)``, ``--warm``) used as RL
    uses it: each sandbox is held for an "episode" of ``--hold-ms`` before it is closed, which
    gives the pool time to refill; the line says how many creates the pool served.
 2. Exec round trip in one sandbox: ``exec(["true"])`` (the helper spawns ``true`` directly) and
@@ -40,7 +41,12 @@ from pathlib import Path
 from headline import headline
 
 from palaestra.sandbox import SandboxSpec
-from palaestra.sandbox.helper_runtime import HELPER_DIR_IN_SANDBOX, helper_python, helper_runtime
+from palaestra.sandbox.helper_runtime import (
+    HELPER_DIR_IN_SANDBOX,
+    helper_kind,
+    helper_python,
+    helper_runtime,
+)
 from palaestra.sandbox.local import LocalBackend, LocalSandbox
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,15 +88,37 @@ def bare_bwrap_argv(interpreter: tuple[str, ...] = ("/usr/bin/python3",)) -> lis
 
 
 async def bare_bwrap(n: int) -> tuple[list[float], list[float]]:
-    """Start times with the host's python3 and with the helper's runtime, interleaved."""
-    argvs = (bare_bwrap_argv(), bare_bwrap_argv(tuple(helper_python())))
+    """Start times of bwrap with ``true`` and with the helper's Python runtime, interleaved."""
+    python = bare_bwrap_argv(tuple(helper_python()))
+    argvs = ([*python[: python.index("--") + 1], "true"], [*python, "-c", "pass"])
     times: tuple[list[float], list[float]] = ([], [])
     for _ in range(n):
         for argv, found in zip(argvs, times, strict=True):
             start = time.perf_counter()
-            proc = await asyncio.create_subprocess_exec(*argv, "-c", "pass")
+            proc = await asyncio.create_subprocess_exec(*argv)
             await proc.wait()
             found.append(time.perf_counter() - start)
+    return times
+
+
+async def by_helper(
+    backend: LocalBackend, spec: SandboxSpec, n: int
+) -> dict[str, tuple[list[float], list[float]]]:
+    """Start and close times of ``n`` sandboxes with each helper, alternating."""
+    times: dict[str, tuple[list[float], list[float]]] = {"c": ([], []), "python": ([], [])}
+    saved = os.environ.get("PALAESTRA_HELPER")
+    try:
+        for _ in range(n):
+            for kind, (starts, closes) in times.items():
+                os.environ["PALAESTRA_HELPER"] = kind
+                more_starts, more_closes = await create_to_first_exec(backend, spec, 1)
+                starts += more_starts
+                closes += more_closes
+    finally:
+        if saved is None:
+            os.environ.pop("PALAESTRA_HELPER", None)
+        else:
+            os.environ["PALAESTRA_HELPER"] = saved
     return times
 
 
@@ -210,12 +238,16 @@ async def main(
         await (await backend.create(spec)).close()  # warm caches, reclaim once
 
         figures = {}
-        host_python, own_runtime = await bare_bwrap(sandboxes)
-        figures["bwrap_p50_ms"] = report("baseline: bare bwrap + python3 -I -S -B", host_python)
-        figures["bwrap_runtime_p50_ms"] = report("same, the helper's runtime (bundle)", own_runtime)
-        starts, closes = await create_to_first_exec(backend, spec, sandboxes)
-        figures["create_p50_ms"] = report("create -> first exec (default spec)", starts)
-        figures["close_p50_ms"] = report("close (default spec)", closes)
+        bare, runtime = await bare_bwrap(sandboxes)
+        figures["bwrap_p50_ms"] = report("baseline: bare bwrap + true", bare)
+        figures["bwrap_python_p50_ms"] = report("baseline: bwrap + the bundle's python3", runtime)
+        times = await by_helper(backend, spec, sandboxes)
+        default = helper_kind()
+        for kind, (starts, closes) in times.items():
+            key = "" if kind == default else f"_{kind}_helper"
+            label = f"{kind} helper{', the default' if kind == default else ''}"
+            figures[f"create{key}_p50_ms"] = report(f"create -> first exec ({label})", starts)
+            figures[f"close{key}_p50_ms"] = report(f"close ({label})", closes)
         limited = SandboxSpec(memory_mb=512, cpus=1, storage_mb=256)
         starts, closes = await create_to_first_exec(backend, limited, sandboxes)
         figures["create_limits_p50_ms"] = report(
