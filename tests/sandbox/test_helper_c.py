@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from palaestra.sandbox import SandboxSpec
+from palaestra.sandbox import SandboxError, SandboxSpec
 from palaestra.sandbox.helper_runtime import C_HELPER, helper_argv, helper_kind, helper_runtime
 from palaestra.sandbox.local import LocalBackend, LocalSandbox
 from tests.sandbox.conftest import new_run_id
@@ -107,3 +107,23 @@ async def test_nul_and_bad_names_are_refused_before_the_helper(sandbox: LocalSan
     with pytest.raises(ValueError, match="'A=B': it cannot be empty or hold '='"):
         await sandbox.exec(["true"], env={"A=B": "x"})
     assert (await sandbox.exec(["echo", "still fine"])).stdout == "still fine\n"
+
+
+async def test_a_crafted_passwd_uid_never_wraps_to_root(
+    tmp_path: Path, helper: str, test_rootfs: Path
+) -> None:
+    # 2**32 is 0 once cut to a uid_t: a helper that trusted the number would run this as root.
+    backend = LocalBackend(run_id=new_run_id(), state_dir=tmp_path / "state")
+    try:
+        async with await backend.create(SandboxSpec(rootfs=test_rootfs)) as sandbox:
+            line = "evil:x:4294967296:4294967296::/root:/bin/sh"
+            assert (await sandbox.exec(f"echo '{line}' >> /etc/passwd")).ok
+            try:
+                res = await sandbox.exec(["id", "-u"], user="evil")
+            except SandboxError as exc:  # the C helper: no such user
+                assert "no user 'evil'" in str(exc)
+            else:  # the Python helper: the id does not fit, the command does not start
+                assert res.exit_code == 126 and res.stdout == "", res
+            assert (await sandbox.exec(["id", "-u"], user=0)).stdout == "0\n"
+    finally:
+        await backend.aclose()

@@ -20,6 +20,11 @@ static int all_digits(const char *s) {
     return 1;
 }
 
+/* A uid or gid: digits only, below (uid_t)-1 (no wrap-around to 0 from a crafted passwd). */
+static int valid_id(const char *s) {
+    return all_digits(s) && strlen(s) <= 10 && strtoull(s, NULL, 10) < 0xFFFFFFFFull;
+}
+
 /* The first /etc/passwd line naming the user (by name, or by uid when name is NULL). */
 static int passwd_entry(const char *name, long long uid, uid_t *u, gid_t *g, char **home) {
     char *text = read_at(AT_FDCWD, "/etc/passwd");
@@ -37,7 +42,7 @@ static int passwd_entry(const char *name, long long uid, uid_t *u, gid_t *g, cha
             *colon = 0;
             f = colon + 1;
         }
-        if (n == 7 && all_digits(fields[2]) && all_digits(fields[3])) {
+        if (n == 7 && valid_id(fields[2]) && valid_id(fields[3])) {
             long long line_uid = strtoll(fields[2], NULL, 10);
             if (name ? strcmp(fields[0], name) == 0 : line_uid == uid) {
                 *u = (uid_t)line_uid;
@@ -59,12 +64,13 @@ int resolve_user(const Json *user, uid_t *uid, gid_t *gid, char **home, Buf *err
     long long id = 0;
     if (user->type == J_STR && !all_digits(user->str)) {
         name = user->str;
-    } else if (user->type == J_STR) {
+    } else if (user->type == J_STR && valid_id(user->str)) {
         id = strtoll(user->str, NULL, 10);
-    } else if (user->type == J_NUM && user->is_int && user->integer >= 0) {
+    } else if (user->type == J_NUM && user->is_int && user->integer >= 0 &&
+               user->integer < 0xFFFFFFFFll) {
         id = user->integer;
     } else {
-        fail_request(err, "TypeError", "a user is a name or an id");
+        fail_request(err, "ValueError", "a user is a name or an id below 4294967295");
         return -1;
     }
     if (passwd_entry(name, id, uid, gid, home)) return 0;
