@@ -34,9 +34,7 @@ def helper(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
     return str(request.param)
 
 
-@pytest.fixture(
-    params=["local", "local-python", pytest.param("docker", marks=pytest.mark.docker)]
-)
+@pytest.fixture(params=["local", "local-python", pytest.param("docker", marks=pytest.mark.docker)])
 async def backend(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[SandboxBackend]:

@@ -24,7 +24,9 @@ pytestmark = pytest.mark.skipif(
 HEX = 'printf %s "$1" | od -An -tx1; printf %s "$V" | od -An -tx1; pwd | od -An -tx1'
 
 
-def test_the_c_helper_is_built_static_and_started_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_c_helper_is_built_static_and_started_by_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.delenv("PALAESTRA_HELPER", raising=False)
     binary = helper_runtime() / C_HELPER
     assert helper_kind() == "c", (helper_runtime() / f"{C_HELPER}.failed").read_text()
@@ -41,7 +43,9 @@ def test_the_c_helper_compiles_without_warnings(tmp_path: Path) -> None:
     (tmp_path / "shell_script.h").write_text(f"#define SHELL_SCRIPT {_c_string(SCRIPT)}\n")
     sources = sorted(str(path) for path in _HELPER_C.glob("*.c"))
     flags = ["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-fsyntax-only"]
-    res = subprocess.run(["cc", *flags, "-I", str(tmp_path), *sources], capture_output=True, text=True)
+    res = subprocess.run(
+        ["cc", *flags, "-I", str(tmp_path), *sources], capture_output=True, text=True
+    )
     assert res.returncode == 0, res.stderr
 
 
@@ -82,11 +86,11 @@ async def test_arguments_environment_and_cwd_arrive_as_the_same_bytes(
     name = "/tmp/d\udcff\U0001f600"
     assert (await sandbox.exec(["mkdir", name])).ok
     res = await sandbox.exec(
-        ["sh", "-c", HEX, "sh", "\udcfe\U0001f600\t\"\\"], env={"V": "é\udcff"}, cwd=name
+        ["sh", "-c", HEX, "sh", '\udcfe\U0001f600\t"\\'], env={"V": "é\udcff"}, cwd=name
     )
     assert res.ok, res
     arg, value, cwd = (bytes.fromhex(line) for line in res.stdout.splitlines())
-    assert arg == b"\xfe\xf0\x9f\x98\x80\t\"\\"
+    assert arg == b'\xfe\xf0\x9f\x98\x80\t"\\'
     assert value == "é".encode() + b"\xff"
     assert cwd == b"/tmp/d\xff\xf0\x9f\x98\x80\n"
 

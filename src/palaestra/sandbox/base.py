@@ -161,7 +161,9 @@ class Sandbox(abc.ABC):
             raise ValueError("a command's arguments, environment and cwd cannot contain NUL")
         for name in env or {}:
             if not name or "=" in name:
-                raise ValueError(f"environment variable name {name!r}: it cannot be empty or hold '='")
+                raise ValueError(
+                    f"environment variable name {name!r}: it cannot be empty or hold '='"
+                )
         data = stdin.encode() if isinstance(stdin, str) else stdin
         command = Command(argv, timeout, cwd, env or {}, user, data, output_limit)
         return await self._run(command)

@@ -44,6 +44,7 @@ import threading
 from pathlib import Path
 
 from palaestra.sandbox._channel import HELPER_BOOT, HELPER_DIR_IN_SANDBOX
+from palaestra.sandbox._helper.shell import SCRIPT
 from palaestra.sandbox.base import SandboxError
 
 #: Changes whenever the bundle's layout does: part of its key.
@@ -95,7 +96,9 @@ def helper_kind() -> str:
     """``"c"`` or ``"python"``: which helper sandboxes start (see the module's docstring)."""
     wanted = os.environ.get("PALAESTRA_HELPER", "").strip().lower()
     if wanted not in ("", "c", "python"):
-        raise SandboxError(f"PALAESTRA_HELPER={wanted!r} is not a helper: use c, python or unset it")
+        raise SandboxError(
+            f"PALAESTRA_HELPER={wanted!r} is not a helper: use c, python or unset it"
+        )
     if wanted == "python":
         return "python"
     runtime = helper_runtime()
@@ -116,7 +119,8 @@ def helper_kind() -> str:
 def _warn_python_helper(reason: str) -> None:
     _log.warning(
         "the sandbox helper runs on Python: its C build failed (%s); each sandbox starts about "
-        "8 ms slower. Install gcc and libc6-dev to build it.", reason
+        "8 ms slower. Install gcc and libc6-dev to build it.",
+        reason,
     )
 
 
@@ -216,8 +220,6 @@ def _build(python: Path, dest: Path) -> None:
 def _build_c_helper(dest: Path) -> None:
     """Compile the C helper, statically linked, into the bundle; when that fails, say why in
     :data:`C_HELPER_FAILED` (sandboxes then start the Python helper)."""
-    from palaestra.sandbox._helper.shell import SCRIPT
-
     compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if not compiler:
         (dest / C_HELPER_FAILED).write_text("no C compiler: neither $CC, cc nor gcc\n")
