@@ -3,6 +3,7 @@ fallback, and the bytes both pass to a command (arguments, environment, working 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -131,3 +132,95 @@ async def test_a_crafted_passwd_uid_never_wraps_to_root(
             assert (await sandbox.exec(["id", "-u"], user=0)).stdout == "0\n"
     finally:
         await backend.aclose()
+
+
+class _Driver:
+    """Talks to a helper binary started directly (no sandbox: never ``kill_all``, which would
+    reach the host's processes). Request ids are large and random, so the process markers of a
+    ``cancel`` name nothing else on the host."""
+
+    def __init__(self, binary: Path) -> None:
+        env = {"PATH": "/usr/bin:/bin", "HOME": "/root", "ASAN_OPTIONS": "detect_leaks=1"}
+        self.proc = subprocess.Popen(
+            [str(binary)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, env=env, cwd="/tmp",
+        )  # fmt: skip
+        self.next_id = int.from_bytes(os.urandom(4)) + 10**10
+        assert self.answer() == ({"id": 0}, b"")
+
+    def request(self, head: dict, blob: bytes = b"") -> int:
+        self.next_id += 1
+        self.send({"id": self.next_id, **head}, blob)
+        return self.next_id
+
+    def send(self, head: dict, blob: bytes = b"") -> None:
+        from palaestra.sandbox._helper import encode_frame
+
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(encode_frame(head, blob))
+        self.proc.stdin.flush()
+
+    def answer(self) -> tuple[dict, bytes]:
+        from palaestra.sandbox._helper import HEADER
+
+        assert self.proc.stdout is not None
+        head_len, blob_len = HEADER.unpack(self.proc.stdout.read(HEADER.size))
+        return json.loads(self.proc.stdout.read(head_len)), self.proc.stdout.read(blob_len)
+
+    def run(self, head: dict, blob: bytes = b"") -> tuple[dict, bytes]:
+        sent = self.request(head, blob)
+        answer = self.answer()
+        assert answer[0]["id"] == sent, answer
+        return answer
+
+
+def test_the_c_helper_under_address_and_undefined_behaviour_sanitizers(tmp_path: Path) -> None:
+    """The protocol's paths, with bad input from the host and junk from the sandbox, in a build
+    that stops at the first memory error, leak or undefined behaviour."""
+    from palaestra.sandbox._helper.shell import SCRIPT
+    from palaestra.sandbox.helper_runtime import _HELPER_C, _c_string
+
+    (tmp_path / "shell_script.h").write_text(f"#define SHELL_SCRIPT {_c_string(SCRIPT)}\n")
+    binary = tmp_path / "helper-sanitized"
+    flags = ["-std=gnu11", "-g", "-O1", "-fsanitize=address,undefined", "-fno-sanitize-recover"]
+    # exit(), not _exit(), at the end of the helper's input: LeakSanitizer runs at exit
+    flags += ["-D_exit(code)=exit(code)", "-I", str(tmp_path), "-o", str(binary)]
+    build = subprocess.run(["cc", *flags, *map(str, sorted(_HELPER_C.glob("*.c")))],
+                           capture_output=True, text=True)  # fmt: skip
+    assert build.returncode == 0, build.stderr
+    helper = _Driver(binary)
+    base = {"cwd": "/tmp", "env": {}, "user": None, "timeout": 10, "limit": 100, "stdin": False}
+    head, out = helper.run(
+        {"op": "exec", "argv": ["sh", "-c", "echo hi; echo e >&2; exit 3"], **base}
+    )
+    assert (head["exit_code"], head["stdout_len"], out) == (3, 3, b"hi\ne\n")
+    head, out = helper.run({"op": "exec", "argv": ["cat"], **base, "stdin": True}, b"x" * 300_000)
+    assert head["truncated"] and out == b"x" * 100
+    head, _ = helper.run({"op": "exec", "argv": ["sleep", "9"], **base, "timeout": 0.2})
+    assert head["timed_out"] and head["exit_code"] is None
+    head, out = helper.run({"op": "exec", "argv": ["printf", "%s", "\udcff\U0001f600"], **base})
+    assert out == b"\xff\xf0\x9f\x98\x80"
+    assert helper.run({"op": "exec", "argv": ["no-such-cmd-y"], **base})[0]["exit_code"] == 127
+    sleeping = helper.request({"op": "exec", "argv": ["sleep", "9"], **base})
+    helper.send({"op": "cancel", "id": sleeping})
+    assert helper.answer()[0]["exit_code"] == -9
+    assert "unknown op" in helper.run({"op": "bogus"})[0]["error"]
+    assert (
+        "no user"
+        in helper.run({"op": "exec", "argv": ["true"], **base, "user": "nx-u"})[0]["error"]
+    )
+    shell = {"op": "shell_run", "shell": "s", **base}
+    assert helper.run(shell, b"cd /usr; X=1; echo $X")[1] == b"1\n"
+    assert helper.run({**shell, "timeout": 0.3}, b"sleep 9")[0]["timed_out"]
+    assert helper.run(shell, b"echo $X; exit 4") == (
+        {"id": helper.next_id, "exit_code": 4, "timed_out": False, "truncated": False,
+         "oom_killed": False, "stdout_len": 2}, b"1\n")  # fmt: skip
+    for junk in ("R0 0000\\n", "X1 x\\n\\0\\0", "R" * 200, "\\nR5 ", "R123456789012 t\\n\\n"):
+        assert helper.run(shell, f"printf '{junk}' >&61; echo ok".encode())[1] == b"ok\n"
+    assert helper.run({**shell, "limit": 10}, b"seq 1 1000")[0]["truncated"]
+    assert helper.run({"op": "shell_close", "shell": "s"})[0] == {"id": helper.next_id}
+    assert helper.proc.stdin is not None
+    helper.proc.stdin.close()
+    assert helper.proc.wait(30) == 0
+    assert helper.proc.stderr is not None
+    assert "Sanitizer" not in (errors := helper.proc.stderr.read().decode()), errors
