@@ -20,11 +20,12 @@ static int signal_fd = -1;
 
 static void send_error(const Json *head, const Buf *err) {
     const Json *id = json_get(head, "id");
-    Buf out = {0};
-    if (id && id->type == J_NUM && id->is_int)
-        buf_addf(&out, "{\"id\":%lld,\"error\":", id->integer);
-    else
-        buf_adds(&out, "{\"id\":null,\"error\":");
+    if (id && id->type == J_NUM && id->is_int) {
+        send_id(id->integer, err->data);
+        return;
+    }
+    Buf out = {0}; /* a request without an id: answered with a null one */
+    buf_adds(&out, "{\"id\":null,\"error\":");
     json_quote(&out, err->data, err->len);
     buf_adds(&out, "}");
     send_frame(&out, NULL, 0);

@@ -245,12 +245,7 @@ static void begin(Shell *s, const char *head_text, size_t head_len, const char *
             if (not_started) {
                 answer_not_started(s->run_id, err_errno, &err);
             } else { /* an unknown user...: the request's error */
-                Buf out = {0};
-                buf_addf(&out, "{\"id\":%lld,\"error\":", s->run_id);
-                json_quote(&out, err.data, err.len);
-                buf_adds(&out, "}");
-                send_frame(&out, NULL, 0);
-                buf_free(&out);
+                send_id(s->run_id, err.data);
             }
             buf_free(&err);
             json_free(head);
