@@ -135,17 +135,18 @@ async def test_a_crafted_passwd_uid_never_wraps_to_root(
 
 
 class _Driver:
-    """Talks to a helper binary started directly (no sandbox: never ``kill_all``, which would
-    reach the host's processes). Request ids are large and random, so the process markers of a
-    ``cancel`` name nothing else on the host."""
+    """Talks to a helper binary started as pid 1 of a pid namespace of its own, on the host's
+    file system: its kills (a cancel, a timeout, ``kill_all``) reach only what it started."""
 
     def __init__(self, binary: Path) -> None:
         env = {"PATH": "/usr/bin:/bin", "HOME": "/root", "ASAN_OPTIONS": "detect_leaks=1"}
+        isolated = ["bwrap", "--dev-bind", "/", "/", "--unshare-pid", "--proc", "/proc"]
+        isolated += ["--die-with-parent", "--as-pid-1", "--chdir", "/tmp", "--"]
         self.proc = subprocess.Popen(
-            [str(binary)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, env=env, cwd="/tmp",
+            [*isolated, str(binary)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, env=env,
         )  # fmt: skip
-        self.next_id = int.from_bytes(os.urandom(4)) + 10**10
+        self.next_id = 1000
         assert self.answer() == ({"id": 0}, b"")
 
     def request(self, head: dict, blob: bytes = b"") -> int:
@@ -176,7 +177,7 @@ class _Driver:
 
 def test_the_c_helper_under_address_and_undefined_behaviour_sanitizers(tmp_path: Path) -> None:
     """The protocol's paths, with bad input from the host and junk from the sandbox, in a build
-    that stops at the first memory error, leak or undefined behaviour."""
+    that stops at the first memory error, leak or undefined behaviour, as pid 1."""
     from palaestra.sandbox._helper.shell import SCRIPT
     from palaestra.sandbox.helper_runtime import _HELPER_C, _c_string
 
@@ -219,6 +220,11 @@ def test_the_c_helper_under_address_and_undefined_behaviour_sanitizers(tmp_path:
         assert helper.run(shell, f"printf '{junk}' >&61; echo ok".encode())[1] == b"ok\n"
     assert helper.run({**shell, "limit": 10}, b"seq 1 1000")[0]["truncated"]
     assert helper.run({"op": "shell_close", "shell": "s"})[0] == {"id": helper.next_id}
+    background = {"op": "exec", "argv": ["sh", "-c", "(setsid sleep 9 &); sleep 9 &"], **base}
+    assert helper.run(background)[0]["exit_code"] == 0
+    assert helper.run({"op": "kill_all"})[0] == {"id": helper.next_id}
+    ps = "for p in /proc/[0-9]*; do cat $p/comm; done"
+    assert b"sleep" not in helper.run({"op": "exec", "argv": ["sh", "-c", ps], **base})[1]
     assert helper.proc.stdin is not None
     helper.proc.stdin.close()
     assert helper.proc.wait(30) == 0
