@@ -310,8 +310,12 @@ async def test_the_janitor_kills_a_bwrap_child_orphaned_mid_start(state_dir: Pat
 
 
 EXITING_OWNER = """
-import asyncio, os, sys
+import asyncio, os, signal, sys
 from palaestra.sandbox.base import SandboxSpec
+
+# A runner under nohup passes SIGHUP on ignored; an owner started that way would (rightly) keep
+# ignoring it. The test is of an owner that SIGHUP ends.
+signal.signal(signal.SIGHUP, signal.SIG_DFL)
 from palaestra.sandbox.local import LocalBackend
 
 async def main(state_dir, run_id, marker, fate):
