@@ -49,7 +49,9 @@ static void answer(Shell *s, int status) {
     capture_free(&s->run);
 }
 
-void shell_free(Shell *s) {
+/* Close the message and status pipes; the output pipes, held open by what escaped the kill,
+ * are drained and their output dropped. */
+static void let_go_of_pipes(Shell *s) {
     for (int i = 0; i < 2; i++) {
         int fd = i ? s->reports : s->messages;
         if (fd >= 0) {
@@ -58,6 +60,12 @@ void shell_free(Shell *s) {
         }
         if (s->outputs[i] >= 0) H.watches[s->outputs[i]].owner = NULL;
     }
+    s->messages = s->reports = -1;
+    s->outputs[0] = s->outputs[1] = -1;
+}
+
+void shell_free(Shell *s) {
+    let_go_of_pipes(s);
     if (s->has_run) { /* its bash outlived the kill: the run still gets its answer */
         s->proc.timed_out = 1;
         answer(s, 0);
@@ -307,17 +315,8 @@ void shell_settle(Shell *s) {
         add_leftover(s->proc.cgroup);
         remove_cgroups_leftover();
     }
-    for (int i = 0; i < 2; i++) {
-        int fd = i ? s->reports : s->messages;
-        if (fd >= 0) {
-            if (watched(fd)) unwatch(fd);
-            close(fd);
-        }
-        /* held open by what escaped the kill: drain, discard */
-        if (s->outputs[i] >= 0) H.watches[s->outputs[i]].owner = NULL;
-    }
-    s->proc.pid = 0, s->proc.cgroup[0] = 0, s->messages = s->reports = -1;
-    s->outputs[0] = s->outputs[1] = -1;
+    let_go_of_pipes(s);
+    s->proc.pid = 0, s->proc.cgroup[0] = 0;
     s->outbox.len = s->inbox.len = 0;
     s->scanned = 0, s->saving = s->exiting = 0;
     if (s->waiting_head) {
