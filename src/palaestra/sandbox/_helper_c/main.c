@@ -34,7 +34,8 @@ static void send_error(const Json *head, const Buf *err) {
 
 /* -- exec ------------------------------------------------------------------------------------ */
 
-static int start_command(const Json *head, const char *blob, size_t blob_len, Buf *err) {
+/* Starts an exec; its stdin, when it has one, takes *blob (the request's copy, not copied again). */
+static int start_command(const Json *head, char **blob, size_t blob_len, Buf *err) {
     const Json *argv_json = json_get(head, "argv"), *limit = json_get(head, "limit");
     const Json *timeout = json_get(head, "timeout"), *with_stdin = json_get(head, "stdin");
     const Json *id = json_get(head, "id");
@@ -91,7 +92,8 @@ static int start_command(const Json *head, const char *blob, size_t blob_len, Bu
         watch(cmd->fds[i], W_OUTPUT, cmd);
     }
     if (cmd->in_fd >= 0) {
-        cmd->stdin_data = xstrndup(blob, blob_len);
+        cmd->stdin_data = *blob;
+        *blob = NULL;
         cmd->stdin_len = blob_len;
         set_nonblocking(cmd->in_fd);
         watch(cmd->in_fd, W_STDIN, cmd);
@@ -164,7 +166,7 @@ int on_output(int fd) {
 
 /* -- requests -------------------------------------------------------------------------------- */
 
-static void handle(const Json *head, const char *blob, size_t blob_len, const char *head_text,
+static void handle(const Json *head, char **blob, size_t blob_len, const char *head_text,
                    size_t head_len) {
     const Json *op = json_get(head, "op"), *id = json_get(head, "id");
     Buf err = {0};
@@ -189,7 +191,7 @@ static void handle(const Json *head, const char *blob, size_t blob_len, const ch
             rc = -1;
         } else if (name[6] == 'r') {
             Shell *s = shell_get(shell->str, 1);
-            rc = shell_start_run(s, head_text, head_len, blob, blob_len, &err);
+            rc = shell_start_run(s, head_text, head_len, *blob, blob_len, &err);
         } else {
             Shell *s = shell_get(shell->str, 0);
             if (s) {
@@ -232,7 +234,7 @@ static void on_request(void) {
         char *head_text = xstrndup(H.inbox.data + 8, head_len);
         char *blob = xstrndup(H.inbox.data + 8 + head_len, blob_len);
         buf_drop(&H.inbox, end);
-        handle(head, blob, blob_len, head_text, head_len);
+        handle(head, &blob, blob_len, head_text, head_len);
         free(blob);
         free(head_text);
         json_free(head);
