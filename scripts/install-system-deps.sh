@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs the system packages palaestra needs when missing: bubblewrap for the local sandbox
-# (required); gcc and libc6-dev to build the sandbox helper in C (recommended: installed with the
+# Installs the system packages palaestra needs when missing: bubblewrap and libseccomp2 for the
+# local sandbox (required); gcc and libc6-dev to build the sandbox helper in C (recommended: installed with the
 # required ones as root); tmux (terminus scaffold), chromium (report test), docker.io, debootstrap,
 # xfsprogs and btrfs-progs (docker backend) and the toolchains of the generated C, Rust, Go,
 # Node.js and PostgreSQL families are optional: their tests skip without them (CI installs them,
@@ -11,6 +11,11 @@ required_only=false
 [ "${1:-}" = "--required-only" ] && required_only=true
 missing=()
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
+# the local sandbox's seccomp filter is compiled by libseccomp (through PyPI's pyseccomp)
+if command -v dpkg-query >/dev/null 2>&1 &&
+  ! dpkg-query -W -f '${Status}' libseccomp2 2>/dev/null | grep -q 'ok installed'; then
+  missing+=(libseccomp2)
+fi
 # the built-in tasks' Dockerfiles `apt-get install python3`: the local backend replays that
 # without an image build when the host has the Debian package (a pyenv/conda Python is not it)
 if command -v dpkg-query >/dev/null 2>&1 &&

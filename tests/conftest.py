@@ -18,6 +18,7 @@ from __future__ import annotations
 import glob
 import os
 import textwrap
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -71,6 +72,18 @@ def _leaks(tmp_root: str) -> dict[str, list[str]]:
         "cgroups": sandbox_cgroups(RUN_PREFIX) + sandbox_cgroups(default_run),
         "mounts": tmpfs_mounts_under(tmp_root),
     }
+
+
+@pytest.fixture
+def tmp_path(tmp_path: Path) -> Path:
+    """pytest's tmp_path, traversable by others (mode 0711 up from /tmp): local sandboxes
+    bind directories of a state directory made in it, and bubblewrap runs as the sandboxes'
+    unprivileged uid, which must reach them (see LocalBackend)."""
+    for path in (tmp_path, *tmp_path.parents):
+        if path == Path(tempfile.gettempdir()) or path == path.parent:
+            break
+        path.chmod(path.stat().st_mode | 0o011)
+    return tmp_path
 
 
 @pytest.fixture(autouse=True)

@@ -26,6 +26,7 @@ from palaestra.sandbox.base import (
     SandboxSpec,
 )
 from palaestra.sandbox.helper_runtime import helper_argv
+from palaestra.sandbox.local.userns import id_base
 from palaestra.sandbox.local import BASE_ENV, LocalBackend, LocalSandbox
 from tests.procs import bwrap_pids, eventually, host_pids, new_marker
 from tests.sandbox.conftest import new_run_id
@@ -321,6 +322,7 @@ async def test_spec_files_and_mounts(backend: LocalBackend, tmp_path: Path) -> N
     (tmp_path / "ro").mkdir()
     (tmp_path / "ro" / "three.txt").write_text("three")
     (tmp_path / "rw").mkdir()
+    os.chown(tmp_path / "rw", id_base(), id_base())  # the sandbox's root, on the host
     spec = SandboxSpec(
         workdir="/app",
         files={"/app/one.txt": tmp_path / "one.txt", "/tests/tree": tmp_path / "tree"},
@@ -337,6 +339,7 @@ async def test_spec_files_and_mounts(backend: LocalBackend, tmp_path: Path) -> N
         assert (res.stdout, res.exit_code) == ("onetwothree", 0)
         assert not (await sandbox.exec("touch /data/ro/nope")).ok
     assert (tmp_path / "rw" / "x").read_text() == "x\n"
+    assert (tmp_path / "rw" / "x").stat().st_uid == id_base()  # the host sees no root file
 
 
 async def test_bad_specs_are_rejected(backend: LocalBackend, tmp_path: Path) -> None:

@@ -40,7 +40,13 @@ class SandboxClosedError(SandboxError):
 
 @dataclass(frozen=True)
 class Mount:
-    """A host path made visible inside the sandbox."""
+    """A host path made visible inside the sandbox.
+
+    On the local backend the sandbox's ids are an unprivileged range of the host's
+    (:mod:`palaestra.sandbox.local.userns`): it reads and writes a mount as that range's users,
+    so a writable mount must be writable by them (the sandbox's root is host uid
+    ``id_base()``), and what it writes there belongs to them.
+    """
 
     source: Path
     target: str

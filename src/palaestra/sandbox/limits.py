@@ -107,8 +107,11 @@ def _own_cgroup(controller: str) -> str:
     raise OSError(errno.ENOENT, f"no {controller or 'unified'} line in /proc/self/cgroup")
 
 
-def apply_limits(spec: SandboxSpec, cgroup_name: str, backing_dir: Path) -> SandboxLimits:
-    """Make the sandbox's cgroups and disk quota. Blocking: call it from a thread.
+def apply_limits(
+    spec: SandboxSpec, cgroup_name: str, backing_dir: Path, owner: int | None = None
+) -> SandboxLimits:
+    """Make the sandbox's cgroups and disk quota. Blocking: call it from a thread. ``owner``
+    is the host uid of the sandbox's root, to which its tracking cgroup is delegated.
 
     Never raises for a missing mechanism: what cannot be enforced falls back (rlimits) or is
     reported as not enforced in the description. On an error after cgroups were made, they are
@@ -123,9 +126,9 @@ def apply_limits(spec: SandboxSpec, cgroup_name: str, backing_dir: Path) -> Sand
         if version is not None:
             try:
                 if version == 1:
-                    _cgroups_v1(limits, spec, cgroup_name, pids)
+                    _cgroups_v1(limits, spec, cgroup_name, pids, owner)
                 else:
-                    _cgroups_v2(limits, spec, cgroup_name, pids)
+                    _cgroups_v2(limits, spec, cgroup_name, pids, owner)
                 limits.cgroup_version = version
             except OSError as exc:
                 remove_cgroups(limits.cgroups)
@@ -172,7 +175,20 @@ def _make(path: Path, settings: dict[str, str], limits: SandboxLimits) -> None:
         (path / name).write_text(value)
 
 
-def _cgroups_v1(limits: SandboxLimits, spec: SandboxSpec, name: str, pids: int) -> None:
+def _delegate(path: Path, files: tuple[str, ...], owner: int | None) -> None:
+    """Hand the sandbox's tracking cgroup to ``owner``, the host uid of the sandbox's root (see
+    :mod:`.local.userns`), whose helper makes a child cgroup per command there and moves the
+    command in: the directory itself and, on v2, the files a move writes (cgroup v2's
+    delegation model). The limits' files stay the host root's."""
+    if owner is None:
+        return
+    for name in ("", *files):
+        os.chown(path / name if name else path, owner, owner)
+
+
+def _cgroups_v1(
+    limits: SandboxLimits, spec: SandboxSpec, name: str, pids: int, owner: int | None
+) -> None:
     dirs = {
         c: CGROUP_ROOT / c / _own_cgroup(c).lstrip("/") / "palaestra" / name
         for c in _V1_CONTROLLERS
@@ -192,6 +208,7 @@ def _cgroups_v1(limits: SandboxLimits, spec: SandboxSpec, name: str, pids: int) 
     # accounting, and a cpu cgroup makes the sandbox one scheduling entity among the host's.
     _make(dirs["pids"], {"pids.max": str(pids)}, limits)
     _make(dirs["freezer"], {}, limits)
+    _delegate(dirs["freezer"], (), owner)
     track = os.open(dirs["freezer"], os.O_RDONLY | os.O_DIRECTORY)
     limits.pass_fds = (track,)
     limits.helper.update(track_fd=track, kill="freezer")
@@ -204,7 +221,9 @@ def _cgroups_v1(limits: SandboxLimits, spec: SandboxSpec, name: str, pids: int) 
         limits.helper.update(oom_fd=oom, oom_file="memory.oom_control")
 
 
-def _cgroups_v2(limits: SandboxLimits, spec: SandboxSpec, name: str, pids: int) -> None:
+def _cgroups_v2(
+    limits: SandboxLimits, spec: SandboxSpec, name: str, pids: int, owner: int | None
+) -> None:
     parent = CGROUP_ROOT / _own_cgroup("").lstrip("/") / "palaestra"
     parent.mkdir(exist_ok=True)  # left in place: concurrent creators share it
     wanted = {"memory", "pids", "cpu"}
@@ -222,6 +241,7 @@ def _cgroups_v2(limits: SandboxLimits, spec: SandboxSpec, name: str, pids: int) 
         settings["cpu.max"] = f"{round(spec.cpus * CPU_PERIOD_US)} {CPU_PERIOD_US}"
     path = parent / name
     _make(path, settings, limits)
+    _delegate(path, ("cgroup.procs", "cgroup.threads"), owner)
     track = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     limits.pass_fds = (track,)
     limits.helper.update(

@@ -25,13 +25,8 @@ sandbox's files copied while it is frozen, to restore from).
 """
 
 from palaestra.sandbox.local.backend import DEFAULT_STATE_DIR, WARM_ENV, LocalBackend
-from palaestra.sandbox.local.layout import (
-    BASE_ENV,
-    CAPABILITIES,
-    ETC_SECRETS,
-    EXTRA_WRITABLE_DIRS,
-    SYSTEM_DIRS,
-)
+from palaestra.sandbox.local.bwrap import BASE_ENV, CAPABILITIES, ETC_SECRETS, SYSTEM_DIRS
+from palaestra.sandbox.local.layout import EXTRA_WRITABLE_DIRS
 from palaestra.sandbox.local.sandbox import LocalSandbox
 
 __all__ = [

@@ -27,7 +27,15 @@ from palaestra.sandbox.janitor import (
     reclaim_leftovers,
 )
 from palaestra.sandbox.limits import favor_dynamic_moves
-from palaestra.sandbox.local.layout import bwrap_args, files_to_copy, populate, writable_dirs
+from palaestra.sandbox.local.bwrap import bwrap_command
+from palaestra.sandbox.local.layout import (
+    bind_sources,
+    files_to_copy,
+    open_to_the_sandboxes,
+    populate,
+    writable_binds,
+    writable_dirs,
+)
 from palaestra.sandbox.local.pool import WarmPools
 from palaestra.sandbox.local.sandbox import LocalSandbox, in_thread
 from palaestra.sandbox.local.snapshot import LocalSnapshot
@@ -119,6 +127,7 @@ class LocalBackend(SandboxBackend):
     async def _start_up(self) -> None:
         clean_up_at_exit(_close_all_now)
         await asyncio.to_thread(reclaim_leftovers, self.state_dir)
+        await asyncio.to_thread(open_to_the_sandboxes, self.state_dir)
         if os.geteuid() == 0:
             moves = await asyncio.to_thread(favor_dynamic_moves)
             log.debug("cgroup2 favordynmods: %s", moves)
@@ -174,7 +183,11 @@ class LocalBackend(SandboxBackend):
                 cgroups=sandbox._limits.cgroups,
                 mounts=sandbox._limits.mounts,
             )
-            await sandbox._start(bwrap_args(spec, sandbox_dir, writable, sandbox._limits))
+            root = sandbox_dir / "root" if spec.rootfs is not None else None
+            binds = writable_binds(sandbox_dir, writable)
+            sources = bind_sources(spec, sandbox_dir)
+            command = bwrap_command(spec, root, binds, sources, sandbox._limits)
+            await sandbox._start(command)
             sandbox._meta = meta = dataclasses.replace(meta, bwrap_pid=sandbox.bwrap_pid)
             await in_thread(meta.write, sandbox_dir)
         except BaseException:

@@ -1,9 +1,10 @@
-"""The on-disk side of a local sandbox: its directory, its writable directories, and the
-bubblewrap command line that builds its file system.
+"""The on-disk side of a local sandbox: its directory, its writable directories and files,
+owned by the sandbox's id range (:mod:`.userns`). bubblewrap's command line is :mod:`.bwrap`.
 
 A sandbox lives in ``<state_dir>/<run_id>/<sandbox_id>/``: ``meta.json`` (its record for the
 janitor), ``fs/`` (the host directories behind its writable directories, and a root
-filesystem's writable layer) and ``root/`` (the overlay a root filesystem runs on). The helper
+filesystem's writable layer), ``lower/`` (an idmapped view of the root filesystem) and ``root/``
+(the overlay of the two that the sandbox runs on). The helper
 runs on its own runtime (:mod:`palaestra.sandbox.helper_runtime`), bound read-only at
 ``/.palaestra``: a root filesystem needs no Python of its own. The functions that touch the disk
 are blocking: callers run them in a thread.
@@ -13,50 +14,31 @@ from __future__ import annotations
 
 import dataclasses
 import errno
-import functools
-import json
 import os
-import posixpath
 import shutil
-import stat
 from pathlib import Path
 
-from palaestra.sandbox._channel import HELPER_DIR_IN_SANDBOX, sandbox_path
-from palaestra.sandbox.base import SandboxSpec, SandboxSpecError, is_within
-from palaestra.sandbox.helper_runtime import helper_argv, helper_runtime
+from palaestra.sandbox._channel import sandbox_path
+from palaestra.sandbox.base import SandboxError, SandboxSpec, SandboxSpecError, is_within
+from palaestra.sandbox.helper_runtime import helper_runtime
 from palaestra.sandbox.janitor import RUN_ID_LABEL, SandboxMeta, remove_sandbox_dir
 from palaestra.sandbox.limits import SandboxLimits, apply_limits, mounts_under, unmount
 from palaestra.sandbox.limits import mount as mount_fs
 from palaestra.sandbox.limits import release as release_limits
+from palaestra.sandbox.local.bwrap import system_dir_args
+from palaestra.sandbox.local.seccomp import seccomp_program
 from palaestra.sandbox.local.snapshot import OVERLAY_DIR, copy_into
+from palaestra.sandbox.local.userns import (
+    id_base,
+    idmapped_clone,
+    shift_into_range,
+    shift_into_range_one,
+)
 
-#: Host directories bound read-only at the same place (symlinks are recreated as symlinks);
-#: /etc is filtered.
-SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32", "/etc", "/opt")
-#: Never shown from the host's /etc, whatever their permissions.
-ETC_SECRETS = frozenset({
-    "shadow", "shadow-", "gshadow", "gshadow-", "sudoers", "sudoers.d", "master.passwd",
-    "opasswd", "private", "krb5.keytab", "credstore", "credstore.encrypted", "wireguard",
-    "system-connections",
-})  # fmt: skip
+_MS_BIND, _MS_REC = 4096, 16384
 #: Always writable besides the spec's directories; HOME is /root.
 EXTRA_WRITABLE_DIRS = ("/root", "/var/tmp")
 STICKY_DIRS = frozenset({"/tmp", "/var/tmp"})
-BASE_ENV = {
-    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-    "HOME": "/root",
-    "LANG": "C.UTF-8",
-    "TERM": "dumb",
-}
-#: Docker's default capability set minus CAP_MKNOD (a block device node would reach the host's
-#: disks: there is no device cgroup here), CAP_NET_RAW and CAP_SETPCAP (bwrap, run as root,
-#: leaves the bounding set full; with no_new_privs, which bwrap sets, and without SETPCAP,
-#: nothing can regain a capability). Root inside keeps root's file access and can switch
-#: users, but cannot mount, ptrace, load modules or change the clock.
-CAPABILITIES = (
-    "CAP_AUDIT_WRITE", "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL",
-    "CAP_NET_BIND_SERVICE", "CAP_SETFCAP", "CAP_SETGID", "CAP_SETUID", "CAP_SYS_CHROOT",
-)  # fmt: skip
 
 
 def writable_dirs(spec: SandboxSpec) -> list[str]:
@@ -65,6 +47,11 @@ def writable_dirs(spec: SandboxSpec) -> list[str]:
     if "/" in dirs:
         raise SandboxSpecError("the local backend cannot make / writable; list subdirectories")
     return sorted(dirs)
+
+
+def writable_binds(sandbox_dir: Path, writable: list[str]) -> list[tuple[Path, str]]:
+    """(host directory, target) of each writable directory that needs a bind of its own."""
+    return [(_backing(sandbox_dir, path), path) for path in _outermost(writable)]
 
 
 def _outermost(dirs: list[str]) -> list[str]:
@@ -94,6 +81,26 @@ def _backing(sandbox_dir: Path, path: str) -> Path:
     return sandbox_dir / "fs" / path.lstrip("/")
 
 
+def open_to_the_sandboxes(state_dir: Path) -> None:
+    """Let the sandboxes' uid (bwrap runs as it) pass through ``state_dir`` to the
+    directories bound from it, without listing it: mode 0711, as :func:`populate` makes it
+    (and as a state directory made before sandboxes had a uid of their own becomes here).
+    Raises SandboxError when a directory above it is closed to others. Blocking."""
+    real = Path(os.path.realpath(state_dir))
+    for parent in reversed(real.parents):
+        if not os.stat(parent).st_mode & 0o001:
+            raise SandboxError(
+                f"local sandboxes cannot use the state directory {state_dir}: {parent} is closed "
+                "to other users, and bubblewrap runs as the sandboxes' unprivileged uid; choose "
+                f"a state directory others can reach (PALAESTRA_STATE_DIR), or chmod o+x {parent}"
+            )
+    try:
+        if real.stat().st_mode & 0o777 != 0o711:
+            real.chmod(0o711)
+    except FileNotFoundError:
+        pass
+
+
 def populate(
     spec: SandboxSpec,
     sandbox_dir: Path,
@@ -109,7 +116,7 @@ def populate(
     Runs before the sandbox starts, when nothing inside can have planted links yet.
     """
     state_dir = sandbox_dir.parent.parent
-    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    state_dir.mkdir(mode=0o711, parents=True, exist_ok=True)
     for attempt in range(3):
         try:
             sandbox_dir.mkdir(parents=True)
@@ -121,35 +128,75 @@ def populate(
                 raise
     meta.write(sandbox_dir)
     helper_runtime()  # made once, here rather than on the event loop
+    seccomp_program()  # compiled once, likewise
     if spec.rootfs is None:
-        _system_dir_args()
+        system_dir_args()
     else:
         _check_rootfs(Path(spec.rootfs))
     run_id = meta.labels[RUN_ID_LABEL]
-    limits = apply_limits(spec, f"{run_id}.{meta.sandbox_id}", sandbox_dir / "fs")
+    fs = sandbox_dir / "fs"
+    limits = apply_limits(spec, f"{run_id}.{meta.sandbox_id}", fs, owner=id_base())
     try:
+        fs.mkdir(exist_ok=True)
         if seed is not None:
-            (sandbox_dir / "fs").mkdir(exist_ok=True)
-            copy_into([seed / name for name in os.listdir(seed)], sandbox_dir / "fs")
+            copy_into([seed / name for name in os.listdir(seed)], fs)
+        layer = fs / OVERLAY_DIR
         if spec.rootfs is not None:
             # The writable layer lives in fs/ (under the disk quota when there is one); it
             # disappears with the sandbox, the shared read-only rootfs stays as it was.
-            layer = sandbox_dir / "fs" / OVERLAY_DIR
             (layer / "upper").mkdir(parents=True, exist_ok=True)
-            (layer / "work").mkdir()
-            (sandbox_dir / "root").mkdir()
-            mount_fs(
-                "overlay", sandbox_dir / "root", "overlay",
-                f"lowerdir={Path(spec.rootfs).resolve()},upperdir={layer / 'upper'},"
-                f"workdir={layer / 'work'}",
-            )  # fmt: skip
-            limits.mounts.append(str(sandbox_dir / "root"))
-        dataclasses.replace(meta, cgroups=limits.cgroups, mounts=limits.mounts).write(sandbox_dir)
         _make_backing(sandbox_dir, writable, files)
+        # All the sandbox may write belongs to its ids: nothing in it is the host root's.
+        shift_into_range(fs)
+        if spec.rootfs is not None:
+            (layer / "work").mkdir()  # overlayfs's own, used with the mounter's rights only
+            _mount_root(Path(spec.rootfs).resolve(), sandbox_dir, layer, limits)
+        for source, staged in zip(
+            _bind_sources(spec), bind_sources(spec, sandbox_dir), strict=True
+        ):
+            if staged != source:
+                staged.mkdir(parents=True)
+                mount_fs(str(source), staged, "", "", _MS_BIND | _MS_REC)
+                limits.mounts.append(str(staged))
+        dataclasses.replace(meta, cgroups=limits.cgroups, mounts=limits.mounts).write(sandbox_dir)
     except BaseException:
         release_limits(limits)
         raise
     return limits
+
+
+def _bind_sources(spec: SandboxSpec) -> list[Path]:
+    """Host directories bound into the sandbox besides its own: the helper's runtime, then the
+    spec's mounts, in order."""
+    return [helper_runtime(), *(Path(m.source) for m in spec.mounts)]
+
+
+def bind_sources(spec: SandboxSpec, sandbox_dir: Path) -> list[Path]:
+    """Where bwrap finds each of :func:`_bind_sources`: the source itself, or, when the
+    sandbox's unprivileged uid cannot reach it (a directory on the way, such as root's home,
+    is closed to others), a bind mount of it that :func:`populate` makes in the sandbox's
+    directory (bwrap resolves every source as that uid, even one passed as a descriptor)."""
+    found = []
+    for index, source in enumerate(_bind_sources(spec)):
+        parents = Path(os.path.realpath(source)).parents
+        reachable = all(os.stat(parent).st_mode & 0o001 for parent in parents)
+        found.append(source if reachable else sandbox_dir / "mounts" / str(index))
+    return found
+
+
+def _mount_root(rootfs: Path, sandbox_dir: Path, layer: Path, limits: SandboxLimits) -> None:
+    """The sandbox's root: an overlay of the root filesystem, seen through an idmapped mount
+    (its root-owned files are the sandbox root's), under the writable layer in ``layer``."""
+    lower, root = sandbox_dir / "lower", sandbox_dir / "root"
+    lower.mkdir()
+    root.mkdir()
+    idmapped_clone(rootfs, lower)
+    limits.mounts.append(str(lower))
+    mount_fs(
+        "overlay", root, "overlay",
+        f"lowerdir={lower},upperdir={layer / 'upper'},workdir={layer / 'work'}",
+    )  # fmt: skip
+    limits.mounts.append(str(root))
 
 
 def _check_rootfs(rootfs: Path) -> None:
@@ -183,104 +230,6 @@ def copy_files(sandbox_dir: Path, files: dict[str, Path]) -> None:
             raise FileNotFoundError(errno.ENOENT, "spec.files source does not exist", str(source))
 
 
-def bwrap_args(
-    spec: SandboxSpec, sandbox_dir: Path, writable: list[str], limits: SandboxLimits
-) -> list[str]:
-    argv = [
-        "--die-with-parent", "--new-session", "--as-pid-1",
-        "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-        "--hostname", spec.hostname, "--cap-drop", "ALL",
-    ]  # fmt: skip
-    if spec.network == "none":
-        argv.append("--unshare-net")
-    for cap in CAPABILITIES:
-        argv += ["--cap-add", cap]
-    if spec.rootfs is not None:  # the overlay made by populate, writable, as the root
-        argv += ["--bind", str(sandbox_dir / "root"), "/"]
-    else:
-        argv += _system_dir_args()
-    argv += ["--proc", "/proc", "--dev", "/dev"]
-    binds = [("--bind", str(_backing(sandbox_dir, path)), path) for path in _outermost(writable)]
-    for mount in sorted(spec.mounts, key=lambda m: sandbox_path(m.target).count("/")):
-        binds.append(
-            ("--ro-bind" if mount.read_only else "--bind", str(mount.source), mount.target)
-        )
-    binds.append(("--ro-bind", str(helper_runtime()), HELPER_DIR_IN_SANDBOX))
-    made: set[str] = set()
-    for kind, source, target in binds:
-        argv += [*_make_parents(sandbox_path(target), made), kind, source, target]
-    if spec.rootfs is None:
-        argv += ["--remount-ro", "/"]
-    argv += ["--chdir", "/", "--clearenv"]
-    for key, value in {**BASE_ENV, **spec.env}.items():
-        argv += ["--setenv", key, value]
-    config = json.dumps(limits.helper, separators=(",", ":"))
-    return [*argv, "--", *helper_argv(config)]
-
-
-@functools.cache
-def _system_dir_args() -> tuple[str, ...]:
-    """Binds for the host's system directories that exist; symlinks stay symlinks; /etc
-    filtered (see :func:`_filtered_etc`)."""
-    args: list[str] = []
-    for path in SYSTEM_DIRS:
-        if os.path.islink(path):
-            args += ["--symlink", os.readlink(path), path]
-        elif path == "/etc" and os.path.isdir(path):
-            args += _filtered_etc(path)
-        elif os.path.isdir(path):
-            args += ["--ro-bind", path, path]
-    return tuple(args)
-
-
-def _filtered_etc(path: str) -> list[str]:
-    """Binds showing the host's ``path`` (/etc) without its secrets.
-
-    /etc is bound read-only whole (a bind per file would cost bubblewrap milliseconds), then
-    every secret in it is masked: entries not world-readable (shadow, gshadow, sudoers, ssh
-    host keys, ssl/private...) and the known secrets of :data:`ETC_SECRETS` whatever their
-    mode. A masked file reads as empty (``/dev/null``); a masked directory is an empty,
-    read-only tmpfs. passwd, group, hosts, resolv.conf, certificates, alternatives, ld.so.* stay.
-    """
-    args = ["--ro-bind", path, path]
-    for root, dirs, files in os.walk(path):
-        for name in sorted([*dirs, *files]):
-            full = os.path.join(root, name)
-            try:
-                st = os.lstat(full)
-            except OSError:
-                continue
-            if stat.S_ISLNK(st.st_mode):
-                continue  # resolved inside the sandbox, where its target is masked or absent
-            secret = name in ETC_SECRETS or name.endswith((".key", "_key"))
-            if not secret and st.st_mode & 0o004:
-                continue
-            if stat.S_ISDIR(st.st_mode):
-                args += ["--tmpfs", full, "--remount-ro", full]
-                dirs.remove(name)
-            else:
-                args += ["--ro-bind", "/dev/null", full]
-    return args
-
-
-def _make_parents(path: str, made: set[str]) -> list[str]:
-    """``--dir`` for the ancestors of ``path`` outside the system directories.
-
-    bwrap would create missing ones with mode 0700 itself, shutting non-root users out.
-    """
-    parents = []
-    parent = posixpath.dirname(path)
-    while parent != "/":
-        parents.append(parent)
-        parent = posixpath.dirname(parent)
-    args = []
-    for parent in reversed(parents):
-        if parent not in made and not any(is_within(parent, d) for d in SYSTEM_DIRS):
-            made.add(parent)
-            args += ["--dir", parent]
-    return args
-
-
 def overlay_changes(sandbox_dir: Path, under: tuple[str, ...]) -> list[str]:
     """What the overlay's writable layer holds inside the directories ``under``: every path
     made, changed or deleted (a whiteout) on top of the root filesystem. Blocking."""
@@ -298,9 +247,18 @@ def overlay_changes(sandbox_dir: Path, under: tuple[str, ...]) -> list[str]:
 
 
 def hand_out(sandbox_dir: Path, files: dict[str, Path], meta: SandboxMeta) -> None:
-    """Copy a spec's files into a warm sandbox and record its labels. Blocking; only before
-    anything but the helper has run in the sandbox (no planted links)."""
+    """Copy a spec's files into a warm sandbox (owned by its ids, as :func:`populate` leaves
+    them) and record its labels. Blocking; only before anything but the helper has run in the
+    sandbox (no planted links)."""
     copy_files(sandbox_dir, files)
+    fs = sandbox_dir / "fs"
+    for target in files:
+        dest = _backing(sandbox_dir, target)
+        shift_into_range(dest)
+        for parent in dest.parents:  # the directories copy_files made on the way
+            if parent == fs or not is_within(str(parent), str(fs)):
+                break
+            shift_into_range_one(parent)
     meta.write(sandbox_dir)
 
 

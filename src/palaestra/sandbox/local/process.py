@@ -84,10 +84,14 @@ class PipedProcess:
         return self.returncode
 
 
-async def start_piped(argv: list[str], *, pass_fds: tuple[int, ...], limit: int) -> Any:
-    """Start ``argv`` in a process group of its own, its stdin, stdout and stderr piped: a
+async def start_piped(
+    argv: list[str], *, pass_fds: tuple[int, ...], limit: int, uid: int | None = None
+) -> Any:
+    """Start ``argv`` in a process group of its own, its stdin, stdout and stderr piped, as
+    ``uid`` (and the group of that number, no supplementary groups) when given: a
     :class:`PipedProcess`, or asyncio's ``Process`` where pidfds are missing. Raises OSError
     when it cannot be started."""
+    ids: dict[str, Any] = {} if uid is None else {"user": uid, "group": uid, "extra_groups": []}
     if not _pidfds():
         return await asyncio.create_subprocess_exec(
             *argv,
@@ -97,6 +101,7 @@ async def start_piped(argv: list[str], *, pass_fds: tuple[int, ...], limit: int)
             pass_fds=pass_fds,
             limit=limit,
             process_group=0,
+            **ids,
         )
     # asyncio's subprocess transport calls Popen in the loop just so: a vfork and an exec
     popen = subprocess.Popen(  # noqa: ASYNC220
@@ -107,6 +112,7 @@ async def start_piped(argv: list[str], *, pass_fds: tuple[int, ...], limit: int)
         pass_fds=pass_fds,
         process_group=0,
         bufsize=0,
+        **ids,
     )
     process = PipedProcess(popen, os.pidfd_open(popen.pid))  # a child: its pid is not reused
     try:

@@ -23,9 +23,11 @@ from palaestra.sandbox.base import SandboxError, SandboxSpec, await_to_the_end
 from palaestra.sandbox.channel_sandbox import ChannelSandbox
 from palaestra.sandbox.janitor import SandboxMeta, proc_stat, wait_gone
 from palaestra.sandbox.limits import SandboxLimits, kill_and_thaw
+from palaestra.sandbox.local.bwrap import BwrapCommand
 from palaestra.sandbox.local.layout import overlay_changes, release_and_remove
 from palaestra.sandbox.local.process import PipedProcess, start_piped
 from palaestra.sandbox.local.snapshot import LocalSnapshot, take_snapshot
+from palaestra.sandbox.local.userns import id_base, write_id_maps
 
 _START_TIMEOUT_S = 60.0
 _CLOSE_TIMEOUT_S = 10.0
@@ -120,8 +122,10 @@ class LocalSandbox(ChannelSandbox):
 
     # -- lifecycle -----------------------------------------------------------------------------
 
-    async def _start(self, bwrap_args: list[str]) -> None:
-        """Launch bwrap and wait for the helper's greeting."""
+    async def _start(self, command: BwrapCommand) -> None:
+        """Launch bwrap as the sandbox's root uid, map the sandbox's ids into its user
+        namespace, move it into its cgroups, let it go on, and wait for the helper's greeting.
+        Takes ``command``'s descriptors (closed here, whatever happens)."""
         info_r, info_w = os.pipe()
         limits = self._limits
         assert limits is not None
@@ -133,46 +137,52 @@ class LocalSandbox(ChannelSandbox):
         # of a cancelled spawn would kill bwrap alone).
         spawning = asyncio.ensure_future(
             start_piped(
-                ["bwrap", "--info-fd", str(info_w), *bwrap_args],
-                pass_fds=(info_w, *limits.pass_fds),
+                ["bwrap", "--info-fd", str(info_w), *command.argv],
+                pass_fds=(info_w, *limits.pass_fds, *command.pass_fds),
                 limit=_STREAM_LIMIT,
+                uid=id_base(),
             )
         )
         try:
-            self._proc, cancelled = await outcome(spawning)
-        except OSError as exc:
-            raise SandboxError(f"cannot start bubblewrap for sandbox {self.id}: {exc}") from exc
-        finally:
-            os.close(info_w)
-            limits.close_fds()
-            if self._proc is None:
-                os.close(info_r)
-        self._start_watchers()
-        # bwrap writes the helper's pid once the sandbox is set up (or closes the fd as it
-        # fails). Even when this start is cancelled meanwhile, the pid is read and a pidfd
-        # opened: close() must be able to kill the helper, which could otherwise outlive bwrap.
-        info, cancelled_reading = await outcome(asyncio.ensure_future(_read_to_end(info_r)))
-        cancelled = cancelled or cancelled_reading
-        if cancelled is not None:
             try:
-                self._adopt_helper(info)
-            except (ValueError, KeyError):
-                pass  # bwrap failed before it started the helper
-            raise cancelled
-        try:
-            child_pid = self._adopt_helper(info)
-        except (ValueError, KeyError):
-            raise await self._death_report() from None  # no helper pid: bwrap failed early
-        if limits.cgroups:
-            # Before the first command: everything the helper starts inherits the cgroups.
-            try:
-                await asyncio.to_thread(limits.add_process, child_pid)
-            except ProcessLookupError:
-                pass  # the helper died at once: the channel reports why, just below
+                self._proc, cancelled = await outcome(spawning)
             except OSError as exc:
-                raise SandboxError(
-                    f"cannot move sandbox {self.id} into its cgroups: {exc}"
-                ) from exc
+                raise SandboxError(f"cannot start bubblewrap for sandbox {self.id}: {exc}") from exc
+            finally:
+                os.close(info_w)
+                limits.close_fds()
+                command.close_fds()
+                if self._proc is None:
+                    os.close(info_r)
+            self._start_watchers()
+            # bwrap writes its child's pid as soon as it made the namespaces, then waits for
+            # the user namespace's maps (or closes the fd as it fails). Even when this start is
+            # cancelled meanwhile, the pid is read and a pidfd opened: close() must be able to
+            # kill the helper, which could otherwise outlive bwrap.
+            info, cancelled_reading = await outcome(asyncio.ensure_future(_read_to_end(info_r)))
+            cancelled = cancelled or cancelled_reading
+            if cancelled is not None:
+                try:
+                    self._adopt_helper(info)
+                except (ValueError, KeyError):
+                    pass  # bwrap failed before it made the namespaces
+                raise cancelled
+            try:
+                child_pid = self._adopt_helper(info)
+            except (ValueError, KeyError):
+                raise await self._death_report() from None  # no child pid: bwrap failed early
+            try:
+                # Before the helper runs: everything it starts inherits the ids and cgroups.
+                await asyncio.to_thread(_prepare_child, child_pid, limits)
+            except ProcessLookupError:
+                pass  # bwrap's child died at once: the channel reports why, just below
+            except OSError as exc:
+                raise SandboxError(f"cannot set up sandbox {self.id}'s namespace: {exc}") from exc
+            os.write(command.userns_block, b"1")
+        finally:
+            # Closed unwritten (a failed start), bwrap's child goes on with no ids mapped,
+            # which can only fail: it is the unprivileged uid of the range on the host.
+            os.close(command.userns_block)
         await self._channel.ready(_START_TIMEOUT_S)
 
     def _start_watchers(self) -> None:
@@ -372,6 +382,14 @@ async def _read_to_end(fd: int) -> bytes:
     finally:
         os.close(fd)
     return b"".join(chunks)
+
+
+def _prepare_child(pid: int, limits: SandboxLimits) -> None:
+    """Map the sandbox's ids into the user namespace of bwrap's child ``pid`` and move it into
+    the sandbox's cgroups. Blocking."""
+    write_id_maps(pid)
+    if limits.cgroups:
+        limits.add_process(pid)
 
 
 def _open_child_pidfd(pid: int, parent: int) -> int | None:

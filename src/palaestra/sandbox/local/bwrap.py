@@ -1,0 +1,227 @@
+"""bubblewrap's command line for a local sandbox, and the descriptors it takes.
+
+What the command sets up, in order of defence (docs/sandbox.md has the probe table that
+compares it with a Docker container):
+
+* a user namespace whose ids are the host's unprivileged range of :mod:`.userns` (bwrap runs as
+  that range's first uid and waits on ``--userns-block-fd`` until the maps are written);
+* new pid, ipc, uts, cgroup and (unless the spec asks for the network) network namespaces;
+* Docker's capability set less ``MKNOD``, ``NET_RAW`` and ``SETPCAP``, as both the effective and
+  the bounding set, and no_new_privs;
+* Docker's default seccomp profile (:mod:`.seccomp`);
+* the paths of ``/proc`` Docker makes read-only (``/proc/sys``, ``/proc/sysrq-trigger``...)
+  bound read-only, and those it masks (``/proc/kcore``, ``/proc/keys``...) covered;
+* a read-only root: the host's system directories bound read-only (``/etc`` without its
+  secrets) on an empty tmpfs, or an image's root filesystem on an overlay; only the spec's
+  writable directories are writable.
+
+bwrap runs as the range's unprivileged first uid, so every host directory it binds must be
+reachable by that uid: the state directory is (mode 0711), and a source that is not (the
+helper's runtime under root's home, a mount below a closed directory) is bound by root into the
+sandbox's directory first (:func:`~.layout.bind_sources`). Every bind names a path below the
+sandbox's directory or a path of the spec, which is how the janitor knows a bwrap as a
+sandbox's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import os
+import posixpath
+import stat
+from pathlib import Path
+
+from palaestra.sandbox._channel import HELPER_DIR_IN_SANDBOX, sandbox_path
+from palaestra.sandbox.base import SandboxSpec, is_within
+from palaestra.sandbox.helper_runtime import helper_argv
+from palaestra.sandbox.limits import SandboxLimits
+from palaestra.sandbox.local.seccomp import seccomp_fd
+
+#: Host directories bound read-only at the same place (symlinks are recreated as symlinks);
+#: /etc is filtered.
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32", "/etc", "/opt")
+#: Never shown from the host's /etc, whatever their permissions.
+ETC_SECRETS = frozenset({
+    "shadow", "shadow-", "gshadow", "gshadow-", "sudoers", "sudoers.d", "master.passwd",
+    "opasswd", "private", "krb5.keytab", "credstore", "credstore.encrypted", "wireguard",
+    "system-connections",
+})  # fmt: skip
+BASE_ENV = {
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "HOME": "/root",
+    "LANG": "C.UTF-8",
+    "TERM": "dumb",
+}
+#: Docker's default capability set minus CAP_MKNOD (a block device node would reach the host's
+#: disks: there is no device cgroup here), CAP_NET_RAW and CAP_SETPCAP. They are capabilities
+#: of the sandbox's user namespace: they act on its own namespaces and on files whose owner is
+#: mapped into it, never on the host's. Root inside keeps root's file access to the sandbox's
+#: files and can switch users, but cannot mount, ptrace, load modules or change the clock.
+CAPABILITIES = (
+    "CAP_AUDIT_WRITE", "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL",
+    "CAP_NET_BIND_SERVICE", "CAP_SETFCAP", "CAP_SETGID", "CAP_SETUID", "CAP_SYS_CHROOT",
+)  # fmt: skip
+#: What Docker binds read-only in /proc (moby's oci defaults, ReadonlyPaths).
+PROC_READ_ONLY = ("/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger")
+#: What Docker masks in /proc (MaskedPaths; /sys is not mounted in a local sandbox at all).
+PROC_MASKED = (
+    "/proc/asound", "/proc/acpi", "/proc/interrupts", "/proc/kcore", "/proc/keys",
+    "/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug",
+    "/proc/scsi",
+)  # fmt: skip
+
+
+@dataclasses.dataclass
+class BwrapCommand:
+    """bwrap's arguments (after ``bwrap``) and the descriptors they name (the seccomp program
+    and the read end of ``userns_block``), which the caller passes to bwrap and then closes
+    (:meth:`close_fds`). ``userns_block`` is the write end of the pipe bwrap waits on before
+    its child goes on in the new user namespace."""
+
+    argv: list[str]
+    pass_fds: list[int]
+    userns_block: int
+
+    def close_fds(self) -> None:
+        for fd in self.pass_fds:
+            os.close(fd)
+        self.pass_fds = []
+
+
+def bwrap_command(
+    spec: SandboxSpec,
+    root: Path | None,
+    writable: list[tuple[Path, str]],
+    sources: list[Path],
+    limits: SandboxLimits,
+) -> BwrapCommand:
+    """The command for a sandbox whose files ``populate`` made: ``root`` is its overlay (with
+    a root filesystem), ``writable`` the host directories bound writable at their targets,
+    ``sources`` where to find the helper's runtime and then each of the spec's mounts.
+    Opens descriptors: on an error they are closed before it propagates."""
+    fds: list[int] = []
+    try:
+        block_r, block_w = os.pipe()
+        fds.append(block_r)
+        argv = [
+            "--unshare-user", "--uid", "0", "--gid", "0", "--userns-block-fd", str(block_r),
+            "--die-with-parent", "--new-session", "--as-pid-1",
+            "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+            "--hostname", spec.hostname, "--cap-drop", "ALL",
+        ]  # fmt: skip
+        if spec.network == "none":
+            argv.append("--unshare-net")
+        for cap in CAPABILITIES:
+            argv += ["--cap-add", cap]
+        if root is not None:  # the overlay made by populate, writable, as the root
+            argv += ["--bind", str(root), "/"]
+        else:
+            argv += system_dir_args()
+        argv += ["--proc", "/proc", *proc_cover_args(), "--dev", "/dev"]
+        binds = [("--bind", source, target) for source, target in writable]
+        mounts = sorted(
+            zip(spec.mounts, sources[1:], strict=True),
+            key=lambda pair: sandbox_path(pair[0].target).count("/"),
+        )
+        for mount, source in mounts:
+            binds.append(("--ro-bind" if mount.read_only else "--bind", source, mount.target))
+        binds.append(("--ro-bind", sources[0], HELPER_DIR_IN_SANDBOX))
+        made: set[str] = set()
+        for kind, source, target in binds:
+            argv += [*_make_parents(sandbox_path(target), made), kind, str(source), target]
+        if root is None:
+            argv += ["--remount-ro", "/"]
+        argv += ["--chdir", "/", "--clearenv"]
+        for key, value in {**BASE_ENV, **spec.env}.items():
+            argv += ["--setenv", key, value]
+        fds.append(seccomp_fd())
+        argv += ["--seccomp", str(fds[-1])]
+        config = json.dumps(limits.helper, separators=(",", ":"))
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        if "block_w" in locals():
+            os.close(block_w)
+        raise
+    return BwrapCommand([*argv, "--", *helper_argv(config)], fds, block_w)
+
+
+@functools.cache
+def proc_cover_args() -> tuple[str, ...]:
+    """Binds that make Docker's read-only paths of /proc read-only and cover its masked ones
+    (a file with /dev/null, a directory with a read-only tmpfs), for those this kernel has."""
+    args: list[str] = []
+    for path in PROC_READ_ONLY:
+        if os.path.exists(path):
+            args += ["--ro-bind", path, path]
+    for path in PROC_MASKED:
+        if os.path.isdir(path):
+            args += ["--tmpfs", path, "--remount-ro", path]
+        elif os.path.exists(path):
+            args += ["--ro-bind", "/dev/null", path]
+    return tuple(args)
+
+
+@functools.cache
+def system_dir_args() -> tuple[str, ...]:
+    """Binds for the host's system directories that exist; symlinks stay symlinks; /etc
+    filtered (see :func:`_filtered_etc`). Blocking the first time (it walks /etc)."""
+    args: list[str] = []
+    for path in SYSTEM_DIRS:
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif path == "/etc" and os.path.isdir(path):
+            args += _filtered_etc(path)
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    return tuple(args)
+
+
+def _filtered_etc(path: str) -> list[str]:
+    """Binds showing the host's ``path`` (/etc) without its secrets.
+
+    /etc is bound read-only whole (a bind per file would cost bubblewrap milliseconds), then
+    every secret in it is masked: entries not world-readable (shadow, gshadow, sudoers, ssh
+    host keys, ssl/private...) and the known secrets of :data:`ETC_SECRETS` whatever their
+    mode. A masked file reads as empty (``/dev/null``); a masked directory is an empty,
+    read-only tmpfs. passwd, group, hosts, resolv.conf, certificates, alternatives, ld.so.* stay.
+    """
+    args = ["--ro-bind", path, path]
+    for root, dirs, files in os.walk(path):
+        for name in sorted([*dirs, *files]):
+            full = os.path.join(root, name)
+            try:
+                st = os.lstat(full)
+            except OSError:
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                continue  # resolved inside the sandbox, where its target is masked or absent
+            secret = name in ETC_SECRETS or name.endswith((".key", "_key"))
+            if not secret and st.st_mode & 0o004:
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                args += ["--tmpfs", full, "--remount-ro", full]
+                dirs.remove(name)
+            else:
+                args += ["--ro-bind", "/dev/null", full]
+    return args
+
+
+def _make_parents(path: str, made: set[str]) -> list[str]:
+    """``--dir`` for the ancestors of ``path`` outside the system directories.
+
+    bwrap would create missing ones with mode 0700 itself, shutting non-root users out.
+    """
+    parents = []
+    parent = posixpath.dirname(path)
+    while parent != "/":
+        parents.append(parent)
+        parent = posixpath.dirname(parent)
+    args = []
+    for parent in reversed(parents):
+        if parent not in made and not any(is_within(parent, d) for d in SYSTEM_DIRS):
+            made.add(parent)
+            args += ["--dir", parent]
+    return args
