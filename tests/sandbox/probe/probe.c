@@ -358,9 +358,13 @@ static void walk(const char *path, int depth, struct list *writable, int *seen) 
             continue;
         char child[4096];
         snprintf(child, sizeof child, "%s/%s", path, e->d_name);
-        if (e->d_type == DT_DIR && depth < 12) {
+        unsigned char type = e->d_type;
+        struct stat st;
+        if (type == DT_UNKNOWN && lstat(child, &st) == 0) /* a file system without d_type */
+            type = S_ISDIR(st.st_mode) ? DT_DIR : S_ISREG(st.st_mode) ? DT_REG : DT_UNKNOWN;
+        if (type == DT_DIR && depth < 12) {
             walk(child, depth + 1, writable, seen);
-        } else if (e->d_type == DT_REG) {
+        } else if (type == DT_REG) {
             ++*seen;
             int fd = open(child, O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
             if (fd >= 0) {
