@@ -135,7 +135,7 @@ def cell(line: Line | None) -> str:
 def markdown_table(reference: dict[str, Line], sandbox: dict[str, Line]) -> str:
     """``| check | Docker | local |``, in the probe's order; a line where the local sandbox
     exposes more than Docker is marked **weaker**."""
-    rows = ["| check | Docker (default profile) | local | |", "|---|---|---|---|"]
+    rows = ["| check | Docker (default profile) | local | local weaker |", "|---|---|---|---|"]
     weaker = _weaker(sandbox, reference)
     for check in dict.fromkeys([*reference, *sandbox]):
         mark = "**weaker**" if check in weaker else ""
