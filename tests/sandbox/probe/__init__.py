@@ -1,6 +1,6 @@
 """The sandbox probe: what a process in a sandbox may do to the kernel, one line per check.
 
-``probe.c`` (beside this file) is compiled once with the host's C compiler, statically linked, so
+``probe.c`` and ``syscalls.c`` (beside this file) are compiled once with the host's C compiler, statically linked, so
 it runs in any sandbox whatever its image holds (no Python, no C library needed there): see its
 header for what each check does and why none of them harms the host. :func:`run_probe` uploads it
 into a sandbox and runs it; :func:`weaker_lines` says where one sandbox lets its processes do more
@@ -24,7 +24,7 @@ from pathlib import Path
 
 from palaestra.sandbox import Sandbox
 
-SOURCE = Path(__file__).with_name("probe.c")
+HERE = Path(__file__).parent
 #: Where the probe lands in a sandbox (every backend's sandboxes have a writable /tmp).
 IN_SANDBOX = "/tmp/.palaestra-probe"
 #: Files an agent would write first, named in the table when they are writable.
@@ -46,10 +46,9 @@ class Line:
 def probe_binary() -> Path:
     """The probe, compiled and statically linked with the host's ``cc`` (once per source, in
     the temp dir). Blocking."""
-    source = SOURCE.read_bytes()
-    target = (
-        Path(tempfile.gettempdir()) / "palaestra-probe" / hashlib.sha256(source).hexdigest()[:16]
-    )
+    sources = sorted(HERE.glob("*.[ch]"))
+    digest = hashlib.sha256(b"".join(p.name.encode() + p.read_bytes() for p in sources))
+    target = Path(tempfile.gettempdir()) / "palaestra-probe" / digest.hexdigest()[:16]
     with _lock:
         if target.is_file():
             return target
@@ -60,7 +59,8 @@ def probe_binary() -> Path:
             )
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-        argv = [compiler, "-O2", "-std=gnu11", "-static", "-o", str(tmp), str(SOURCE)]
+        argv = [compiler, "-O2", "-std=gnu11", "-static", "-o", str(tmp)]
+        argv += [str(p) for p in sources if p.suffix == ".c"]
         built = subprocess.run(argv, capture_output=True, text=True)
         if built.returncode != 0:
             detail = (built.stderr.strip().splitlines() or ["no output"])[-1]
