@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import socket
 import time
 from collections.abc import AsyncIterator
@@ -23,6 +24,7 @@ from palaestra.run import rollout
 from palaestra.sandbox import Sandbox, SandboxBackend, SandboxSpec
 from palaestra.tasks.source import TaskSet
 from tests.conftest import SUBMIT_ACTION, MakeTask, bash_action
+from tests.sandbox.probe import run_probe
 
 LIMITED = SandboxSpec(workdir="/app", memory_mb=256, pids_limit=128, storage_mb=64, cpus=1)
 #: The host must answer a probe within this, attack or not (a generous bound: no timing test).
@@ -279,7 +281,6 @@ async def test_escapes_through_proc_and_sys(limited: Sandbox) -> None:
     project = PROJECT
     attempts = {
         "host root via /proc/1/root": f"ls /proc/1/root{project}",
-        "sysrq": "echo b > /proc/sysrq-trigger",
         "kernel core": "head -c 16 /proc/kcore > /dev/null",
         "mount": "mkdir -p /tmp/m && mount -t tmpfs none /tmp/m",
         "remount /": "mount -o remount,rw /",
@@ -288,7 +289,6 @@ async def test_escapes_through_proc_and_sys(limited: Sandbox) -> None:
             f"cgroup {f}": f"test -f /sys/fs/cgroup/{f} && echo -1 > /sys/fs/cgroup/{f}"
             for f in ("memory/memory.limit_in_bytes", "pids/pids.max", "memory.max", "pids.max")
         },
-        "kernel tunables": "echo 1 > /proc/sys/kernel/sysrq",
         "device nodes": "mknod /tmp/sda b 8 0",
         "namespaces of pid 1": "nsenter -t 1 -m -u -n -p true",
     }
@@ -297,3 +297,16 @@ async def test_escapes_through_proc_and_sys(limited: Sandbox) -> None:
             res = await limited.exec(attempt, timeout=30)
             assert res.exit_code != 0, (name, res)
     await still_usable(limited)
+
+
+@pytest.mark.parametrize("user", [None, "nobody"], ids=["root", "nobody"])
+async def test_kernel_tunables_are_read_only(limited: Sandbox, user: str | None) -> None:
+    """No file under /proc/sys opens for writing, nor /proc/sysrq-trigger (kernel.core_pattern
+    names a program the kernel runs as the host's root). The probe walks all of /proc/sys and
+    opens each file for writing without writing, so a tunable missing from this kernel cannot
+    make this pass, and a tunable that were writable is never changed."""
+    lines = await run_probe(limited, user=user, only="write /proc/sys")
+    tunables, sysrq = lines["write /proc/sys"], lines["write /proc/sysrq-trigger"]
+    walked = re.fullmatch(r"none of (\d+) files writable", tunables.result)
+    assert walked and int(walked[1]) > 0, (tunables.result, sorted(tunables.exposed)[:20])
+    assert not sysrq.exposed, sysrq
