@@ -161,7 +161,8 @@ async def test_docker_kill_all_kills_the_service_and_starts_it_again(tmp_path: P
 
             first = (await sh(SERVICE_PID, "infinity")).strip()
             child = (await sh(f"python3 /tmp/inject.py {first} 'exec sleep 1002'")).strip()
-            assert (await sh(FIND, "sleep 1002")).split() == [child, first]  # the attack worked
+            session = (await sh(FIND, "sleep infinity")).split()[1]  # the service's
+            assert (await sh(FIND, "sleep 1002")).split() == [child, session]  # the attack worked
             await sandbox.kill_all()
             assert await sh(FIND, "sleep 1002") == ""
             again = (await sh(SERVICE_PID, "infinity")).strip()
