@@ -394,7 +394,7 @@ exec "$@"
 """
 
 
-async def test_image_entrypoint_runs_as_a_service_that_kill_all_spares(
+async def test_image_entrypoint_runs_as_a_service_that_kill_all_starts_again(
     backend: DockerBackend, tmp_path: Path
 ) -> None:
     (tmp_path / "entry.sh").write_text(ENTRYPOINT_SCRIPT)

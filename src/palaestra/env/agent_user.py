@@ -52,8 +52,8 @@ class AgentSandbox(Sandbox):
     async def download(self, src: str, dst: Path | str) -> None:
         await self._sandbox.download(src, dst)
 
-    async def kill_all(self) -> None:
-        await self._sandbox.kill_all()
+    async def kill_all(self, *, restart_service: bool = True) -> None:
+        await self._sandbox.kill_all(restart_service=restart_service)
 
     async def changed_paths(self, under: tuple[str, ...]) -> list[str]:
         return await self._sandbox.changed_paths(under)

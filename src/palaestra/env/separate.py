@@ -47,7 +47,7 @@ async def verify_separately(
 ) -> VerifierResult:
     """Steps 1 to 4 of the module doc; closes ``agent_sandbox``. ``spec`` is the verifier's
     sandbox (:func:`palaestra.env.sandbox_spec.prepare_verifier_spec`)."""
-    await agent_sandbox.kill_all()
+    await agent_sandbox.kill_all(restart_service=False)  # nothing runs while copying
     staging = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="palaestra-artifacts-"))
     try:
         entries = artifact_sources(task.config, agent_sandbox.spec.workdir)

@@ -9,8 +9,9 @@ Harbor 0.26's ``MultiStepTrial``, as one episode of :class:`~palaestra.env.code_
 * the scaffold starts afresh on the step's instruction (``steps/<name>/instruction.md``): the
   policy sees a new conversation, within the step's ``[steps.agent] timeout_sec``;
 * then the verifier runs (``tests/`` with ``steps/<name>/tests/`` over it; the step's
-  ``test.sh`` when it has one), and ``/tests`` and ``/logs/verifier`` are emptied before the
-  next step's agent runs;
+  ``test.sh`` when it has one), which leaves no process running, the image's service included;
+  before the next step's agent runs, the service is started again (``kill_all()``) and
+  ``/tests`` and ``/logs/verifier`` are emptied;
 * the episode stops early after a step whose agent failed (an error), or whose rewards miss
   its ``min_reward`` (a number gates the ``reward`` key; a table gates each key it names; a
   missing key counts as minus infinity);
@@ -45,7 +46,8 @@ class StepSetupError(SandboxError):
 
 async def begin_step(step: Task, sandbox: Sandbox, *, first: bool) -> None:
     """Prepare ``sandbox`` for ``step`` (see the module doc); raises when it cannot be."""
-    if not first:
+    if not first:  # the verifier left nothing running: the image's service starts again
+        await sandbox.kill_all()
         await sandbox.exec(["sh", "-c", _RESET_SH], timeout=60)
     assert step.step_dir is not None
     workdir = step.step_dir / "workdir"

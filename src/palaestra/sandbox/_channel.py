@@ -205,9 +205,11 @@ class HelperChannel:
         split = response["stdout_len"]
         return response, data[:split], data[split:]
 
-    async def kill_all(self) -> None:
-        """Kill every process the helper started; returns once they are gone."""
-        await self.request({"op": "kill_all"}, answer_within=60.0)
+    async def kill_all(self, restart_service: bool) -> None:
+        """Kill every process but the helper, the service's included; returns once they are
+        gone and, with ``restart_service``, the service was started again."""
+        head = {"op": "kill_all", "restart_service": restart_service}
+        await self.request(head, answer_within=60.0)
 
     async def shutdown(self, timeout: float = 10.0) -> None:
         """End the conversation: close the helper's input (it exits on EOF, and as pid 1 its

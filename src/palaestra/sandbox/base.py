@@ -187,8 +187,19 @@ class Sandbox(abc.ABC):
         """Copy the in-sandbox file or directory ``src`` to the host path ``dst``."""
 
     @abc.abstractmethod
-    async def kill_all(self) -> None:
-        """Kill every process started in the sandbox so far (the sandbox stays usable)."""
+    async def kill_all(self, *, restart_service: bool = True) -> None:
+        """Kill every process in the sandbox, the image's service included (the sandbox stays
+        usable), and return once they are gone. Nothing survives: not a process the agent made
+        the service start (by ptrace, or by asking it), in whatever session or cgroup.
+
+        Then, unless ``restart_service`` is False, the service (a Docker image's
+        ``ENTRYPOINT`` and Harbor's command; a sandbox without one has none) is started again
+        as at creation: from its argv, with the sandbox's environment and working directory as
+        it started (nothing a killed process changed in memory carries over; the files it runs
+        are the sandbox's files as they are now). It returns once the service is started, not
+        once it is ready, as :meth:`SandboxBackend.create` does; a service that cannot start
+        again raises :class:`SandboxError`.
+        """
 
     @abc.abstractmethod
     async def changed_paths(self, under: tuple[str, ...]) -> list[str]:

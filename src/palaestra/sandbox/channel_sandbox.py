@@ -120,8 +120,8 @@ class ChannelSandbox(Sandbox):
         except tarfile.TarError as exc:
             raise SandboxError(f"download of {src} from sandbox {self.id} failed: {exc}") from exc
 
-    async def kill_all(self) -> None:
-        await self._usable_channel().kill_all()
+    async def kill_all(self, *, restart_service: bool = True) -> None:
+        await self._usable_channel().kill_all(restart_service)
 
 
 def _result(head: dict[str, Any], stdout: bytes, stderr: bytes, started: float) -> ExecResult:

@@ -3,7 +3,8 @@
 The container's pid 1 is the helper the local backend uses, on its own runtime (bound read-only at
 ``/.palaestra``: :mod:`palaestra.sandbox.helper_runtime`), so any image works. The image's
 ``ENTRYPOINT`` is kept (Harbor overrides only the command): the helper runs it, followed by
-:data:`HARBOR_COMMAND`, as the sandbox's *service*, which ``kill_all`` spares. The host attaches to
+:data:`HARBOR_COMMAND`, as the sandbox's *service*, which ``kill_all`` kills with the rest and
+starts again from that argv (:meth:`~palaestra.sandbox.base.Sandbox.kill_all`). The host attaches to
 the container's stdin/stdout once, before starting it, and drives the helper over that stream with
 :class:`~palaestra.sandbox._channel.HelperChannel` (exec and file transfers are
 :class:`~palaestra.sandbox.channel_sandbox.ChannelSandbox`'s): an exec is one round trip on an open

@@ -2,8 +2,10 @@
 
 The verifier trusts nothing the agent left behind. Around ``tests/test.sh`` it does, in order:
 
-1. before: every process in the sandbox is killed (:meth:`Sandbox.kill_all`; the in-sandbox
-   helper survives). In a task with ``[metadata] sealed_system = true`` (palaestra's own
+1. before: every process in the sandbox is killed, the image's service included
+   (:meth:`Sandbox.kill_all`; only the in-sandbox helper survives), and the service is started
+   again from the image's ``ENTRYPOINT``, as at creation, so the tests have it (Harbor's
+   semantics) and nothing the agent made it start (by ptrace, say) runs. In a task with ``[metadata] sealed_system = true`` (palaestra's own
    tasks) the system directories (:data:`SYSTEM_DIRS`) must then be as the sandbox started, as
    its backend's storage sees them (:meth:`Sandbox.changed_paths`): an agent that was root may
    have patched the interpreter the tests run, a ``.pth`` file or ``sitecustomize`` it loads, a
@@ -18,8 +20,9 @@ The verifier trusts nothing the agent left behind. Around ``tests/test.sh`` it d
    kept, not emptied;
 2. ``test.sh`` runs through :data:`RUN_SH`, which notes the state of both reward files the
    moment ``test.sh`` exits, in :data:`END_STATE` (under root-only ``/logs``);
-3. after: every process in the sandbox is killed again, *before* the reward is read: nothing
-   ``test.sh`` started (a background process the agent's code left) may write once it ended;
+3. after: every process in the sandbox is killed again, the service included and not started
+   again, *before* the reward is read: nothing ``test.sh`` started (a background process the
+   agent's code left) may write once it ended;
 4. the reward files are checked (:func:`check_reward_files`): each present one must be a
    regular file, with one link, owned by root, and unchanged since ``test.sh`` exited. Anything
    else is a verifier error, never a reward.

@@ -185,7 +185,7 @@ class HarborVerifier:
         self, task: Task, sandbox: Sandbox, *, timeout: float | None = None
     ) -> VerifierResult:
         started = time.perf_counter()
-        await sandbox.kill_all()
+        await sandbox.kill_all()  # the image's service too, started again for the tests
         changed = await sandbox.changed_paths(SYSTEM_DIRS) if task.sealed_system else []
         if changed:
             shown = ", ".join(changed[:8]) + (
@@ -220,7 +220,8 @@ class HarborVerifier:
             )
         limit = timeout if timeout is not None else task.verifier_timeout_sec
         run = await sandbox.exec(["sh", "-c", RUN_SH], timeout=limit, env=env)
-        await sandbox.kill_all()  # before the reward is read: what test.sh started is done
+        # before the reward is read: what test.sh started is done, and nothing runs
+        await sandbox.kill_all(restart_service=False)
         output = run.output[-_OUTPUT_TAIL:]
         if run.timed_out:
             return VerifierResult(

@@ -30,10 +30,12 @@ Requests (``op``): ``exec`` (blob = stdin) answered with ``exit_code``, ``timed_
 ``truncated``, ``oom_killed`` and ``stdout_len`` (blob = stdout + stderr); ``shell_run`` (blob =
 the command; ``shell`` names the session, which the first run starts) answered the same way;
 ``shell_close`` answered once the session's processes are gone (:mod:`.shell`); ``kill_all``
-answered once every other process is gone; ``cancel`` (no answer) kills a running command's
-tree, or a shell session's. A failed request is answered with ``error``. The optional first
-argument is a JSON configuration (cgroup file descriptors, rlimits, a ``service`` to start: the
-image's entrypoint, which ``kill_all`` spares; see :class:`~.server.Helper`); without it, a
+answered once every other process is gone, the service's included, and, with
+``restart_service`` true, the service started again (``error`` when it cannot start); ``cancel``
+(no answer) kills a running command's tree, or a shell session's. A failed request is answered
+with ``error``. The optional first argument is a JSON configuration (cgroup file descriptors,
+rlimits, a ``service`` to start: the image's entrypoint and Harbor's command, started at the
+helper's start and again by ``kill_all`` when asked; see :class:`~.server.Helper`); without it, a
 command is tracked by its process group, its session, its descendants and a marker in its
 environment (``PALAESTRA_EXEC=<id>``, inherited by everything it starts, so a ``setsid`` double
 fork is still found).

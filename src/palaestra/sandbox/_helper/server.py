@@ -67,7 +67,9 @@ class Helper:
         self.oom_fd: int | None = config.get("oom_fd")
         self.oom_file: str = config.get("oom_file", "")
         self.rlimit_as: int | None = config.get("rlimit_as")
-        # The image's entrypoint (docker backend), started beside the helper: its session.
+        # The image's entrypoint (docker backend), started beside the helper: its argv, as the
+        # host configured it (kept to start it again), and its session.
+        self.service_argv: list[str] = config.get("service") or []
         self.service: int | None = None
         self.leftover_cgroups: set[str] = set()  # of answered commands, still holding processes
         self.poll = select.poll()
@@ -152,9 +154,8 @@ class Helper:
         op = head["op"]
         if op == "exec":
             self._start(head, blob)
-        elif op == "kill_all":  # all but the service
-            kill_tree(lambda pid, ppid, pgrp, sid: sid != self.service, self._reap)
-            self.remove_cgroups(self.leftover_cgroups)
+        elif op == "kill_all":
+            self.kill_all(bool(head.get("restart_service")))
             self.send({"id": head["id"]})
         elif op == "cancel":
             cmd = self.commands.get(head["id"])
@@ -227,14 +228,34 @@ class Helper:
             self.writers[in_fd] = cmd
             self.watch(in_fd, _OUT, self._on_stdin)
 
-    def start_service(self, argv: list[str]) -> None:
-        """Start ``argv`` (the image's entrypoint and Harbor's command) in a session of its own,
-        in the helper's directory and environment, its output on the helper's stderr."""
+    def kill_all(self, restart_service: bool) -> None:
+        """Kill every process in the sandbox, the service included (none survives: a process
+        the agent made the service start, by ptrace or by asking it, is one of them), and wait
+        until they are gone; then, if asked, start the service again as at the helper's start
+        (:meth:`start_service`). Raises OSError when the service cannot start again."""
+        kill_tree(lambda pid, ppid, pgrp, sid: True, self._reap)
+        self.service = None
+        self.remove_cgroups(self.leftover_cgroups)
+        if restart_service and self.service_argv:
+            self.start_service()
+
+    def start_service(self) -> None:
+        """Start the service's argv (the image's entrypoint and Harbor's command) in a session
+        of its own, in the helper's directory and its environment as the sandbox started (the
+        helper's copy: nothing a process in the sandbox changed since), stdin from /dev/null,
+        its output on the helper's stderr. Returns once it is exec'd, not once it is ready."""
+        argv = self.service_argv
         self.service = os.posix_spawnp(
-            argv[0], argv, self.env, setsid=True, setsigdef=(_signal.SIGPIPE, _signal.SIGXFSZ),
-            file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                          (os.POSIX_SPAWN_DUP2, 2, 1)],
-        )  # fmt: skip
+            argv[0],
+            argv,
+            self.env,
+            setsid=True,
+            setsigdef=(_signal.SIGPIPE, _signal.SIGXFSZ),
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_DUP2, 2, 1),
+            ],
+        )
 
     def _answer(self, cmd: _Command) -> None:
         del self.commands[cmd.request_id]
@@ -378,6 +399,6 @@ def main() -> None:
     _keep_fds_to_self()
     config = loads(sys.argv[1].encode()) if len(sys.argv) > 1 else {}
     helper = Helper(config)
-    if config.get("service"):
-        helper.start_service(config["service"])
+    if helper.service_argv:
+        helper.start_service()
     helper.serve()

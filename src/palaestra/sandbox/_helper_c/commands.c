@@ -118,12 +118,23 @@ static int in_command(pid_t pid, pid_t ppid, pid_t pgrp, pid_t sid, void *ctx) {
     return pgrp == t->root || sid == t->root || environ_has(pid, t->marker, t->marker_len);
 }
 
-static int not_service(pid_t pid, pid_t ppid, pid_t pgrp, pid_t sid, void *ctx) {
-    (void)pid, (void)ppid, (void)pgrp, (void)ctx;
-    return sid != H.service;
+static int every(pid_t pid, pid_t ppid, pid_t pgrp, pid_t sid, void *ctx) {
+    (void)pid, (void)ppid, (void)pgrp, (void)sid, (void)ctx;
+    return 1;
 }
 
-void kill_all(void) { kill_tree(not_service, NULL); }
+/* The service too: a process the agent made it start (by ptrace, or by asking) is in its
+ * session, and must not outlive the phase boundary. It starts again from its argv. */
+int kill_all(int restart_service, Buf *err) {
+    kill_tree(every, NULL);
+    H.service = 0;
+    remove_cgroups_leftover();
+    if (!restart_service || !H.service_argv) return 0;
+    H.service = start_service(err);
+    if (H.service > 0) return 0;
+    H.service = 0;
+    return -1;
+}
 
 void kill_proc(Proc *p) {
     if (p->cgroup[0]) {

@@ -132,7 +132,8 @@ typedef struct {
     char *oom_file;
     int has_rlimit_as;
     unsigned long long rlimit_as;
-    pid_t service;          /* the image's entrypoint's session, or 0 */
+    char **service_argv;    /* the image's entrypoint + Harbor's command, or NULL */
+    pid_t service;          /* its session, or 0 */
     char **env;             /* the sandbox's environment, NULL-ended ("K=V") */
     Command *commands;      /* until answered */
     struct Shell *shells;
@@ -153,7 +154,9 @@ void send_frame(const Buf *head, const char *blob, size_t blob_len);
 void send_id(long long id, const char *error); /* {"id": id} or {"id": id, "error": ...} */
 void reap(void);
 void kill_proc(Proc *p);
-void kill_all(void); /* every process but the service's */
+/* Every process, the service's included; 0, or -1 with err filled when the service was to
+ * start again and could not. */
+int kill_all(int restart_service, Buf *err);
 void remove_cgroups_leftover(void);
 void add_leftover(const char *cgroup);
 /* Reads what an output pipe holds; 1 if there was data or its end, 0 if nothing by now. */
@@ -183,7 +186,8 @@ int spawn(char *const argv[], const char *cwd, char *const envp[], uid_t uid, gi
           int *out_r, int *err_r, int *errno_out, Buf *message);
 /* execve argv[0] searched in envp's PATH; returns only on failure (errno set). */
 void execute(char *const argv[], char *const envp[]);
-pid_t start_service(char *const argv[]);
+/* The service (H.service_argv) in a session of its own; its pid, or -1 with err filled. */
+pid_t start_service(Buf *err);
 
 /* -- kill.c ---------------------------------------------------------------------------------- */
 

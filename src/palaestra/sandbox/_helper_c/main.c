@@ -174,10 +174,10 @@ static void handle(const Json *head, char **blob, size_t blob_len, const char *h
     const char *name = op && op->type == J_STR ? op->str : "";
     if (strcmp(name, "exec") == 0) {
         rc = start_command(head, blob, blob_len, &err);
-    } else if (strcmp(name, "kill_all") == 0) { /* all but the service */
-        kill_all();
-        remove_cgroups_leftover();
-        send_id(id && id->is_int ? id->integer : 0, NULL);
+    } else if (strcmp(name, "kill_all") == 0) {
+        const Json *restart = json_get(head, "restart_service");
+        rc = kill_all(restart && restart->type == J_BOOL && restart->boolean, &err);
+        if (rc == 0) send_id(id && id->is_int ? id->integer : 0, NULL);
     } else if (strcmp(name, "cancel") == 0 && id && id->is_int) {
         Command *cmd = NULL;
         for (Command *c = H.commands; c; c = c->next)
@@ -356,12 +356,17 @@ static void configure(const char *text) {
     }
     const Json *service = json_get(config, "service");
     if (service && service->type == J_ARR && service->len) {
-        char **argv = xcalloc(service->len + 1, sizeof *argv);
+        /* kept for the helper's life: kill_all starts the service again from it */
+        H.service_argv = xcalloc(service->len + 1, sizeof *H.service_argv);
         for (size_t i = 0; i < service->len; i++)
-            argv[i] = service->items[i]->type == J_STR ? service->items[i]->str : "";
-        H.service = start_service(argv);
-        free(argv);
-        if (H.service < 0) _exit(1);
+            H.service_argv[i] = strdup(service->items[i]->type == J_STR ? service->items[i]->str
+                                                                        : "");
+        Buf why = {0};
+        H.service = start_service(&why);
+        if (H.service < 0) {
+            fprintf(stderr, "palaestra-helper: %s\n", why.data);
+            _exit(1);
+        }
     }
     json_free(config);
 }

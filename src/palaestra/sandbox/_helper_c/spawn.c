@@ -199,27 +199,37 @@ int spawn(char *const argv[], const char *cwd, char *const envp[], uid_t uid, gi
     return 0;
 }
 
-pid_t start_service(char *const argv[]) {
+pid_t start_service(Buf *err) {
+    char *const *argv = H.service_argv;
     int fail[2];
-    if (pipe2(fail, O_CLOEXEC) < 0) return -1;
+    if (pipe2(fail, O_CLOEXEC) < 0) {
+        fail_request(err, "OSError", "cannot start the service: %s", strerror(errno));
+        return -1;
+    }
     pid_t child = fork();
     if (child == 0) {
         setsid();
-        int null = open("/dev/null", O_RDONLY);
+        int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
         if (null >= 0 && null != 0) dup2(null, 0);
         dup2(2, 1);
         reset_signals();
         execute(argv, H.env);
         child_failed(fail[1], strerror(errno), argv[0]);
     }
+    int saved = errno;
     close(fail[1]);
     char why[512] = {0};
-    ssize_t r = child < 0 ? 0 : read(fail[0], why, sizeof why - 1);
+    ssize_t r = 0;
+    while (child > 0 && (r = read(fail[0], why, sizeof why - 1)) < 0 && errno == EINTR) {
+    }
     close(fail[0]);
     if (child < 0 || r > 0) {
+        if (child > 0)
+            while (waitpid(child, NULL, 0) < 0 && errno == EINTR) {
+            }
         char *colon = strchr(why, ':');
-        fprintf(stderr, "palaestra-helper: cannot start the service: %s\n",
-                colon ? colon + 1 : strerror(errno));
+        fail_request(err, "OSError", "cannot start the service %s: %s", argv[0],
+                     child < 0 ? strerror(saved) : colon ? colon + 1 : why);
         return -1;
     }
     return child;
