@@ -151,7 +151,7 @@ network() {
   iptables -N "$CHAIN" 2>/dev/null || iptables -F "$CHAIN"
   iptables -A "$CHAIN" -i "$BRIDGE" ! -o "$BRIDGE" -j ACCEPT
   iptables -A "$CHAIN" -o "$BRIDGE" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
-  iptables -C FORWARD -j "$CHAIN" 2>/dev/null || iptables -I FORWARD -j "$CHAIN"
+  iptables -C FORWARD -j "$CHAIN" 2>/dev/null || iptables -A FORWARD -j "$CHAIN"
   sysctl -qw net.ipv4.ip_forward=1
 }
 
