@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 # PyPI's Linux torch wheel is the CUDA build (several GB); this index has the CPU build.
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
-.PHONY: setup docker demo test bench lint clean
+.PHONY: setup docker docker-remap demo test bench lint clean
 
 setup: $(VENV)/.installed
 
@@ -32,6 +32,10 @@ $(VENV)/.installed: $(VENV)/.base
 # The docker backend: start dockerd and build its base image locally (root; idempotent).
 docker: setup
 	./scripts/provision-docker.sh
+
+# A second engine with userns-remap, beside the main one (root; idempotent; docs/docker.md).
+docker-remap: docker
+	./scripts/provision-docker-remap.sh
 
 demo: $(VENV)/.base
 	$(BIN)/palaestra eval starter --policy oracle --concurrency 8 --out runs/demo-oracle

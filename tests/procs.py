@@ -148,22 +148,43 @@ def tmpfs_mounts_under(prefix: str) -> list[str]:
     return [p for p in points if p == prefix or p.startswith(prefix.rstrip("/") + "/")]
 
 
-def _docker_get(path: str) -> object | None:
-    """GET ``path`` from the local Docker engine's API, or None when no engine answers."""
+#: The second engine scripts/provision-docker-remap.sh starts (userns-remap): its containers and
+#: images are counted too.
+REMAPPED_DOCKER_HOST = os.environ.get(
+    "PALAESTRA_DOCKER_REMAP_HOST", "unix:///run/palaestra/docker-remap.sock"
+)
+
+
+def _engine_sockets() -> list[str]:
+    """The unix sockets of the engines a test may use: ``$DOCKER_HOST``'s (or the default)
+    and the remapped engine's, when there is one."""
     from palaestra.sandbox.docker import docker_socket
+
+    try:
+        sockets = [docker_socket()]
+    except Exception:  # DOCKER_HOST not a unix socket: no containers to count there
+        sockets = []
+    remapped = REMAPPED_DOCKER_HOST.removeprefix("unix://")
+    if remapped not in sockets and os.path.exists(remapped):
+        sockets.append(remapped)
+    return sockets
+
+
+def _docker_get(path: str, socket_path: str) -> object | None:
+    """GET ``path`` from the Docker engine at ``socket_path``, or None when none answers."""
 
     class Conn(http.client.HTTPConnection):
         def connect(self) -> None:
             self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             self.sock.settimeout(10)
-            self.sock.connect(docker_socket())
+            self.sock.connect(socket_path)
 
     conn = Conn("localhost", timeout=10)
     try:
         conn.request("GET", path)
         response = conn.getresponse()
         return json.loads(response.read()) if response.status == 200 else None
-    except Exception:  # no engine, or DOCKER_HOST not a unix socket: no containers to count
+    except Exception:  # no engine there: no containers to count
         return None
     finally:
         conn.close()
@@ -187,14 +208,15 @@ def own_snapshot_images() -> list[str]:
 
 
 def _owned(kind: str, label: str, name: Callable[[dict], str]) -> list[str]:
-    """The engine's ``kind`` (containers, images) carrying ``label`` that this process or one
+    """The engines' ``kind`` (containers, images) carrying ``label`` that this process or one
     below it owns, as ``<name> <owner>``."""
     from palaestra.sandbox.docker_janitor import OWNER_LABEL
 
     query = urllib.parse.quote(json.dumps({"label": [label]}))
-    found = _docker_get(f"/{kind}/json?all=1&filters={query}")
-    if not isinstance(found, list):
-        return []
+    found = []
+    for socket_path in _engine_sockets():
+        listed = _docker_get(f"/{kind}/json?all=1&filters={query}", socket_path)
+        found += listed if isinstance(listed, list) else []
     ours = _own_owner_labels()
     owners = [((item.get("Labels") or {}).get(OWNER_LABEL, ""), item) for item in found]
     return sorted(f"{name(item)} {owner}" for owner, item in owners if ours(owner))
