@@ -67,10 +67,11 @@ void add_leftover(const char *cgroup) {
     H.leftover[H.n_leftover++] = strdup(cgroup);
 }
 
-/* Remove the empty ones of the leftover per-command cgroups (others still hold processes). */
+/* Remove the empty ones of the leftover per-command cgroups, with the cgroups below them
+ * (others still hold processes). */
 void remove_cgroups_leftover(void) {
     for (size_t i = 0; i < H.n_leftover;) {
-        if (unlinkat(H.track_fd, H.leftover[i], AT_REMOVEDIR) == 0 || errno == ENOENT) {
+        if (remove_cgroup_tree(H.track_fd, H.leftover[i])) {
             free(H.leftover[i]);
             H.leftover[i] = H.leftover[--H.n_leftover];
         } else {

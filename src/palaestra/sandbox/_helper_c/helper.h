@@ -189,6 +189,8 @@ pid_t start_service(char *const argv[]);
 
 typedef int (*Selector)(pid_t pid, pid_t ppid, pid_t pgrp, pid_t sid, void *ctx);
 void kill_cgroup(int track_fd, const char *mode, const char *name);
+/* Remove a command's cgroup and those below it as far as they are empty; whether it is gone. */
+int remove_cgroup_tree(int track_fd, const char *name);
 void kill_tree(Selector selected, void *ctx);
 long long oom_kills(void);
 int environ_has(pid_t pid, const char *entry, size_t entry_len);
