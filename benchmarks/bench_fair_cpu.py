@@ -89,6 +89,11 @@ def host_spinners(n: int) -> list[subprocess.Popen]:
     return [leader]
 
 
+def runnable() -> str:
+    """How many tasks of the machine are runnable now (/proc/loadavg)."""
+    return Path("/proc/loadavg").read_text().split()[3].split("/")[0]
+
+
 def stop_host(procs: list[subprocess.Popen]) -> None:
     for proc in procs:
         os.killpg(proc.pid, 9)
@@ -138,16 +143,14 @@ async def main(load: int, reps: int, loads: list[str], docker: bool) -> None:
                     spinners: list[asyncio.Task] = []
                     host: list[subprocess.Popen] = []
                     if kind == "host":
-                        host = host_spinners(load)
+                        host = await asyncio.to_thread(host_spinners, load)
                     else:
                         backend = local if kind == "local" else docker_backend
                         assert backend is not None
                         spinners = await spinning(backend, load, load_stack)
-                    await asyncio.sleep(3)  # the load average's reading needs the load running
+                    await asyncio.sleep(3)  # every spinner started and spinning
                     try:
-                        print(
-                            f"load: {load} {kind} spinners (load average {os.getloadavg()[0]:.1f}):"
-                        )
+                        print(f"load: {load} {kind} spinners ({runnable()} runnable):")
                         times: dict[str, list[float]] = {name: [] for name in probes}
                         for _ in range(reps):  # alternately: the same moment for both
                             for name, probe in probes.items():
@@ -158,7 +161,7 @@ async def main(load: int, reps: int, loads: list[str], docker: bool) -> None:
                         for task in spinners:
                             task.cancel()
                         await asyncio.gather(*spinners, return_exceptions=True)
-                        stop_host(host)
+                        await asyncio.to_thread(stop_host, host)
         await local.aclose()
     if docker_backend is not None:
         await docker_backend.aclose()
