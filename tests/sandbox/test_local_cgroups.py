@@ -50,6 +50,13 @@ def move_below_its_command(pid: int, track: Path, levels: list[str]) -> Path:
     return target
 
 
+def freeze(cgroup: Path) -> None:
+    """Freeze ``cgroup`` on its own, as an agent with cgroupfs could: what it holds dies of a
+    SIGKILL only once thawed (v1)."""
+    v1 = cgroup / "freezer.state"
+    (v1 if v1.exists() else cgroup / "cgroup.freeze").write_text("FROZEN" if v1.exists() else "1")
+
+
 def exists(path: str) -> bool:
     return os.path.exists(path)
 
@@ -59,8 +66,8 @@ def procs(cgroup: Path) -> list[str]:
 
 
 async def test_a_timed_out_command_in_cgroups_of_its_own_is_killed(backend: LocalBackend) -> None:
-    """Its processes moved into a child cgroup and a grandchild one: the timeout still kills
-    them, the helper answers as always, and close leaves no cgroup."""
+    """Its processes moved into a child cgroup and a frozen grandchild one: the timeout still
+    kills them, the helper answers as always, and close leaves no cgroup."""
     marker = new_marker()
     sandbox = await backend.create(SandboxSpec())
     track = tracking_cgroup(sandbox)
@@ -72,7 +79,8 @@ async def test_a_timed_out_command_in_cgroups_of_its_own_is_killed(backend: Loca
         assert await eventually(lambda: len(host_pids(marker)) == 2)
         first, second = host_pids(marker)
         await asyncio.to_thread(move_below_its_command, first, track, ["agent"])
-        await asyncio.to_thread(move_below_its_command, second, track, ["agent", "deeper"])
+        deeper = await asyncio.to_thread(move_below_its_command, second, track, ["agent", "deeper"])
+        await asyncio.to_thread(freeze, deeper)
         assert not running.done()  # moved before the timeout, so the timeout meets them there
         res = await running
         assert res.timed_out, res
@@ -84,8 +92,8 @@ async def test_a_timed_out_command_in_cgroups_of_its_own_is_killed(backend: Loca
 
 
 async def test_kill_all_reaches_cgroups_below_a_finished_command(backend: LocalBackend) -> None:
-    """A finished command's daemon, moved two cgroups down, dies with kill_all; the cgroups
-    it leaves go with the sandbox."""
+    """A finished command's daemon, moved two cgroups down into a frozen one, dies with
+    kill_all; the cgroups it leaves go with the sandbox."""
     marker = new_marker()
     sandbox = await backend.create(SandboxSpec())
     track = tracking_cgroup(sandbox)
@@ -94,7 +102,9 @@ async def test_kill_all_reaches_cgroups_below_a_finished_command(backend: LocalB
         assert (await sandbox.exec(f"(setsid sleep 1000 {marker} &)", timeout=5)).ok
         assert await eventually(lambda: len(host_pids(marker)) == 1)
         (pid,) = host_pids(marker)
-        await asyncio.to_thread(move_below_its_command, pid, track, ["a", "b"])
+        await asyncio.to_thread(
+            freeze, await asyncio.to_thread(move_below_its_command, pid, track, ["a", "b"])
+        )
         await sandbox.kill_all()
         assert host_pids(marker) == []
         assert (await sandbox.exec("echo alive")).stdout == "alive\n"

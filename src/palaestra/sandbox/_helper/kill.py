@@ -34,9 +34,9 @@ def kill_cgroup(track_fd: int, kill_mode: str, name: str, reap: Callable[[], Non
         write_at(track_fd, f"{name}/cgroup.kill", "1")
     else:
         v1 = kill_mode == "freezer"
-        freeze, thawed = ("freezer.state", "THAWED") if v1 else ("cgroup.freeze", "0")
-        write_at(track_fd, f"{name}/{freeze}", "FROZEN" if v1 else "1")
-        state_file = f"{name}/{freeze}" if v1 else f"{name}/cgroup.events"
+        control = f"{name}/freezer.state" if v1 else f"{name}/cgroup.freeze"
+        write_at(track_fd, control, "FROZEN" if v1 else "1")
+        state_file = control if v1 else f"{name}/cgroup.events"
         while time.monotonic() < deadline:
             state = read_at(track_fd, state_file)
             if ("FROZEN" in state) if v1 else ("frozen 1" in state):
@@ -46,16 +46,28 @@ def kill_cgroup(track_fd: int, kill_mode: str, name: str, reap: Callable[[], Non
         for cgroup in tree:
             for pid in _members(track_fd, cgroup):
                 send_signal(int(pid), _SIGKILL)
-        for cgroup in tree:
-            try:
-                write_at(track_fd, f"{cgroup}/{freeze}", thawed)
-            except OSError:
-                pass  # removed meanwhile
+        _thaw(track_fd, kill_mode, tree)
     while time.monotonic() < deadline:
         reap()
         if not populated(track_fd, name, deadline):
             return
         time.sleep(0.001)
+
+
+def thaw_below(track_fd: int, kill_mode: str) -> None:
+    """Thaw every cgroup below the tracking cgroup (``track_fd``), parents first: a process
+    killed in a frozen cgroup dies only once it is thawed (v1). Bounded as :func:`cgroup_tree`."""
+    _thaw(track_fd, kill_mode, cgroup_tree(track_fd, ".", time.monotonic() + KILL_WAIT_S)[1:])
+
+
+def _thaw(track_fd: int, kill_mode: str, tree: list[str]) -> None:
+    v1 = kill_mode == "freezer"
+    control, thawed = ("freezer.state", "THAWED") if v1 else ("cgroup.freeze", "0")
+    for cgroup in tree:
+        try:
+            write_at(track_fd, f"{cgroup}/{control}", thawed)
+        except OSError:
+            pass  # removed meanwhile
 
 
 def cgroup_tree(track_fd: int, name: str, deadline: float) -> list[str]:
@@ -113,9 +125,13 @@ def _members(track_fd: int, cgroup: str) -> list[str]:
         return []  # removed meanwhile
 
 
-def kill_tree(selected: Callable[[int, int, int, int], bool], reap: Callable[[], None]) -> None:
+def kill_tree(
+    selected: Callable[[int, int, int, int], bool],
+    reap: Callable[[], None],
+    after_kill: Callable[[], None] | None = None,
+) -> None:
     """SIGKILL the selected processes (``selected(pid, ppid, pgrp, session)``) and their
-    descendants (never pid 1), and wait.
+    descendants (never pid 1), call ``after_kill`` (a thaw: see :func:`thaw_below`), and wait.
 
     Everything found is stopped first, until a scan finds nothing new: a stopped process
     cannot fork, and a killed parent would hand its children to pid 1 and so lose the link
@@ -142,6 +158,8 @@ def kill_tree(selected: Callable[[int, int, int, int], bool], reap: Callable[[],
         stopped |= new
     for pid in stopped:
         send_signal(pid, _SIGKILL)
+    if after_kill is not None:
+        after_kill()
     deadline = time.monotonic() + KILL_WAIT_S
     while time.monotonic() < deadline:
         reap()

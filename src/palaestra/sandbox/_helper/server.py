@@ -12,7 +12,7 @@ import sys
 import time
 
 from . import HEADER, Capture, encode_frame, loads
-from .kill import environ_has, kill_cgroup, kill_tree, oom_kills, remove_cgroup_tree
+from .kill import environ_has, kill_cgroup, kill_tree, oom_kills, remove_cgroup_tree, thaw_below
 from .prctl import PR_SET_DUMPABLE, prctl
 from .shell import Shell
 from .spawn import NotStarted, resolve_user, spawn
@@ -152,8 +152,10 @@ class Helper:
         op = head["op"]
         if op == "exec":
             self._start(head, blob)
-        elif op == "kill_all":  # all but the service
-            kill_tree(lambda pid, ppid, pgrp, sid: sid != self.service, self._reap)
+        elif op == "kill_all":  # all but the service, and thawed: frozen ones die too
+            track_fd, mode = self.track_fd, self.kill_mode
+            thaw = None if track_fd is None else (lambda: thaw_below(track_fd, mode))
+            kill_tree(lambda pid, ppid, pgrp, sid: sid != self.service, self._reap, thaw)
             self.remove_cgroups(self.leftover_cgroups)
             self.send({"id": head["id"]})
         elif op == "cancel":

@@ -124,7 +124,12 @@ static int not_service(pid_t pid, pid_t ppid, pid_t pgrp, pid_t sid, void *ctx) 
     return sid != H.service;
 }
 
-void kill_all(void) { kill_tree(not_service, NULL); }
+static void thaw_all(void) {
+    if (H.track_fd >= 0) thaw_below(H.track_fd, H.kill_mode);
+}
+
+/* All but the service, and thawed: frozen ones die too. */
+void kill_all(void) { kill_tree(not_service, NULL, thaw_all); }
 
 void kill_proc(Proc *p) {
     if (p->cgroup[0]) {
@@ -134,7 +139,7 @@ void kill_proc(Proc *p) {
     TreeCtx ctx = {p->pid, {0}, 0};
     int n = snprintf(ctx.marker, sizeof ctx.marker, "%c%s=%lld%c", 0, MARKER, p->id, 0);
     ctx.marker_len = (size_t)n;
-    kill_tree(in_command, &ctx);
+    kill_tree(in_command, &ctx, NULL);
 }
 
 /* -- starting commands ----------------------------------------------------------------------- */

@@ -115,6 +115,19 @@ static int populated(int track_fd, const char *name, double deadline) {
     return found;
 }
 
+/* Thaw the cgroups of t from its from-th on, parents first. */
+static void thaw(int track_fd, const char *mode, const Tree *t, size_t from) {
+    int v1 = strcmp(mode, "freezer") == 0;
+    for (size_t i = from; i < t->n; i++)
+        write_in(track_fd, t->items[i], v1 ? "freezer.state" : "cgroup.freeze", v1 ? "THAWED" : "0");
+}
+
+void thaw_below(int track_fd, const char *mode) {
+    Tree t = cgroup_tree(track_fd, ".", now() + KILL_WAIT_S);
+    thaw(track_fd, mode, &t, 1);
+    tree_free(&t);
+}
+
 /* Remove the cgroup name and those below it, deepest first, as far as they hold no process;
  * whether name is gone. */
 int remove_cgroup_tree(int track_fd, const char *name) {
@@ -138,8 +151,7 @@ void kill_cgroup(int track_fd, const char *mode, const char *name) {
         write_in(track_fd, name, "cgroup.kill", "1");
     } else {
         int v1 = strcmp(mode, "freezer") == 0;
-        const char *freeze = v1 ? "freezer.state" : "cgroup.freeze";
-        write_in(track_fd, name, freeze, v1 ? "FROZEN" : "1");
+        write_in(track_fd, name, v1 ? "freezer.state" : "cgroup.freeze", v1 ? "FROZEN" : "1");
         for (; now() < deadline; pause_ms()) {
             char *state = read_in(track_fd, name, v1 ? "freezer.state" : "cgroup.events");
             int frozen = state && strstr(state, v1 ? "FROZEN" : "frozen 1") != NULL;
@@ -158,7 +170,7 @@ void kill_cgroup(int track_fd, const char *mode, const char *name) {
             }
             free(procs);
         }
-        for (size_t i = 0; i < t.n; i++) write_in(track_fd, t.items[i], freeze, v1 ? "THAWED" : "0");
+        thaw(track_fd, mode, &t, 0);
         tree_free(&t);
     }
     for (; now() < deadline; pause_ms()) {
@@ -230,7 +242,7 @@ static void pidset_add(PidSet *s, pid_t pid) {
     s->items[s->n++] = pid;
 }
 
-void kill_tree(Selector selected, void *ctx) {
+void kill_tree(Selector selected, void *ctx, void (*after_kill)(void)) {
     ProcList procs = {0};
     PidSet stopped = {0}, found = {0}, todo = {0};
     for (;;) {
@@ -258,6 +270,7 @@ void kill_tree(Selector selected, void *ctx) {
         if (!new) break;
     }
     for (size_t i = 0; i < stopped.n; i++) kill(stopped.items[i], SIGKILL);
+    if (after_kill) after_kill();
     for (double deadline = now() + KILL_WAIT_S; now() < deadline; pause_ms()) {
         reap();
         processes(&procs);
