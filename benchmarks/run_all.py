@@ -36,6 +36,7 @@ BENCHMARKS: list[tuple[str, str, list[str]]] = [
     ("scaffolds", "bench_scaffolds.py", ["--steps", "20", "--episodes", "2"]),
     ("sandbox", "bench_sandbox.py", ["--sandboxes", "30", "--execs", "200"]),
     ("docker", "bench_docker.py", ["--sandboxes", "10", "--execs", "100"]),
+    ("fair_cpu", "bench_fair_cpu.py", ["--load", "15", "--reps", "3"]),
     ("snapshot", "bench_snapshot.py", ["-n", "3"]),
     ("trajectory", "bench_trajectory.py", []),
     ("stream", "bench_stream.py", ["--episodes", "64", "--concurrency", "8", "32"]),

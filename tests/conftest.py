@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import glob
 import os
-import textwrap
 import tempfile
+import textwrap
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path

@@ -26,8 +26,8 @@ from palaestra.sandbox.base import (
     SandboxSpec,
 )
 from palaestra.sandbox.helper_runtime import helper_argv
-from palaestra.sandbox.local.userns import id_base
 from palaestra.sandbox.local import BASE_ENV, LocalBackend, LocalSandbox
+from palaestra.sandbox.local.userns import id_base
 from tests.procs import bwrap_pids, eventually, host_pids, new_marker
 from tests.sandbox.conftest import new_run_id
 

@@ -4,12 +4,12 @@ Each sandbox gets its own cgroup, ``palaestra/<run id>.<sandbox id>`` below the 
 process that creates it (so the sandboxes count against whatever limits that process already has):
 
 * cgroup v1 (separate hierarchies, as on these machines): the directory is made in the
-  ``pids`` and ``freezer`` hierarchies, and in ``memory`` and ``cpu`` when the spec limits
-  them; the helper makes one child per command in the freezer one, so a command's processes stay
+  ``pids``, ``freezer`` and ``cpu`` hierarchies, and in ``memory`` when the spec limits it;
+  the helper makes one child per command in the freezer one, so a command's processes stay
   traceable however they fork, ``setsid`` or re-parent, and a timeout freezes and kills them all.
 * cgroup v2 (unified): one directory with ``memory.max``, ``memory.swap.max``, ``pids.max``,
-  ``cpu.max``; per-command children below it (no controllers enabled there) for tracking and
-  ``cgroup.kill``.
+  ``cpu.max`` and, as in v1, its own CPU weight; per-command children below it (no controllers
+  enabled there) for tracking and ``cgroup.kill``.
 
 The sandbox's pid 1 is moved in right after bubblewrap starts it, before it runs any command,
 so every process of the sandbox is inside. When cgroups cannot be written (not root, no
@@ -204,16 +204,16 @@ def _cgroups_v1(
             "cpu.cfs_period_us": str(CPU_PERIOD_US),
             "cpu.cfs_quota_us": str(round(spec.cpus * CPU_PERIOD_US)),
         }
-    # Only the hierarchies with a limit to enforce: a cgroup costs every process in it some
-    # accounting, and a cpu cgroup makes the sandbox one scheduling entity among the host's.
+    # A memory cgroup only with a limit to enforce (it costs every process in it some
+    # accounting). A cpu cgroup always: the sandbox is one scheduling entity with a Docker
+    # container's weight (a new cgroup's cpu.shares, 1024), not a part of its creator's.
     _make(dirs["pids"], {"pids.max": str(pids)}, limits)
     _make(dirs["freezer"], {}, limits)
     _delegate(dirs["freezer"], (), owner)
     track = os.open(dirs["freezer"], os.O_RDONLY | os.O_DIRECTORY)
     limits.pass_fds = (track,)
     limits.helper.update(track_fd=track, kill="freezer")
-    if cpu:
-        _make(dirs["cpu"], cpu, limits)
+    _make(dirs["cpu"], cpu, limits)
     if memory:
         _make(dirs["memory"], memory, limits)
         oom = os.open(dirs["memory"], os.O_RDONLY | os.O_DIRECTORY)

@@ -1,5 +1,5 @@
-"""Killing a command's processes, and waiting until they are gone: its cgroup when the sandbox
-has cgroups, else a set of processes and their descendants found in /proc. Both waits call
+"""Killing a command's processes, and waiting until they are gone: its cgroup and every cgroup
+below it when the sandbox has cgroups, else a set of processes and their descendants found in /proc. Both waits call
 ``reap`` (the request loop's: it collects exited children) while they wait."""
 
 from __future__ import annotations
@@ -15,42 +15,123 @@ if TYPE_CHECKING:
 
 #: How long a kill waits for the killed processes to disappear.
 KILL_WAIT_S = 5.0
+#: The most cgroups of one command's tree a kill or a removal visits (its own included).
+MAX_TREE = 1024
 _SIGKILL, _SIGSTOP = 9, 19
 
 
 def kill_cgroup(track_fd: int, kill_mode: str, name: str, reap: Callable[[], None]) -> None:
-    """SIGKILL every process in a command's cgroup (``name`` under ``track_fd``), and wait until
-    they are gone.
+    """SIGKILL every process in a command's cgroup (``name`` under ``track_fd``) and in every
+    cgroup below it, and wait until they are gone; at most :data:`KILL_WAIT_S` in all.
 
-    Frozen first (v1 freezer, v2 cgroup.freeze) so nothing forks while the members are
-    listed; v2 kernels with cgroup.kill do it all in one write.
+    Frozen first (v1 freezer, v2 cgroup.freeze: both freeze the cgroups below too) so nothing
+    forks while the members are listed, then thawed, each cgroup of the tree, parents first (a
+    cgroup frozen on its own stays frozen under a thawed parent, and v1's frozen processes die
+    only once thawed); v2 kernels with cgroup.kill do the whole tree in one write.
     """
+    deadline = time.monotonic() + KILL_WAIT_S
     if kill_mode == "cgroup.kill":
         write_at(track_fd, f"{name}/cgroup.kill", "1")
     else:
         v1 = kill_mode == "freezer"
-        freeze = f"{name}/freezer.state" if v1 else f"{name}/cgroup.freeze"
-        write_at(track_fd, freeze, "FROZEN" if v1 else "1")
-        deadline = time.monotonic() + KILL_WAIT_S
+        control = f"{name}/freezer.state" if v1 else f"{name}/cgroup.freeze"
+        write_at(track_fd, control, "FROZEN" if v1 else "1")
+        state_file = control if v1 else f"{name}/cgroup.events"
         while time.monotonic() < deadline:
-            state = read_at(track_fd, freeze if v1 else f"{name}/cgroup.events")
+            state = read_at(track_fd, state_file)
             if ("FROZEN" in state) if v1 else ("frozen 1" in state):
                 break
             time.sleep(0.001)
-        for pid in read_at(track_fd, f"{name}/cgroup.procs").split():
-            send_signal(int(pid), _SIGKILL)
-        write_at(track_fd, freeze, "THAWED" if v1 else "0")
-    deadline = time.monotonic() + KILL_WAIT_S
+        tree = cgroup_tree(track_fd, name, deadline)
+        for cgroup in tree:
+            for pid in _members(track_fd, cgroup):
+                send_signal(int(pid), _SIGKILL)
+        _thaw(track_fd, kill_mode, tree)
     while time.monotonic() < deadline:
         reap()
-        if not read_at(track_fd, f"{name}/cgroup.procs").strip():
+        if not populated(track_fd, name, deadline):
             return
         time.sleep(0.001)
 
 
-def kill_tree(selected: Callable[[int, int, int, int], bool], reap: Callable[[], None]) -> None:
+def thaw_below(track_fd: int, kill_mode: str) -> None:
+    """Thaw every cgroup below the tracking cgroup (``track_fd``), parents first: a process
+    killed in a frozen cgroup dies only once it is thawed (v1). Bounded as :func:`cgroup_tree`."""
+    _thaw(track_fd, kill_mode, cgroup_tree(track_fd, ".", time.monotonic() + KILL_WAIT_S)[1:])
+
+
+def _thaw(track_fd: int, kill_mode: str, tree: list[str]) -> None:
+    v1 = kill_mode == "freezer"
+    control, thawed = ("freezer.state", "THAWED") if v1 else ("cgroup.freeze", "0")
+    for cgroup in tree:
+        try:
+            write_at(track_fd, f"{cgroup}/{control}", thawed)
+        except OSError:
+            pass  # removed meanwhile
+
+
+def cgroup_tree(track_fd: int, name: str, deadline: float) -> list[str]:
+    """``name`` and the cgroups below it (paths relative to ``track_fd``), parents first.
+
+    Bounded, whatever a command made: at most :data:`MAX_TREE` cgroups, none looked for after
+    ``deadline``, and a path too long to open is left out (the host's close still removes the
+    sandbox's whole tree).
+    """
+    tree = [name]
+    for parent in tree:  # grows while it is walked: breadth first
+        if len(tree) >= MAX_TREE or time.monotonic() >= deadline:
+            break
+        try:
+            fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY, dir_fd=track_fd)
+        except OSError:
+            continue  # removed meanwhile, or a path too long
+        try:
+            with os.scandir(fd) as entries:
+                tree += [f"{parent}/{e.name}" for e in entries if e.is_dir(follow_symlinks=False)]
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return tree[:MAX_TREE]
+
+
+def populated(track_fd: int, name: str, deadline: float) -> bool:
+    """Whether any process is left in the cgroup ``name`` or below it."""
+    try:
+        return "populated 1" in read_at(track_fd, f"{name}/cgroup.events")  # v2: the tree's
+    except FileNotFoundError:
+        pass
+    return any(_members(track_fd, cgroup) for cgroup in cgroup_tree(track_fd, name, deadline))
+
+
+def remove_cgroup_tree(track_fd: int, name: str) -> bool:
+    """Remove the cgroup ``name`` and the cgroups below it, deepest first, as far as they hold
+    no process; whether ``name`` is gone."""
+    for cgroup in reversed(cgroup_tree(track_fd, name, time.monotonic() + KILL_WAIT_S)):
+        try:
+            os.rmdir(cgroup, dir_fd=track_fd)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            if cgroup == name:
+                return False
+    return True
+
+
+def _members(track_fd: int, cgroup: str) -> list[str]:
+    try:
+        return read_at(track_fd, f"{cgroup}/cgroup.procs").split()
+    except OSError:
+        return []  # removed meanwhile
+
+
+def kill_tree(
+    selected: Callable[[int, int, int, int], bool],
+    reap: Callable[[], None],
+    after_kill: Callable[[], None] | None = None,
+) -> None:
     """SIGKILL the selected processes (``selected(pid, ppid, pgrp, session)``) and their
-    descendants (never pid 1), and wait.
+    descendants (never pid 1), call ``after_kill`` (a thaw: see :func:`thaw_below`), and wait.
 
     Everything found is stopped first, until a scan finds nothing new: a stopped process
     cannot fork, and a killed parent would hand its children to pid 1 and so lose the link
@@ -77,6 +158,8 @@ def kill_tree(selected: Callable[[int, int, int, int], bool], reap: Callable[[],
         stopped |= new
     for pid in stopped:
         send_signal(pid, _SIGKILL)
+    if after_kill is not None:
+        after_kill()
     deadline = time.monotonic() + KILL_WAIT_S
     while time.monotonic() < deadline:
         reap()

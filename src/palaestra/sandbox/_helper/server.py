@@ -12,7 +12,7 @@ import sys
 import time
 
 from . import HEADER, Capture, encode_frame, loads
-from .kill import environ_has, kill_cgroup, kill_tree, oom_kills
+from .kill import environ_has, kill_cgroup, kill_tree, oom_kills, remove_cgroup_tree, thaw_below
 from .prctl import PR_SET_DUMPABLE, prctl
 from .shell import Shell
 from .spawn import NotStarted, resolve_user, spawn
@@ -233,7 +233,9 @@ class Helper:
         the agent made the service start, by ptrace or by asking it, is one of them), and wait
         until they are gone; then, if asked, start the service again as at the helper's start
         (:meth:`start_service`). Raises OSError when the service cannot start again."""
-        kill_tree(lambda pid, ppid, pgrp, sid: True, self._reap)
+        track_fd, mode = self.track_fd, self.kill_mode
+        thaw = None if track_fd is None else (lambda: thaw_below(track_fd, mode))
+        kill_tree(lambda pid, ppid, pgrp, sid: True, self._reap, thaw)  # frozen ones die too
         self.service = None
         self.remove_cgroups(self.leftover_cgroups)
         if restart_service and self.service_argv:
@@ -339,21 +341,18 @@ class Helper:
     # -- cgroups -------------------------------------------------------------------------------
 
     def remove_cgroups(self, names: set[str]) -> None:
-        """Remove the empty ones of these per-command cgroups (others still hold processes)."""
+        """Remove the empty ones of these per-command cgroups, with the cgroups below them
+        (others still hold processes)."""
+        assert self.track_fd is not None
         for name in list(names):
-            try:
-                os.rmdir(name, dir_fd=self.track_fd)
-            except FileNotFoundError:
-                pass
-            except OSError:
-                continue
-            self.leftover_cgroups.discard(name)
+            if remove_cgroup_tree(self.track_fd, name):
+                self.leftover_cgroups.discard(name)
 
     # -- killing -------------------------------------------------------------------------------
 
     def kill(self, cmd: _Command | Shell) -> None:
-        """Kill a command's processes: its cgroup when the sandbox has cgroups (nothing gets
-        out of one), else its process group, its session, every process whose environment
+        """Kill a command's processes: its cgroup and those below it when the sandbox has
+        cgroups (nothing gets out of one), else its process group, its session, every process whose environment
         carries its marker (a ``setsid`` double fork keeps it), and their descendants. Without
         cgroups, a process that both leaves the session and clears its environment, or makes
         itself undumpable, survives until ``kill_all``."""

@@ -67,10 +67,11 @@ void add_leftover(const char *cgroup) {
     H.leftover[H.n_leftover++] = strdup(cgroup);
 }
 
-/* Remove the empty ones of the leftover per-command cgroups (others still hold processes). */
+/* Remove the empty ones of the leftover per-command cgroups, with the cgroups below them
+ * (others still hold processes). */
 void remove_cgroups_leftover(void) {
     for (size_t i = 0; i < H.n_leftover;) {
-        if (unlinkat(H.track_fd, H.leftover[i], AT_REMOVEDIR) == 0 || errno == ENOENT) {
+        if (remove_cgroup_tree(H.track_fd, H.leftover[i])) {
             free(H.leftover[i]);
             H.leftover[i] = H.leftover[--H.n_leftover];
         } else {
@@ -125,8 +126,12 @@ static int every(pid_t pid, pid_t ppid, pid_t pgrp, pid_t sid, void *ctx) {
 
 /* The service too: a process the agent made it start (by ptrace, or by asking) is in its
  * session, and must not outlive the phase boundary. It starts again from its argv. */
+static void thaw_all(void) {
+    if (H.track_fd >= 0) thaw_below(H.track_fd, H.kill_mode);
+}
+
 int kill_all(int restart_service, Buf *err) {
-    kill_tree(every, NULL);
+    kill_tree(every, NULL, thaw_all); /* thawed after the kill: frozen ones die too */
     H.service = 0;
     remove_cgroups_leftover();
     if (!restart_service || !H.service_argv) return 0;
@@ -144,7 +149,7 @@ void kill_proc(Proc *p) {
     TreeCtx ctx = {p->pid, {0}, 0};
     int n = snprintf(ctx.marker, sizeof ctx.marker, "%c%s=%lld%c", 0, MARKER, p->id, 0);
     ctx.marker_len = (size_t)n;
-    kill_tree(in_command, &ctx);
+    kill_tree(in_command, &ctx, NULL);
 }
 
 /* -- starting commands ----------------------------------------------------------------------- */

@@ -193,7 +193,14 @@ pid_t start_service(Buf *err);
 
 typedef int (*Selector)(pid_t pid, pid_t ppid, pid_t pgrp, pid_t sid, void *ctx);
 void kill_cgroup(int track_fd, const char *mode, const char *name);
-void kill_tree(Selector selected, void *ctx);
+/* Remove a command's cgroup and those below it as far as they are empty; whether it is gone. */
+int remove_cgroup_tree(int track_fd, const char *name);
+/* SIGKILL the selected processes and their descendants (never pid 1), call after_kill (a
+ * thaw: see thaw_below) unless NULL, and wait. */
+void kill_tree(Selector selected, void *ctx, void (*after_kill)(void));
+/* Thaw every cgroup below the tracking cgroup, parents first: a process killed in a frozen
+ * cgroup dies only once it is thawed (v1). */
+void thaw_below(int track_fd, const char *mode);
 long long oom_kills(void);
 int environ_has(pid_t pid, const char *entry, size_t entry_len);
 

@@ -1,6 +1,7 @@
-/* Killing a command's processes, and waiting until they are gone: its cgroup when the sandbox
- * has cgroups, else a set of processes and their descendants found in /proc. Both waits reap
- * (the request loop's reap) while they wait. (The Python helper's _helper/kill.py.) */
+/* Killing a command's processes, and waiting until they are gone: its cgroup and every cgroup
+ * below it when the sandbox has cgroups, else a set of processes and their descendants found in
+ * /proc. Both waits reap (the request loop's reap) while they wait. (The Python helper's
+ * _helper/kill.py.) */
 #include "helper.h"
 
 #include <dirent.h>
@@ -16,54 +17,165 @@
 #include <unistd.h>
 
 #define KILL_WAIT_S 5.0
+/* The most cgroups of one command's tree a kill or a removal visits (its own included). */
+#define MAX_TREE 1024
 
 static void pause_ms(void) {
     struct timespec ts = {0, 1000000};
     nanosleep(&ts, NULL);
 }
 
-static int cgroup_empty(int track_fd, const char *name) {
-    char path[64];
-    snprintf(path, sizeof path, "%s/cgroup.procs", name);
-    char *procs = read_at(track_fd, path);
-    int empty = !procs || strspn(procs, " \n") == strlen(procs);
-    free(procs);
-    return empty;
+/* The cgroups of a command's tree: paths relative to the tracking cgroup, parents first. */
+typedef struct {
+    char **items;
+    size_t n, cap;
+} Tree;
+
+static void tree_free(Tree *t) {
+    for (size_t i = 0; i < t->n; i++) free(t->items[i]);
+    free(t->items);
+    *t = (Tree){0};
 }
 
+static void tree_add(Tree *t, char *path) {
+    if (t->n == t->cap) {
+        t->cap = t->cap ? t->cap * 2 : 16;
+        t->items = realloc(t->items, t->cap * sizeof *t->items);
+        if (!t->items) xmalloc((size_t)-1);
+    }
+    t->items[t->n++] = path;
+}
+
+/* name and the cgroups below it, breadth first. Bounded, whatever a command made: at most
+ * MAX_TREE cgroups, none looked for after deadline, and a path too long to open is left out
+ * (the host's close still removes the sandbox's whole tree). */
+static Tree cgroup_tree(int track_fd, const char *name, double deadline) {
+    Tree t = {0};
+    tree_add(&t, xstrndup(name, strlen(name)));
+    for (size_t i = 0; i < t.n && t.n < MAX_TREE && now() < deadline; i++) {
+        int fd = openat(track_fd, t.items[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0) continue; /* removed meanwhile, or a path too long */
+        DIR *dir = fdopendir(fd);
+        if (!dir) {
+            close(fd);
+            continue;
+        }
+        struct dirent *e;
+        while ((e = readdir(dir)) && t.n < MAX_TREE) {
+            if (e->d_type != DT_DIR || strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                continue;
+            size_t len = strlen(t.items[i]) + 1 + strlen(e->d_name) + 1;
+            char *path = xmalloc(len);
+            snprintf(path, len, "%s/%s", t.items[i], e->d_name);
+            tree_add(&t, path);
+        }
+        closedir(dir);
+    }
+    return t;
+}
+
+/* Read a file of a cgroup of the tree; NULL when gone. */
+static char *read_in(int track_fd, const char *cgroup, const char *file) {
+    size_t len = strlen(cgroup) + 1 + strlen(file) + 1;
+    char *path = xmalloc(len);
+    snprintf(path, len, "%s/%s", cgroup, file);
+    char *text = read_at(track_fd, path);
+    free(path);
+    return text;
+}
+
+static int write_in(int track_fd, const char *cgroup, const char *file, const char *text) {
+    size_t len = strlen(cgroup) + 1 + strlen(file) + 1;
+    char *path = xmalloc(len);
+    snprintf(path, len, "%s/%s", cgroup, file);
+    int rc = write_at(track_fd, path, text);
+    free(path);
+    return rc;
+}
+
+static int has_members(int track_fd, const char *cgroup) {
+    char *procs = read_in(track_fd, cgroup, "cgroup.procs");
+    int members = procs && strspn(procs, " \n") != strlen(procs);
+    free(procs);
+    return members;
+}
+
+/* Whether any process is left in the cgroup name or below it. */
+static int populated(int track_fd, const char *name, double deadline) {
+    char *events = read_in(track_fd, name, "cgroup.events"); /* v2: the tree's */
+    if (events) {
+        int found = strstr(events, "populated 1") != NULL;
+        free(events);
+        return found;
+    }
+    Tree t = cgroup_tree(track_fd, name, deadline);
+    int found = 0;
+    for (size_t i = 0; i < t.n && !found; i++) found = has_members(track_fd, t.items[i]);
+    tree_free(&t);
+    return found;
+}
+
+/* Thaw the cgroups of t from its from-th on, parents first. */
+static void thaw(int track_fd, const char *mode, const Tree *t, size_t from) {
+    int v1 = strcmp(mode, "freezer") == 0;
+    for (size_t i = from; i < t->n; i++)
+        write_in(track_fd, t->items[i], v1 ? "freezer.state" : "cgroup.freeze", v1 ? "THAWED" : "0");
+}
+
+void thaw_below(int track_fd, const char *mode) {
+    Tree t = cgroup_tree(track_fd, ".", now() + KILL_WAIT_S);
+    thaw(track_fd, mode, &t, 1);
+    tree_free(&t);
+}
+
+/* Remove the cgroup name and those below it, deepest first, as far as they hold no process;
+ * whether name is gone. */
+int remove_cgroup_tree(int track_fd, const char *name) {
+    Tree t = cgroup_tree(track_fd, name, now() + KILL_WAIT_S);
+    int gone = 1;
+    for (size_t i = t.n; i-- > 0;) /* deepest first */
+        if (unlinkat(track_fd, t.items[i], AT_REMOVEDIR) < 0 && errno != ENOENT && i == 0)
+            gone = 0;
+    tree_free(&t);
+    return gone;
+}
+
+/* SIGKILL every process in a command's cgroup and in every cgroup below it, and wait until
+ * they are gone; at most KILL_WAIT_S in all. Frozen first (both freezers freeze the cgroups
+ * below too), then thawed, each cgroup of the tree, parents first: a cgroup frozen on its own
+ * stays frozen under a thawed parent, and v1's frozen processes die only once thawed. v2
+ * kernels with cgroup.kill do the whole tree in one write. */
 void kill_cgroup(int track_fd, const char *mode, const char *name) {
-    char path[64];
+    double deadline = now() + KILL_WAIT_S;
     if (strcmp(mode, "cgroup.kill") == 0) {
-        snprintf(path, sizeof path, "%s/cgroup.kill", name);
-        write_at(track_fd, path, "1");
+        write_in(track_fd, name, "cgroup.kill", "1");
     } else {
         int v1 = strcmp(mode, "freezer") == 0;
-        char freeze[64], state_file[64];
-        snprintf(freeze, sizeof freeze, v1 ? "%s/freezer.state" : "%s/cgroup.freeze", name);
-        snprintf(state_file, sizeof state_file, v1 ? "%s/freezer.state" : "%s/cgroup.events",
-                 name);
-        write_at(track_fd, freeze, v1 ? "FROZEN" : "1");
-        for (double deadline = now() + KILL_WAIT_S; now() < deadline; pause_ms()) {
-            char *state = read_at(track_fd, state_file);
+        write_in(track_fd, name, v1 ? "freezer.state" : "cgroup.freeze", v1 ? "FROZEN" : "1");
+        for (; now() < deadline; pause_ms()) {
+            char *state = read_in(track_fd, name, v1 ? "freezer.state" : "cgroup.events");
             int frozen = state && strstr(state, v1 ? "FROZEN" : "frozen 1") != NULL;
             free(state);
             if (frozen) break;
         }
-        snprintf(path, sizeof path, "%s/cgroup.procs", name);
-        char *procs = read_at(track_fd, path);
-        for (char *p = procs; p && *p;) {
-            char *end;
-            long pid = strtol(p, &end, 10);
-            if (end == p) break;
-            kill((pid_t)pid, SIGKILL);
-            p = end;
+        Tree t = cgroup_tree(track_fd, name, deadline);
+        for (size_t i = 0; i < t.n; i++) {
+            char *procs = read_in(track_fd, t.items[i], "cgroup.procs");
+            for (char *p = procs; p && *p;) {
+                char *end;
+                long pid = strtol(p, &end, 10);
+                if (end == p) break;
+                kill((pid_t)pid, SIGKILL);
+                p = end;
+            }
+            free(procs);
         }
-        free(procs);
-        write_at(track_fd, freeze, v1 ? "THAWED" : "0");
+        thaw(track_fd, mode, &t, 0);
+        tree_free(&t);
     }
-    for (double deadline = now() + KILL_WAIT_S; now() < deadline; pause_ms()) {
+    for (; now() < deadline; pause_ms()) {
         reap();
-        if (cgroup_empty(track_fd, name)) return;
+        if (!populated(track_fd, name, deadline)) return;
     }
 }
 
@@ -130,7 +242,7 @@ static void pidset_add(PidSet *s, pid_t pid) {
     s->items[s->n++] = pid;
 }
 
-void kill_tree(Selector selected, void *ctx) {
+void kill_tree(Selector selected, void *ctx, void (*after_kill)(void)) {
     ProcList procs = {0};
     PidSet stopped = {0}, found = {0}, todo = {0};
     for (;;) {
@@ -158,6 +270,7 @@ void kill_tree(Selector selected, void *ctx) {
         if (!new) break;
     }
     for (size_t i = 0; i < stopped.n; i++) kill(stopped.items[i], SIGKILL);
+    if (after_kill) after_kill();
     for (double deadline = now() + KILL_WAIT_S; now() < deadline; pause_ms()) {
         reap();
         processes(&procs);
