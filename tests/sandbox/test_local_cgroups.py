@@ -14,6 +14,7 @@ import pytest
 from palaestra.sandbox import Sandbox, SandboxSpec
 from palaestra.sandbox import limits as limits_mod
 from palaestra.sandbox.local import LocalBackend
+from palaestra.sandbox.local.userns import id_base
 from tests.procs import eventually, host_pids, new_marker
 from tests.sandbox.conftest import new_run_id
 
@@ -41,10 +42,14 @@ def tracking_cgroup(sandbox: Sandbox) -> Path:
 
 def move_below_its_command(pid: int, track: Path, levels: list[str]) -> Path:
     """As the host's root, make cgroups ``levels`` (nested) below the command cgroup holding
-    ``pid`` and move ``pid`` into the deepest one, as an agent with cgroupfs would."""
+    ``pid`` and move ``pid`` into the deepest one, as an agent with cgroupfs would: owned by
+    the sandbox's root (its uid on the host), as what it made would be."""
     command = next(d for d in track.iterdir() if d.is_dir() and str(pid) in procs(d))
     target = command.joinpath(*levels)
     target.mkdir(parents=True, exist_ok=True)
+    for made in [command.joinpath(*levels[: i + 1]) for i in range(len(levels))]:
+        for path in [made, *made.iterdir()]:
+            os.chown(path, id_base(), id_base())
     (target / "cgroup.procs").write_text(str(pid))
     assert str(pid) in procs(target)
     return target
