@@ -2,8 +2,8 @@
 on both backends, and none of it may be skipped in CI.
 
 :data:`HOSTILE_CLASSES` names, for each class, the hostile tests that hold it. This test collects
-the hostile suite as pytest does and fails when a class has no test, when a named test does not
-exist, or when one does not run on both the local backend and Docker (the conftest ``backend``
+the hostile suite as pytest does and fails when a named test does not exist, or when a class's
+tests do not run on both the local backend and Docker between them (the conftest ``backend``
 fixture, directly or through ``limited``: its ``docker`` parameter carries the ``docker`` mark,
 which ``PALAESTRA_REQUIRE_DOCKER=1`` in CI turns from a skip into a failure). A hostile test for a
 new class goes in the suite and is named here.
@@ -18,7 +18,30 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SUITE = ("tests/sandbox/test_hostile.py", "tests/sandbox/test_hostile_rewards.py")
+SUITE = (
+    "tests/sandbox/test_hostile.py",
+    "tests/sandbox/test_hostile_rewards.py",
+    "tests/sandbox/test_hostile_ids.py",
+)
+#: Hostile tests outside the suite's ``backend`` fixture, with the backends they attack: the
+#: service's injection needs a service (Docker's image entrypoint; the helpers under bwrap
+#: directly on local, which refuses ENTRYPOINT), Docker's remapped root needs its own engine,
+#: and the helper's cgroup tests need the local backend's cgroups, which the agent cannot reach
+#: on either backend (test_no_cgroup_can_be_made_or_joined).
+OUTSIDE = {
+    "tests/sandbox/test_service_boundary.py": {
+        "test_kill_all_kills_the_service_and_what_was_injected_into_it": {"local"},
+        "test_docker_kill_all_kills_the_service_and_starts_it_again": {"docker"},
+        "test_docker_episode_a_process_injected_into_the_service_cannot_score": {"docker"},
+    },
+    "tests/sandbox/test_docker_remap.py": {
+        "test_root_inside_is_an_unprivileged_uid_outside": {"docker"},
+    },
+    "tests/sandbox/test_local_cgroups.py": {
+        "test_a_timed_out_command_in_cgroups_of_its_own_is_killed": {"local"},
+        "test_kill_all_reaches_cgroups_below_a_finished_command": {"local"},
+    },
+}
 
 #: Issue 28's classes of attack (its "What must work" items 1 to 5) and the hostile tests that
 #: hold each, by function name.
@@ -27,18 +50,31 @@ HOSTILE_CLASSES: dict[str, tuple[str, ...]] = {
         "test_kernel_tunables_are_read_only",
         "test_escapes_through_proc_and_sys",
     ),
-    "2. the agent's root is not the host's root": (),
-    "3. no process survives the boundary (the image's service included)": (),
-    "4. the helper survives any cgroup the agent makes": (),
-    "5. fair CPU between sandboxes": (),
+    "2. the agent's root is not the host's root": (
+        "test_root_inside_is_the_ranges_first_uid_outside",
+        "test_root_inside_is_an_unprivileged_uid_outside",
+    ),
+    "3. no process survives the boundary (the image's service included)": (
+        "test_kill_all_kills_the_service_and_what_was_injected_into_it",
+        "test_docker_kill_all_kills_the_service_and_starts_it_again",
+        "test_docker_episode_a_process_injected_into_the_service_cannot_score",
+        "test_daemon_rewriting_the_reward",
+    ),
+    "4. the helper survives any cgroup the agent makes": (
+        "test_no_cgroup_can_be_made_or_joined",
+        "test_a_timed_out_command_in_cgroups_of_its_own_is_killed",
+        "test_kill_all_reaches_cgroups_below_a_finished_command",
+    ),
+    "5. fair CPU between sandboxes": ("test_each_sandbox_has_a_cpu_weight_of_its_own",),
 }
 
 
 def collected_ids() -> dict[str, set[str]]:
-    """The parameter ids pytest collects for each test function of the hostile suite."""
+    """The parameter ids pytest collects for each test function of the hostile suite and of
+    the files of :data:`OUTSIDE`."""
     argv = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
     out = subprocess.run(
-        [*argv, *SUITE], cwd=ROOT, capture_output=True, text=True, env=os.environ.copy()
+        [*argv, *SUITE, *OUTSIDE], cwd=ROOT, capture_output=True, text=True, env=os.environ.copy()
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     ids: dict[str, set[str]] = defaultdict(set)
@@ -50,20 +86,28 @@ def collected_ids() -> dict[str, set[str]]:
     return ids
 
 
+def backends_of(test: str, params: set[str]) -> set[str]:
+    """The backends a collected test attacks: declared in :data:`OUTSIDE`, or its ``backend``
+    fixture's parameters (``local``, ``local-python``, ``docker``)."""
+    for declared in OUTSIDE.values():
+        if test in declared:
+            return declared[test]
+    return {p.split("-", 1)[0] for p in params}
+
+
 def test_each_class_of_issue_28_is_attacked_on_both_backends() -> None:
     ids = collected_ids()
     problems = []
     for klass, tests in HOSTILE_CLASSES.items():
-        if not tests:
-            problems.append(f"{klass}: no hostile test names it yet")
+        covered: set[str] = set()
         for test in tests:
             params = ids.get(test)
             if not params:
                 problems.append(f"{klass}: {test} is not in the hostile suite")
                 continue
-            backends = {p.split("-", 1)[0] for p in params}
-            if not {"local", "docker"} <= backends:
-                problems.append(f"{klass}: {test} runs on {sorted(backends)}, not local and docker")
+            covered |= backends_of(test, params)
+        if not {"local", "docker"} <= covered:
+            problems.append(f"{klass}: its tests run on {sorted(covered)}, not local and docker")
     assert not problems, (
         "issue 28's hostile suite is incomplete (add each test to "
         + " or ".join(SUITE)

@@ -116,39 +116,3 @@ async def test_kill_all_reaches_cgroups_below_a_finished_command(backend: LocalB
     finally:
         await sandbox.close()
     assert not any(map(exists, paths))
-
-
-def cpu_cgroup_of(pid: int) -> Path:
-    """The cgroup whose CPU weight schedules ``pid`` (v1: its cpu hierarchy's; v2: its own)."""
-    text = Path(f"/proc/{pid}/cgroup").read_text()
-    entries = [line.split(":", 2) for line in text.splitlines()]
-    if limits_mod.cgroup_version() == 1:
-        path = next(p for _, cs, p in entries if "cpu" in cs.split(","))
-        return limits_mod.CGROUP_ROOT / "cpu" / path.lstrip("/")
-    path = next(p for _, cs, p in entries if cs == "")
-    return limits_mod.CGROUP_ROOT / path.lstrip("/")
-
-
-def weight(cgroup: Path) -> str:
-    """Its CPU weight: v1's cpu.shares, v2's cpu.weight."""
-    v1 = cgroup / "cpu.shares"
-    return (v1 if v1.exists() else cgroup / "cpu.weight").read_text().strip()
-
-
-async def test_each_sandbox_has_a_cpu_weight_of_its_own(backend: LocalBackend) -> None:
-    """Without a CPU limit too, a sandbox's commands run in a cpu cgroup of its own with a
-    Docker container's default weight (v1 cpu.shares 1024, v2 cpu.weight 100), not in their
-    creator's."""
-    markers = [new_marker(), new_marker()]
-    async with (
-        await backend.create(SandboxSpec()) as first,
-        await backend.create(SandboxSpec()) as second,
-    ):
-        for sandbox, marker in zip((first, second), markers, strict=True):
-            await sandbox.exec(f"(setsid sleep 1000 {marker} &)", timeout=5)
-        assert await eventually(lambda: all(len(host_pids(m)) == 1 for m in markers))
-        cgroups = [await asyncio.to_thread(cpu_cgroup_of, host_pids(m)[0]) for m in markers]
-        mine = await asyncio.to_thread(cpu_cgroup_of, os.getpid())
-        assert len({mine, *cgroups}) == 3, cgroups
-        expected = "1024" if limits_mod.cgroup_version() == 1 else "100"
-        assert [await asyncio.to_thread(weight, c) for c in cgroups] == [expected] * 2
