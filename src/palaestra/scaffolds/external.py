@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from palaestra.sandbox.base import Mount
+from palaestra.sandbox.local.userns import id_base
 from palaestra.scaffolds.base import EndReason, Outcome
 from palaestra.scaffolds.mini_swe_agent import CONFIG, MINI_SWE_AGENT_ENV, mini_swe_agent_command
 from palaestra.scaffolds.proxy import DEFAULT_MODEL, ProxyEpisode, ProxyServer
@@ -186,6 +187,10 @@ class ExternalScaffold:
         if self._socket_dir is None:
             self._socket_dir = Path(tempfile.mkdtemp(prefix="palaestra-proxy-"))
             weakref.finalize(self, shutil.rmtree, self._socket_dir, True)
+            if os.geteuid() == 0:
+                # Reached by the sandboxes' root, which on the local backend is an unprivileged
+                # host uid (palaestra.sandbox.local.userns); still closed to the host's users.
+                os.chown(self._socket_dir, id_base(), id_base())
         return self._socket_dir / _SOCKET_NAME
 
     def sandbox_mounts(self) -> tuple[Mount, ...]:
