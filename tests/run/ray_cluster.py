@@ -124,6 +124,7 @@ def start_cluster(src: Path, cpus: int = 2) -> LocalCluster:
     """``ray start --head`` plus a second node; the nodes' workers import palaestra from
     ``src`` and keep their sandboxes in a state dir of their own."""
     root = Path(tempfile.mkdtemp(prefix="pray-", dir="/tmp"))  # short: Ray's socket paths
+    root.chmod(0o711)  # the local sandboxes' uid passes through to their state directory
     state_dir = root / "sandboxes"
     env = _env(src, state_dir)
     common = ["--num-cpus", str(cpus), "--disable-usage-stats"]
