@@ -35,6 +35,7 @@ BENCHMARKS: list[tuple[str, str, list[str]]] = [
     ("env", "bench_env.py", ["--episodes", "5", "--attempts", "1", "--concurrency", "8"]),
     ("scaffolds", "bench_scaffolds.py", ["--steps", "20", "--episodes", "2"]),
     ("sandbox", "bench_sandbox.py", ["--sandboxes", "30", "--execs", "200"]),
+    ("isolation_cost", "bench_isolation_cost.py", ["--n", "50"]),
     ("docker", "bench_docker.py", ["--sandboxes", "10", "--execs", "100"]),
     ("fair_cpu", "bench_fair_cpu.py", ["--load", "15", "--reps", "3"]),
     ("snapshot", "bench_snapshot.py", ["-n", "3"]),
