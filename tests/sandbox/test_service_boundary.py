@@ -117,7 +117,8 @@ def test_kill_all_kills_the_service_and_what_was_injected_into_it(
         child = driver.sh(f"python3 {INJECTOR} {first} '{injected}'").strip()
         # The attack worked: a process forked by the service, in the service's session.
         assert driver.sh(FIND, "sleep 1002").split() == [child, first]
-        assert driver.run({"op": "kill_all", "restart_service": True}).keys() == {"id"}
+        answer = driver.run({"op": "kill_all", "restart_service": True})
+        assert answer.keys() == {"id"}, answer
         assert driver.sh(FIND, "sleep 1002") == ""
         again = driver.sh(SERVICE_PID, "1001").strip()
         assert again != first and driver.sh(FIND, "sleep 1001").split() == [again, again]

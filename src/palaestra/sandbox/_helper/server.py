@@ -342,8 +342,9 @@ class Helper:
 
     def remove_cgroups(self, names: set[str]) -> None:
         """Remove the empty ones of these per-command cgroups, with the cgroups below them
-        (others still hold processes)."""
-        assert self.track_fd is not None
+        (others still hold processes). Without cgroups there are none."""
+        if self.track_fd is None:
+            return
         for name in list(names):
             if remove_cgroup_tree(self.track_fd, name):
                 self.leftover_cgroups.discard(name)
