@@ -117,14 +117,17 @@ async def test_each_sandbox_has_a_cpu_weight_of_its_own(backend: SandboxBackend)
 async def run_as_nobody(path: Path) -> str:
     """What ``path`` prints when a host user with no tie to the sandboxes (``nobody``) runs it
     (an error message when it cannot)."""
-    proc = await asyncio.create_subprocess_exec(
-        str(path),
-        user=65534,
-        group=65534,
-        extra_groups=[],
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            str(path),
+            user=65534,
+            group=65534,
+            extra_groups=[],
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+    except PermissionError as exc:
+        return str(exc)
     out, _ = await proc.communicate()
     return out.decode()
 
