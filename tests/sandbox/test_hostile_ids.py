@@ -15,6 +15,8 @@ import pytest
 
 from palaestra.sandbox import SandboxBackend, SandboxSpec
 from palaestra.sandbox import limits as limits_mod
+from palaestra.sandbox.local import LocalSandbox
+from palaestra.sandbox.local.snapshot import LocalSnapshot
 from palaestra.sandbox.local.userns import ID_COUNT, id_base
 from tests.procs import eventually, host_pids, new_marker
 
@@ -110,3 +112,45 @@ async def test_each_sandbox_has_a_cpu_weight_of_its_own(backend: SandboxBackend)
         assert len({mine, *cgroups}) == 3, cgroups
         expected = "1024" if limits_mod.cgroup_version() == 1 else "100"
         assert [await asyncio.to_thread(weight, c) for c in cgroups] == [expected] * 2
+
+
+async def run_as_nobody(path: Path) -> str:
+    """What ``path`` prints when a host user with no tie to the sandboxes (``nobody``) runs it
+    (an error message when it cannot)."""
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            str(path),
+            user=65534,
+            group=65534,
+            extra_groups=[],
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+    except PermissionError as exc:
+        return str(exc)
+    out, _ = await proc.communicate()
+    return out.decode()
+
+
+@pytest.mark.parametrize("backend", ["local"], indirect=True)
+async def test_set_id_files_are_no_way_into_the_range_from_the_host(
+    backend: SandboxBackend,
+) -> None:
+    """A set-id program that root inside makes is set-id to the range's first uid on the host
+    (bwrap's binds are nosuid only inside): a host user that could run it from the sandbox's
+    directory, or from a snapshot of it, would become the owner of every local sandbox's user
+    namespace. Neither is reachable by the host's other users."""
+    async with await backend.create(SandboxSpec(workdir="/app")) as sandbox:
+        assert isinstance(sandbox, LocalSandbox)
+        made = await sandbox.exec("cp /usr/bin/id /tmp/sid && chmod 6755 /tmp/sid")
+        assert made.exit_code == 0, made
+        snapshot = await sandbox.snapshot()
+        assert isinstance(snapshot, LocalSnapshot)
+        try:
+            for planted in (sandbox.sandbox_dir / "fs/tmp/sid", snapshot.files / "tmp/sid"):
+                st = await asyncio.to_thread(os.stat, planted)
+                assert st.st_mode & 0o6000 == 0o6000  # the set-id bits are there on the host
+                out = await run_as_nobody(planted)
+                assert f"euid={id_base()}" not in out and f"egid={id_base()}" not in out, out
+        finally:
+            await snapshot.release()

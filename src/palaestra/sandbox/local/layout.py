@@ -148,6 +148,9 @@ def populate(
         _make_backing(sandbox_dir, writable, files)
         # All the sandbox may write belongs to its ids: nothing in it is the host root's.
         shift_into_range(fs)
+        # Closed to the host's other users: root inside makes set-id files here, set-id to
+        # the range's first uid on the host (bwrap's binds are nosuid only inside).
+        fs.chmod(0o700)
         if spec.rootfs is not None:
             (layer / "work").mkdir()  # overlayfs's own, used with the mounter's rights only
             _mount_root(Path(spec.rootfs).resolve(), sandbox_dir, layer, limits)

@@ -17,7 +17,9 @@ profile (moby ``profiles/seccomp/default.json``) for a process holding the capab
 * everything else fails with EPERM: ``unshare``, ``setns``, ``mount`` and the new mount API,
   ``keyctl``, ``add_key``, ``bpf``, ``perf_event_open``, ``kexec_load``, module loading,
   ``open_by_handle_at``, ``userfaultfd``, ``acct``, ``swapon``, ``reboot``, ``syslog``,
-  ``iopl``/``ioperm``, clock setting, ``quotactl``...
+  ``iopl``/``ioperm``, clock setting, ``quotactl``, and ``io_uring_*`` (whose operations run
+  unseen by seccomp: a ring's socket op would make the AF_VSOCK socket denied above; Docker's
+  profile dropped them in Docker 25)...
 
 The profile's other conditional groups need a capability the sandbox does not have (``SYS_ADMIN``,
 ``SYS_PTRACE``, ``SYS_MODULE``...), so their calls stay denied. The filter covers the native

@@ -95,8 +95,9 @@ def take_snapshot(
 
 def _copy_fs(fs: Path, dest: Path) -> None:
     """``cp -a`` of a sandbox's ``fs/`` to the new directory ``dest``, but for the overlay's
-    work directory (its writable layer, ``upper/``, is copied)."""
-    dest.mkdir()
+    work directory (its writable layer, ``upper/``, is copied). ``dest`` is root's alone, as a
+    sandbox's ``fs/`` is its root's: the copy keeps the set-id files the sandbox made."""
+    dest.mkdir(mode=0o700)
     sources = [fs / name for name in os.listdir(fs) if name != OVERLAY_DIR]
     copy_into(sources, dest)
     upper = fs / OVERLAY_DIR / "upper"
