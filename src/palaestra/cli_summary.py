@@ -72,6 +72,11 @@ def print_summary(summary: dict[str, Any]) -> None:
         f"mean steps {summary['mean_steps']:.1f} · planned {summary['planned']} · skipped "
         f"(already done) {summary['skipped']} · retried {summary['retried']} · "
         f"{summary['episodes_per_s']:.2f} episodes/s"
+        + (
+            f" · {summary['lost']} lost with a dead Ray actor (run again)"
+            if summary.get("executor") == "ray"
+            else ""
+        )
     )
     if summary["invalid_tasks"]:
         console.print(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 import time
 import warnings
@@ -14,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from palaestra.cli_errors import SIGTERM_EXIT, Terminated, fail, run_async
 from palaestra.cli_pool import app as pool_app
 from palaestra.env.registry import list_envs, load_tasks, spec
 from palaestra.run.check import check_tasks
@@ -195,12 +195,16 @@ def check_cmd(
         try:
             tasks = load_task_dirs(path)
         except TaskError as e:
-            console.print(f"[red]{e}[/red]")
-            raise typer.Exit(2) from None
+            fail(str(e))
     else:
         tasks = list(select_tasks(target, param_hint="TARGET"))
     tasks = tasks[:limit] if limit is not None else tasks
-    results = asyncio.run(check_tasks(tasks, concurrency=concurrency))
+    try:
+        results = run_async(check_tasks(tasks, concurrency=concurrency))
+    except (KeyboardInterrupt, Terminated) as e:
+        how = "terminated (SIGTERM)" if isinstance(e, Terminated) else "interrupted"
+        Console(stderr=True).print(f"[yellow]{how}[/yellow]: the check stopped; nothing is kept")
+        raise typer.Exit(SIGTERM_EXIT if isinstance(e, Terminated) else 130) from None
     table = Table("task", "scenario", "expected", "reward", "verdict", "time")
     for r in results:
         verdict = (
@@ -231,9 +235,8 @@ def fetch_cmd(
         datasets, base = reg.read_registry(source)
         ds = reg.find_dataset(datasets, dataset)
         started = time.perf_counter()
-        dest = asyncio.run(reg.fetch(ds, base))
+        dest = run_async(reg.fetch(ds, base))
     except reg.RegistryError as e:
-        console.print(f"[red]{e}[/red]")
-        raise typer.Exit(2) from None
+        fail(str(e))
     console.print(f"{ds.ref}: {len(ds.tasks)} tasks in {dest} "
                   f"({time.perf_counter() - started:.1f}s); use env id harbor/{ds.ref}")  # fmt: skip
