@@ -3,6 +3,8 @@
 A preset names a task source and a default configuration. The optional selector picks a subset
 of its tasks (see :mod:`palaestra.tasks.source`). An id that is not a registered preset but an
 existing directory is loaded as Harbor task directories: ``make("path/to/tasks:0:10")``;
+a task id of a pack shipped in the package (``starter``'s, as ``palaestra tasks list starter``
+prints them) selects that one task; an unknown id's error names the nearest ids.
 ``pool:<dir>`` is a self-play task pool (:mod:`palaestra.tasks.pool`), and
 ``make("creator:<seed source>")`` the creator environment of self-play
 (:class:`~palaestra.env.creator.CreatorEnv`, seeded with that source's tasks). The ``tools``
