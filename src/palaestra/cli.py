@@ -12,17 +12,19 @@ from typing import Annotated, Any, Literal
 
 import typer
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
+from rich.progress import Progress, TaskID
 from rich.table import Table
 
-from palaestra.cli_summary import console, pct, print_summary, report_errors, usd
+from palaestra.cli_progress import FittedProgress
+from palaestra.cli_summary import (
+    console,
+    eval_clauses,
+    pct,
+    print_brief,
+    print_summary,
+    report_errors,
+    usd,
+)
 from palaestra.cli_tasks import app as tasks_app
 from palaestra.cli_tasks import select_tasks
 from palaestra.env.registry import POLICIES, check_policy, list_envs, make_policy
@@ -245,6 +247,9 @@ def eval_cmd(
         ),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Print the summary's tables too.")
+    ] = False,
     ray: Annotated[
         bool,
         typer.Option(
@@ -317,18 +322,7 @@ def eval_cmd(
         or Path("runs")
         / f"{env_id.replace('/', '_')}-{policy.replace(':', '_').replace('/', '_')}-{stamp}"
     )
-    progress = Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn(
-            "pass {task.fields[rate]} · errors {task.fields[errors]} · {task.fields[cost]} · "
-            "{task.fields[speed]} ep/s"
-        ),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),
-        disable=as_json,
-    )
+    progress = FittedProgress(eval_clauses, console=Console(stderr=True), disable=as_json)
     bar = progress.add_task(f"{env_id} / {policy}", total=len(tasks) * attempts)
     # a resumed run's counts (and scalar steps) continue from the tries already stored
     prior = (
@@ -373,8 +367,9 @@ def eval_cmd(
     if as_json:
         print(json.dumps(summary, indent=2))
     else:
-        print_summary(summary)
-        console.print(f"results: {out_dir}/results.db, {out_dir}/summary.json")
+        if verbose:
+            print_summary(summary)
+        print_brief(summary, str(out_dir))
     report_errors(summary)
 
 
