@@ -13,8 +13,8 @@ from typing import Annotated, Any, Literal
 import typer
 from rich.console import Console
 from rich.progress import Progress, TaskID
-from rich.table import Table
 
+from palaestra.cli_output import id_table, print_json
 from palaestra.cli_progress import FittedProgress
 from palaestra.cli_summary import (
     console,
@@ -412,11 +412,16 @@ def report_cmd(
 
 
 @app.command("envs")
-def envs_cmd() -> None:
+def envs_cmd(
+    as_json: Annotated[bool, typer.Option("--json", help="Print them as JSON.")] = False,
+) -> None:
     """List the registered environment presets."""
-    table = Table("id", "tasks", "description")
-    for spec in list_envs():
-        table.add_row(spec.id, str(len(spec.tasks())), spec.description)
+    rows = [(spec.id, len(spec.tasks()), spec.description) for spec in list_envs()]
+    if as_json:
+        return print_json([dict(zip(("id", "tasks", "description"), r, strict=True)) for r in rows])
+    table = id_table("id", "tasks", "description")
+    for env, count, description in rows:
+        table.add_row(env, str(count), description)
     console.print(table)
 
 
