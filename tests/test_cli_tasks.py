@@ -71,7 +71,7 @@ def test_export_round_trips_and_refuses_to_overwrite(tmp_path: Path):
 def test_check_passes_a_sound_task_and_fails_a_gameable_one(tmp_path: Path, make_task):
     fam = g.families()[0].name
     sound = g.write(fam, 1, 0.1, tmp_path / "sound")
-    res = invoke("tasks", "check", str(sound), "-j", "2")
+    res = invoke("tasks", "check", str(sound), "-j", "2", "--verbose")
     assert res.exit_code == 0, res.output
     assert "oracle" in res.output and "nop" in res.output and "scenarios as expected" in res.output
 

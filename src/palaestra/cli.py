@@ -18,7 +18,6 @@ from typing import Annotated, Any, Literal
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from palaestra.cli_checks import (
     check_policy_ready,
@@ -28,7 +27,15 @@ from palaestra.cli_checks import (
 )
 from palaestra.cli_errors import SIGTERM_EXIT, OneLineErrors, Terminated, fail, run_async
 from palaestra.cli_live import Live, open_streams
-from palaestra.cli_summary import console, print_summary, report_errors
+from palaestra.cli_output import id_table, print_json
+from palaestra.cli_progress import FittedProgress
+from palaestra.cli_summary import (
+    console,
+    eval_clauses,
+    print_brief,
+    print_summary,
+    report_errors,
+)
 from palaestra.cli_tasks import app as tasks_app
 from palaestra.cli_tasks import select_tasks
 from palaestra.env.registry import POLICIES, check_policy, list_envs, make_policy
@@ -181,6 +188,9 @@ def eval_cmd(
         ),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Print the summary's tables too.")
+    ] = False,
     ray: Annotated[
         bool,
         typer.Option(
@@ -265,18 +275,7 @@ def eval_cmd(
                 sandbox=sandbox,
             ),
         )
-    progress = Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn(
-            "pass {task.fields[rate]} · errors {task.fields[errors]} · {task.fields[cost]} · "
-            "{task.fields[speed]} ep/s"
-        ),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),
-        disable=as_json,
-    )
+    progress = FittedProgress(eval_clauses, console=Console(stderr=True), disable=as_json)
     bar = progress.add_task(f"{env_id} / {policy}", total=len(tasks) * attempts)
     # a resumed run's counts (and scalar steps) continue from the tries already stored
     prior = (
@@ -322,8 +321,9 @@ def eval_cmd(
     if as_json:
         print(json.dumps(summary, indent=2))
     else:
-        print_summary(summary)
-        console.print(f"results: {out_dir}/results.db, {out_dir}/summary.json")
+        if verbose:
+            print_summary(summary)
+        print_brief(summary, str(out_dir))
     report_errors(summary)
 
 
@@ -364,25 +364,27 @@ def report_cmd(
 
 
 @app.command("envs")
-def envs_cmd() -> None:
+def envs_cmd(
+    as_json: Annotated[bool, typer.Option("--json", help="Print them as JSON.")] = False,
+) -> None:
     """List the registered environment presets, and the extra each missing one needs."""
-    specs = list_envs()
-    width = max(len(s.id) for s in specs)
-    rows = [("id", "tasks", "description")]
-    for spec in specs:
-        extra = spec.missing_extra()
-        if extra is None:
-            rows.append((spec.id, str(len(spec.tasks())), spec.description))
-        else:  # listed, not loaded: its package is missing
-            rows.append(
-                (spec.id, "-", f"needs pip install 'palaestra[{extra}]' · {spec.description}")
-            )
-    room = max(console.width - width - 9, 20)  # one line an env: the id whole, the rest cut
-    for i, (env, count, description) in enumerate(rows):
-        if len(description) > room:
-            description = description[: room - 1] + "…"
-        line = f"{env:<{width}}  {count:>5}  {description}"
-        console.print(line, style="bold" if i == 0 else None, markup=False, highlight=False)
+    rows: list[dict[str, Any]] = []
+    for spec in list_envs():
+        extra = spec.missing_extra()  # listed, not loaded: its package is missing
+        count = len(spec.tasks()) if extra is None else None
+        rows.append({"id": spec.id, "tasks": count, "description": spec.description})
+        if extra is not None:
+            rows[-1]["needs"] = extra
+    if as_json:
+        return print_json(rows)
+    table = id_table("id", "tasks", "description")
+    for row in rows:
+        description = row["description"]
+        if "needs" in row:
+            description = f"needs pip install 'palaestra[{row['needs']}]' · {description}"
+        count = "-" if row["tasks"] is None else str(row["tasks"])
+        table.add_row(escape(row["id"]), count, escape(description))
+    console.print(table)
 
 
 app.add_typer(tasks_app, name="tasks")
