@@ -335,7 +335,8 @@ async def _assert_layout(page: DevTools) -> None:
 
 def test_report_of_a_missing_run_names_the_fix(tmp_path):
     proc = _report_cli(str(tmp_path / "nope"))
-    assert proc.returncode == 2 and "no results.db" in proc.stdout
+    assert proc.returncode == 2 and "no results.db" in proc.stderr
+    assert proc.stderr.startswith("error: ") and len(proc.stderr.splitlines()) == 1
 
 
 async def test_large_runs_embed_the_first_trajectories_only(two_runs):
