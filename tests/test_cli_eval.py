@@ -17,7 +17,8 @@ from rich.progress import Progress
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from typer.testing import CliRunner
 
-from palaestra.cli import _Live, app
+from palaestra.cli import app
+from palaestra.cli_live import Live
 from palaestra.run.scalars import JsonlScalarWriter
 from palaestra.run.store import read_episodes, read_run
 from palaestra.run.tensorboard import ScalarWriter
@@ -40,19 +41,23 @@ def test_cli_eval_prints_tables_and_writes_results(tmp_path):
     out, tb = tmp_path / "run", tmp_path / "tb"
     scalars = tmp_path / "scalars.jsonl"
     proc = _cli("eval", "starter:0:3", "-p", "oracle", "-k", "2", "-n", "3", "--out", str(out),
-                "--scalars", str(scalars), "--tensorboard", str(tb))  # fmt: skip
+                "--scalars", str(scalars), "--tensorboard", str(tb), "--verbose")  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    for title in ("By category", "By difficulty", "By family", "pass@k", "Cost and tokens",
+    for title in ("By category", "By difficulty", "pass@k", "Cost and tokens",
                   "Wall time per phase"):  # fmt: skip
         assert title in proc.stdout
-    assert "100.0%" in proc.stdout and "unknown" in proc.stdout  # the oracle's cost is unknown
+    # no starter task has a family: a one-row "—" table would only repeat the first one
+    assert "By family" not in proc.stdout
+    assert "100.0%" in proc.stdout and "$0.0000" in proc.stdout  # the oracle costs nothing
     # the live bar (on stderr) ends with the run's pass rate, errors, cost and throughput
-    assert "pass 100.0% · errors 0 · cost unknown ·" in proc.stderr and "ep/s" in proc.stderr
-    assert json.loads((out / "summary.json").read_text())["passed"] == 6
+    assert "pass 100.0% · errors 0 · $0.0000 ·" in proc.stderr and "ep/s" in proc.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["passed"] == 6
+    assert summary["cost"]["total_usd"] == 0.0 and summary["cost"]["unknown_trials"] == 0
     lines = [json.loads(line) for line in scalars.read_text().splitlines()]
     assert [s["step"] for s in lines] == [1, 2, 3, 4, 5, 6]
     assert all(s["pass_rate"] == 1.0 and s["error_rate"] == 0.0 for s in lines)
-    assert all(s["cost_usd"] is None for s in lines)  # the oracle's cost is unknown, not 0
+    assert all(s["cost_usd"] == 0.0 for s in lines)  # the oracle costs nothing: 0, not unknown
     # TensorBoard: one point per final episode, the run's running pass rate from its store
     final = read_episodes(out)
     expected = [(i, sum(e["status"] == "passed" for e in final[:i]) / i) for i in range(1, 7)]
@@ -60,7 +65,7 @@ def test_cli_eval_prints_tables_and_writes_results(tmp_path):
     assert _tensorboard(tb, "reward") == [(i, e["reward"]) for i, e in enumerate(final, 1)]
     assert _tensorboard(tb, "error_rate") == [(i, 0.0) for i in range(1, 7)]
     assert [step for step, _ in _tensorboard(tb, "episodes_per_s")] == list(range(1, 7))
-    assert _tensorboard(tb, "cost_usd") == []
+    assert _tensorboard(tb, "cost_usd") == [(i, 0.0) for i in range(1, 7)]
     exported = _cli("export", str(out), "--format", "jsonl")
     assert exported.returncode == 0 and "wrote 6 episodes" in exported.stdout
     assert len((out / "episodes.jsonl").read_text().splitlines()) == 6
@@ -77,7 +82,7 @@ def test_live_scalars_count_final_tries_and_continue_a_resumed_run(tmp_path):
     bar = progress.add_task("run", total=6)
     streams = {"--scalars": JsonlScalarWriter(tmp_path / "s.jsonl"),
                "--tensorboard": ScalarWriter(tmp_path / "tb")}  # fmt: skip
-    live = _Live(progress, bar, streams, prior)
+    live = Live(progress, bar, streams, prior)
     assert live.done == 2  # the final tries already stored
     for record in (_record("error", None, final=False), _record("error", 0.25),
                    _record("passed", None, reward=1.0)):  # fmt: skip
@@ -109,13 +114,15 @@ def test_cli_json_mismatch_and_bad_env(tmp_path):
     streams = tmp_path.parent / f"{tmp_path.name}-streams"
     other = _cli("eval", "starter:0:1", "--policy", "oracle", "--out", str(tmp_path),
                  "--scalars", str(streams / "s.jsonl"), "--tensorboard", str(streams / "tb"))  # fmt: skip
+    # refused before any work: one line, no progress bar, no stream file or directory made
     assert other.returncode == 2
-    assert "policy: stored 'nop', now 'oracle'" in other.stdout and "--overwrite" in other.stdout
-    assert not (streams / "s.jsonl").exists() and list((streams / "tb").iterdir()) == []
+    assert "policy: stored 'nop', now 'oracle'" in other.stderr and "--overwrite" in other.stderr
+    assert other.stderr.startswith("error: ") and len(other.stderr.splitlines()) == 1
+    assert not streams.exists() and other.stdout == ""
     bad = _cli("eval", "nope", timeout=60)
-    assert bad.returncode != 0 and "no environment 'nope'" in bad.stderr
+    assert bad.returncode == 2 and "no environment or task 'nope'" in bad.stderr
     missing = _cli("export", str(tmp_path / "nothing"), timeout=60)
-    assert missing.returncode == 2 and "no results.db" in missing.stdout
+    assert missing.returncode == 2 and "no results.db" in missing.stderr
 
 
 def _start(out: Path, env: dict[str, str], *args: str) -> subprocess.Popen:

@@ -71,7 +71,7 @@ def test_export_round_trips_and_refuses_to_overwrite(tmp_path: Path):
 def test_check_passes_a_sound_task_and_fails_a_gameable_one(tmp_path: Path, make_task):
     fam = g.families()[0].name
     sound = g.write(fam, 1, 0.1, tmp_path / "sound")
-    res = invoke("tasks", "check", str(sound), "-j", "2")
+    res = invoke("tasks", "check", str(sound), "-j", "2", "--verbose")
     assert res.exit_code == 0, res.output
     assert "oracle" in res.output and "nop" in res.output and "scenarios as expected" in res.output
 
@@ -88,7 +88,20 @@ def test_check_passes_a_sound_task_and_fails_a_gameable_one(tmp_path: Path, make
         (("tasks", "list", "starter:99"), "index 99 is out of range: 'starter' has 18 tasks"),
         (("tasks", "list", "gen/no-such-family"), "no generator family 'no-such-family'"),
         (("tasks", "show", "starter:99"), "index 99 is out of range"),
-        (("tasks", "show", "no-such-task"), "no environment 'no-such-task'"),
+        (("tasks", "show", "no-such-task"), "no environment or task 'no-such-task'"),
+        (("tasks", "show", "strater"), "did you mean starter?"),
+        (("eval", "starter:0", "-p", "oracl"), "unknown policy 'oracl'"),
+        (("tasks", "show", "edit-distanc-d050-s1"), "did you mean edit-distance?"),
+        (("tasks", "show", "/no/such/dir"), "no directory '/no/such/dir'"),
+        (
+            ("tasks", "show", "algorithms-easy-merge-interval"),
+            "did you mean algorithms-easy-merge-intervals?",
+        ),
+        (("eval", "starter:0", "-j", "0"), "Invalid value for '--concurrency' / '-j'"),
+        (("eval", "starter:0", "-j", "many"), "Invalid value for '--concurrency' / '-j'"),
+        (("eval", "starter:0", "--ray", "--ray-resources", "[1]"), "not a JSON object"),
+        (("eval", "starter:0", "--scaffold", "external"), "needs the command of your agent"),
+        (("eval", "starter:0", "--no-such-option"), "No such option: --no-such-option"),
         (("tasks", "show", "edit-distance-d150-s1"), "difficulty must be a number in [0, 1]"),
         (("tasks", "export", "starter:5:2", "-o", "out"), "slice :5:2 of 'starter'"),
         (("tasks", "check", "starter@4/2"), "shard @4/2 is invalid"),
@@ -101,10 +114,11 @@ def test_check_passes_a_sound_task_and_fails_a_gameable_one(tmp_path: Path, make
     ],
 )
 def test_ordinary_mistakes_get_one_line_and_exit_2(args: tuple[str, ...], says: str):
-    """Every subcommand turns a wrong id, selector, difficulty or policy into a usage error
-    naming it (exit code 2), never a traceback: ``catch_exceptions=False`` lets one through."""
+    """Every subcommand turns a wrong id, selector, difficulty, policy or option value into one
+    line naming it (exit code 2), never a traceback: ``catch_exceptions=False`` lets one
+    through."""
     res = invoke(*args)
     assert res.exit_code == 2, res.output
-    text = " ".join(res.output.replace("│", " ").split())
-    assert says in text, text
+    assert res.output.startswith("error: ") and len(res.output.splitlines()) == 1, res.output
+    assert says in res.output, res.output
     assert "Traceback" not in res.output

@@ -1,4 +1,9 @@
-"""The ``palaestra`` command line: ``eval``, ``export``, ``report``, ``envs``, ``tasks``, ``proxy``."""
+"""The ``palaestra`` command line: ``eval``, ``export``, ``report``, ``envs``, ``tasks``, ``proxy``.
+
+Options mean one thing in every command: ``-j``/``--concurrency`` is how many run at once,
+``-n``/``--limit`` how many tasks at most (``eval``'s old ``-n`` for concurrency still works,
+with a deprecation line). Mistakes are one line and exit code 2 (:mod:`palaestra.cli_errors`).
+"""
 
 from __future__ import annotations
 
@@ -12,128 +17,64 @@ from typing import Annotated, Any, Literal
 
 import typer
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
-from rich.table import Table
+from rich.markup import escape
 
-from palaestra.cli_summary import console, pct, print_summary, report_errors, usd
+from palaestra.cli_checks import (
+    check_policy_ready,
+    check_run_dir,
+    check_scaffold_tools,
+    default_run_dir,
+)
+from palaestra.cli_errors import SIGTERM_EXIT, OneLineErrors, Terminated, fail, run_async
+from palaestra.cli_live import Live, open_streams
+from palaestra.cli_output import id_table, print_json
+from palaestra.cli_progress import FittedProgress
+from palaestra.cli_summary import (
+    console,
+    eval_clauses,
+    print_brief,
+    print_summary,
+    report_errors,
+)
 from palaestra.cli_tasks import app as tasks_app
 from palaestra.cli_tasks import select_tasks
 from palaestra.env.registry import POLICIES, check_policy, list_envs, make_policy
 from palaestra.env.registry import spec as env_spec
-from palaestra.env.types import EpisodeStatus
 from palaestra.llm.anthropic import AnthropicPolicy
 from palaestra.llm.types import SamplingParams
-from palaestra.run.evaluate import EpisodeRecord, evaluate
+from palaestra.run.evaluate import evaluate, run_identity
 from palaestra.run.ray_executor import RayClusterError, RayOptions
 from palaestra.run.report import write_report
-from palaestra.run.scalars import JsonlScalarWriter, ScalarStream
-from palaestra.run.store import DB_NAME, RunMismatchError, read_episodes
+from palaestra.run.store import DB_NAME, RunMismatchError, palaestra_version, read_episodes
 from palaestra.run.store import export as store_export
-from palaestra.run.tensorboard import ScalarWriter
 from palaestra.sandbox import BACKENDS
 from palaestra.scaffolds import SCAFFOLDS, make_scaffold
 from palaestra.scaffolds.proxy import ProxyServer
 
 app = typer.Typer(
+    cls=OneLineErrors,
     help="palaestra: RL environments for LLM coding agents.",
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
 )
 
 
-class _Live:
-    """Progress bar fields and the scalar streams (--scalars, --tensorboard), fed by each try.
-
-    The counts start from the tries already in the store (``prior``), so a resumed run's bar,
-    rates and scalar steps continue where the last invocation stopped; episodes per second
-    count this invocation's episodes. The streams only queue each point: their files are
-    written by threads of their own, never on the event loop.
-    """
-
-    def __init__(
-        self,
-        progress: Progress,
-        bar: TaskID,
-        streams: dict[str, ScalarStream],
-        prior: list[EpisodeRecord],
-    ) -> None:
-        self.progress, self.bar, self.streams = progress, bar, streams
-        self.done = self.passed = self.errors = self.unknown_cost = self.new = 0
-        self.cost: float | None = None
-        for record in prior:
-            self._count(record)
-        self.started = time.perf_counter()
-
-    def fields(self) -> dict[str, str]:
-        elapsed = time.perf_counter() - self.started
-        cost = "cost unknown" if self.cost is None else usd(self.cost)
-        if self.cost is not None and self.unknown_cost:
-            cost += f" (+{self.unknown_cost} unknown)"
-        return {
-            "rate": pct(self.passed / self.done) if self.done else "-",
-            "errors": str(self.errors),
-            "cost": cost,
-            "speed": f"{self.new / elapsed:.2f}" if elapsed > 0 else "-",
-        }
-
-    def _count(self, record: EpisodeRecord) -> bool:
-        """Add one stored try to the counts; whether it is final (the one that counts)."""
-        if record.get("cost_usd") is not None:
-            self.cost = (self.cost or 0.0) + record["cost_usd"]
-        else:
-            self.unknown_cost += 1
-        if not record["final"]:
-            return False
-        self.done += 1
-        self.passed += record["status"] == EpisodeStatus.PASSED
-        self.errors += record["status"] == EpisodeStatus.ERROR
-        return True
-
-    def __call__(self, record: EpisodeRecord) -> None:
-        if not self._count(record):
-            return
-        self.new += 1
-        self.progress.update(self.bar, completed=self.done, **self.fields())
-        point = {
-            "pass_rate": self.passed / self.done,
-            "error_rate": self.errors / self.done,
-            "cost_usd": self.cost,  # None (left out of TensorBoard, null in JSONL) while unknown
-            "reward": record["reward"],
-            "episodes_per_s": self.new / (time.perf_counter() - self.started),
-        }
-        for stream in self.streams.values():
-            stream.add_scalars(self.done, point)
-
-    def close(self) -> None:
-        """Write every queued point; a stream that failed is reported, not raised."""
-        for option, stream in self.streams.items():
-            try:
-                stream.close()
-            except OSError as e:
-                Console(stderr=True).print(f"[yellow]warning:[/yellow] {option} failed: {e}")
+def _version(value: bool) -> None:
+    if value:
+        print(f"palaestra {palaestra_version()}")
+        raise typer.Exit()
 
 
-def _open_streams(scalars: Path | None, tensorboard: Path | None) -> dict[str, ScalarStream]:
-    streams: dict[str, ScalarStream] = {}
-    for option, target, opener in (
-        ("--scalars", scalars, JsonlScalarWriter),
-        ("--tensorboard", tensorboard, ScalarWriter),
-    ):
-        if target is not None:
-            try:
-                streams[option] = opener(target)
-            except OSError as e:
-                for stream in streams.values():
-                    stream.close()
-                raise typer.BadParameter(f"cannot write {target}: {e}", param_hint=option) from None
-    return streams
+@app.callback()
+def main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """palaestra: RL environments for LLM coding agents."""
 
 
 def _ray_options(address: str, resources: str, actors: int | None) -> RayOptions:
@@ -151,9 +92,7 @@ def _ray_options(address: str, resources: str, actors: int | None) -> RayOptions
             param_hint="--ray-resources",
         ) from None
     if importlib.util.find_spec("ray") is None:
-        raise typer.BadParameter(
-            "Ray is not installed: pip install 'palaestra[ray]'", param_hint="--ray"
-        )
+        fail("--ray: Ray is not installed: pip install 'palaestra[ray]'")
     memory = wanted.pop("memory", None)
     return RayOptions(
         address=None if address == "local" else address, actors=actors,
@@ -175,8 +114,12 @@ def eval_cmd(
         str, typer.Option("--policy", "-p", help=f"One of: {', '.join(POLICIES)}.")
     ] = "oracle",
     concurrency: Annotated[
-        int, typer.Option("--concurrency", "-n", min=1, help="Episodes run at once.")
+        int, typer.Option("--concurrency", "-j", min=1, help="Episodes run at once.")
     ] = 8,
+    old_concurrency: Annotated[
+        int | None,
+        typer.Option("-n", min=1, hidden=True, help="Deprecated spelling of -j/--concurrency."),
+    ] = None,
     attempts: Annotated[
         int, typer.Option("--attempts", "-k", min=1, help="Attempts per task.")
     ] = 1,
@@ -245,11 +188,16 @@ def eval_cmd(
         ),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Print the summary's tables too.")
+    ] = False,
     ray: Annotated[
         bool,
         typer.Option(
             "--ray",
-            help="Run the episodes on a Ray cluster (needs palaestra[ray]): the one this "
+            help="Run the episodes on a Ray cluster (needs "
+            + escape("palaestra[ray]")
+            + "): the one this "
             "machine joined with `ray start`, or --ray-address's.",
         ),
     ] = False,
@@ -275,16 +223,21 @@ def eval_cmd(
     ] = None,
 ) -> None:
     """Evaluate a policy on a task set; results go to RUN_DIR/results.db and summary.json."""
+    if old_concurrency is not None:
+        Console(stderr=True).print(
+            "[yellow]warning:[/yellow] -n for concurrency is deprecated (-n is --limit in "
+            "`palaestra tasks`): use -j/--concurrency"
+        )
+        concurrency = old_concurrency
     if scaffold not in SCAFFOLDS:
-        raise typer.BadParameter(
-            f"unknown scaffold {scaffold!r}; choose one of: {', '.join(sorted(SCAFFOLDS))}",
-            param_hint="--scaffold",
+        fail(
+            f"--scaffold: unknown scaffold {scaffold!r}; choose one of: {', '.join(sorted(SCAFFOLDS))}"
         )
     if sandbox not in BACKENDS:
-        raise typer.BadParameter(
-            f"unknown sandbox backend {sandbox!r}; choose one of: {', '.join(BACKENDS)}",
-            param_hint="--sandbox",
+        fail(
+            f"--sandbox: unknown sandbox backend {sandbox!r}; choose one of: {', '.join(BACKENDS)}"
         )
+    check_scaffold_tools(scaffold, sandbox)
     limits: dict[str, Any] = {} if step_limit is None else {"step_limit": step_limit}
     if max_tokens is not None or temperature is not None:
         limits["sampling"] = SamplingParams(max_tokens=max_tokens, temperature=temperature)
@@ -296,10 +249,7 @@ def eval_cmd(
             "--step-limit, --max-tokens and --temperature",
             param_hint="--scaffold",
         ) from None
-    try:
-        check_policy(policy)
-    except ValueError as e:
-        raise typer.BadParameter(str(e), param_hint="--policy") from None
+    check_policy_ready(policy)
     tasks = select_tasks(env_id, strict=strict_tasks, harbor=False)
     sandboxed_options = scaffold != "bash" or sandbox != "local" or bool(limits)
     if sandboxed_options and env_spec(env_id).factory is not None:
@@ -311,24 +261,21 @@ def eval_cmd(
     executor: Literal["local"] | RayOptions = "local"
     if ray or ray_address is not None:
         executor = _ray_options(ray_address or "auto", ray_resources, ray_actors)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    out_dir = (
-        out
-        or Path("runs")
-        / f"{env_id.replace('/', '_')}-{policy.replace(':', '_').replace('/', '_')}-{stamp}"
-    )
-    progress = Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn(
-            "pass {task.fields[rate]} · errors {task.fields[errors]} · {task.fields[cost]} · "
-            "{task.fields[speed]} ep/s"
-        ),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),
-        disable=as_json,
-    )
+    out_dir = out or default_run_dir(env_id, policy, time.strftime("%Y%m%d-%H%M%S"))
+    if not overwrite:  # refused here, before any stream, bar or episode
+        check_run_dir(
+            out_dir,
+            run_identity(
+                env_id,
+                policy,
+                tasks,
+                attempts=attempts,
+                seed=seed,
+                scaffold=chosen,
+                sandbox=sandbox,
+            ),
+        )
+    progress = FittedProgress(eval_clauses, console=Console(stderr=True), disable=as_json)
     bar = progress.add_task(f"{env_id} / {policy}", total=len(tasks) * attempts)
     # a resumed run's counts (and scalar steps) continue from the tries already stored
     prior = (
@@ -336,11 +283,11 @@ def eval_cmd(
         if not overwrite and (out_dir / DB_NAME).is_file()
         else []
     )
-    live = _Live(progress, bar, _open_streams(scalars, tensorboard), prior)
+    live = Live(progress, bar, open_streams(scalars, tensorboard), prior)
     progress.update(bar, completed=live.done, **live.fields())
     try:
         with progress:
-            summary = asyncio.run(
+            summary = run_async(
                 evaluate(
                     env_id,
                     policy,
@@ -360,21 +307,23 @@ def eval_cmd(
                 )  # fmt: skip
             )
     except (RunMismatchError, RayClusterError) as e:
-        console.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from None
-    except KeyboardInterrupt:
-        console.print(
-            f"[yellow]interrupted; finished episodes are in {out_dir}/results.db. "
-            "Run the same command again to resume."
+        fail(str(e))
+    except (KeyboardInterrupt, Terminated) as e:
+        how = "terminated (SIGTERM)" if isinstance(e, Terminated) else "interrupted"
+        Console(stderr=True).print(
+            f"[yellow]{how}; finished episodes are in {escape(str(out_dir))}/results.db. "
+            "Run the same command again to resume.",
+            highlight=False,
         )
-        raise typer.Exit(130) from None
+        raise typer.Exit(SIGTERM_EXIT if isinstance(e, Terminated) else 130) from None
     finally:
         live.close()
     if as_json:
         print(json.dumps(summary, indent=2))
     else:
-        print_summary(summary)
-        console.print(f"results: {out_dir}/results.db, {out_dir}/summary.json")
+        if verbose:
+            print_summary(summary)
+        print_brief(summary, str(out_dir))
     report_errors(summary)
 
 
@@ -391,9 +340,8 @@ def export_cmd(
     try:
         n = store_export(run_dir, target, fmt)
     except (FileNotFoundError, ValueError, ImportError) as e:
-        console.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from None
-    console.print(f"wrote {n} episodes to {target}")
+        fail(str(e))
+    console.print(f"wrote {n} episodes to {escape(str(target))}")
 
 
 @app.command("report")
@@ -411,17 +359,31 @@ def report_cmd(
     try:
         write_report(run_dirs, output, max_trajectories=max_trajectories)
     except (FileNotFoundError, ValueError) as e:
-        console.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from None
-    console.print(f"wrote {output}")
+        fail(str(e))
+    console.print(f"wrote {escape(str(output))}")
 
 
 @app.command("envs")
-def envs_cmd() -> None:
-    """List the registered environment presets."""
-    table = Table("id", "tasks", "description")
+def envs_cmd(
+    as_json: Annotated[bool, typer.Option("--json", help="Print them as JSON.")] = False,
+) -> None:
+    """List the registered environment presets, and the extra each missing one needs."""
+    rows: list[dict[str, Any]] = []
     for spec in list_envs():
-        table.add_row(spec.id, str(len(spec.tasks())), spec.description)
+        extra = spec.missing_extra()  # listed, not loaded: its package is missing
+        count = len(spec.tasks()) if extra is None else None
+        rows.append({"id": spec.id, "tasks": count, "description": spec.description})
+        if extra is not None:
+            rows[-1]["needs"] = extra
+    if as_json:
+        return print_json(rows)
+    table = id_table("id", "tasks", "description")
+    for row in rows:
+        description = row["description"]
+        if "needs" in row:
+            description = f"needs pip install 'palaestra[{row['needs']}]' · {description}"
+        count = "-" if row["tasks"] is None else str(row["tasks"])
+        table.add_row(escape(row["id"]), count, escape(description))
     console.print(table)
 
 
@@ -454,9 +416,11 @@ def proxy_cmd(
         client: Any = AnthropicPolicy(policy.removeprefix("anthropic:"))
     else:
         try:
-            client = make_policy(check_policy(policy))
+            check_policy(policy)
         except ValueError as e:
-            raise typer.BadParameter(f"{e} (or anthropic:<model>)", param_hint="--policy") from None
+            fail(f"--policy: {e} (or anthropic:<model>)")
+        check_policy_ready(policy)
+        client = make_policy(policy)
 
     class _Logged:
         async def complete(self, request: Any) -> Any:
@@ -482,8 +446,8 @@ def proxy_cmd(
             console.print("Ctrl-C stops it.")
             await asyncio.Event().wait()
 
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve())
+    with contextlib.suppress(KeyboardInterrupt, Terminated):
+        run_async(serve())
 
 
 if __name__ == "__main__":

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 import time
 import warnings
@@ -12,11 +11,12 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
+from palaestra.cli_errors import SIGTERM_EXIT, Terminated, fail, run_async
+from palaestra.cli_output import CheckProgress, check_json, id_table, print_check, print_json
 from palaestra.cli_pool import app as pool_app
 from palaestra.env.registry import list_envs, load_tasks, spec
-from palaestra.run.check import check_tasks
+from palaestra.run.check import check_tasks, planned
 from palaestra.tasks import Task, TaskError, generators
 from palaestra.tasks import load_tasks as load_task_dirs
 from palaestra.tasks.datasets import registry as reg
@@ -27,6 +27,7 @@ app = typer.Typer(help="Tasks: list, show, export, check, fetch; generator famil
 app.add_typer(pool_app, name="pool")
 console = Console()
 
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print it as JSON (for scripts).")]
 EnvArg = Annotated[
     str,
     typer.Argument(
@@ -89,12 +90,19 @@ def _describe(tasks: TaskSet, i: int) -> tuple[str, str, str, str]:
 def list_cmd(
     env_id: EnvArg = "starter",
     limit: Annotated[int, typer.Option("--limit", "-n", help="Show at most N tasks.")] = 50,
+    as_json: JsonOpt = False,
 ) -> None:
     """The tasks an env id selects."""
     tasks = select_tasks(env_id)
-    table = Table("#", "id", "family", "category", "tier", title=f"{env_id}: {len(tasks)} tasks")
-    for i in range(min(limit, len(tasks))):
-        table.add_row(str(i), *_describe(tasks, i))
+    rows = [(str(i), *_describe(tasks, i)) for i in range(min(limit, len(tasks)))]
+    if as_json:
+        keys = ("index", "id", "family", "category", "tier")
+        listed = [dict(zip(keys, (int(r[0]), *r[1:]), strict=True)) for r in rows]
+        print_json({"env_id": env_id, "total": len(tasks), "tasks": listed})
+        return
+    table = id_table("#", "id", "family", "category", "tier", title=f"{env_id}: {len(tasks)} tasks")
+    for row in rows:
+        table.add_row(*row)
     console.print(table)
     if len(tasks) > limit:
         console.print(f"... {len(tasks) - limit} more (--limit)")
@@ -103,13 +111,24 @@ def list_cmd(
 @app.command("families")
 def families_cmd(
     category: Annotated[str | None, typer.Option(help="Only this category.")] = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Generator families, by category, and the packs built from them."""
     try:
         chosen = generators.families(category)
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--category") from None
-    table = Table("family", "category", "what it asks")
+    if as_json:
+        print_json(
+            {
+                "families": [
+                    {"name": f.name, "category": f.category, "summary": f.summary} for f in chosen
+                ],
+                "packs": [s.id for s in list_envs()],
+            }
+        )
+        return
+    table = id_table("family", "category", "what it asks", ids=("family",))
     for fam in chosen:
         table.add_row(fam.name, fam.category, fam.summary)
     console.print(table)
@@ -188,35 +207,38 @@ def check_cmd(
     target: Annotated[str, typer.Argument(help="A task dir, a dir of tasks, or an env id.")],
     concurrency: Annotated[int, typer.Option("--concurrency", "-j", min=1)] = 4,
     limit: Annotated[int | None, typer.Option("--limit", "-n", help="At most N tasks.")] = None,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="List every scenario, not only failures.")
+    ] = False,
+    as_json: JsonOpt = False,
 ) -> None:
-    """Check verifiers: the oracle must score 1, doing nothing 0, each wrong solution 0."""
+    """Check verifiers: the oracle must score 1, doing nothing 0, each wrong solution 0.
+
+    A live line counts the scenarios as they finish; at the end, the failures are listed
+    (with their verifier's output) and counted."""
     path = Path(target)
     if path.is_dir():
         try:
             tasks = load_task_dirs(path)
         except TaskError as e:
-            console.print(f"[red]{e}[/red]")
-            raise typer.Exit(2) from None
+            fail(str(e))
     else:
         tasks = list(select_tasks(target, param_hint="TARGET"))
     tasks = tasks[:limit] if limit is not None else tasks
-    results = asyncio.run(check_tasks(tasks, concurrency=concurrency))
-    table = Table("task", "scenario", "expected", "reward", "verdict", "time")
-    for r in results:
-        verdict = (
-            "[green]ok[/green]"
-            if r.ok
-            else f"[red]{r.status if r.status != 'ok' else 'WRONG'}[/red]"
-        )
-        table.add_row(r.task_id, r.scenario, f"{r.expected:g}",
-                      "-" if r.reward is None else f"{r.reward:g}", verdict, f"{r.duration_s:.2f}s")  # fmt: skip
-    console.print(table)
-    bad = [r for r in results if not r.ok]
-    for r in bad:
-        console.rule(f"{r.task_id} {r.scenario}")
-        console.print(r.detail[-2000:], markup=False, highlight=False)
-    console.print(f"{len(results) - len(bad)}/{len(results)} scenarios as expected")
-    if bad:
+    live = CheckProgress(target, len(planned(tasks)), disable=as_json)
+    started = time.perf_counter()
+    try:
+        with live.progress:
+            results = run_async(check_tasks(tasks, concurrency=concurrency, on_result=live))
+    except (KeyboardInterrupt, Terminated) as e:
+        how = "terminated (SIGTERM)" if isinstance(e, Terminated) else "interrupted"
+        Console(stderr=True).print(f"[yellow]{how}[/yellow]: the check stopped; nothing is kept")
+        raise typer.Exit(SIGTERM_EXIT if isinstance(e, Terminated) else 130) from None
+    if as_json:
+        print_json(check_json(results))
+    else:
+        print_check(results, time.perf_counter() - started, verbose=verbose)
+    if not all(r.ok for r in results):
         raise typer.Exit(1)
 
 
@@ -231,9 +253,8 @@ def fetch_cmd(
         datasets, base = reg.read_registry(source)
         ds = reg.find_dataset(datasets, dataset)
         started = time.perf_counter()
-        dest = asyncio.run(reg.fetch(ds, base))
+        dest = run_async(reg.fetch(ds, base))
     except reg.RegistryError as e:
-        console.print(f"[red]{e}[/red]")
-        raise typer.Exit(2) from None
+        fail(str(e))
     console.print(f"{ds.ref}: {len(ds.tasks)} tasks in {dest} "
                   f"({time.perf_counter() - started:.1f}s); use env id harbor/{ds.ref}")  # fmt: skip

@@ -222,8 +222,8 @@ async def test_simulated_tools_answer_from_the_simulator_and_are_logged():
     assert records[0]["python_output"] == "Updated." and "simulated" not in records[-1]  # submit
     assert records[0]["simulator_usage"]["prompt_tokens"] == 50
     assert (
-        records[0]["simulator_cost_usd"] == 0.001 and episode.cost_usd is None
-    )  # not the policy's
+        records[0]["simulator_cost_usd"] == 0.001 and episode.cost_usd == 0.0
+    )  # not the policy's: the oracle costs nothing
     asked = simulator.requests[0]
     assert asked.metadata["role"] == "tool_simulator" and "Sample data" in asked.system_prompt
     assert asked.messages[-1]["content"].startswith("update_deal(")

@@ -40,7 +40,7 @@ async def test_oracle_run_fills_the_store(tmp_path):
         assert (e["category"], e["difficulty"]) == (task.category, task.difficulty)
         assert e["status"] == "passed" and e["reward"] == 1.0 and e["rewards"]["reward"] == 1.0
         assert e["steps"] == 2 and e["verified"] and e["final"] and e["try"] == 0
-        assert e["cost_usd"] is None  # the oracle has no price: unknown, not 0
+        assert e["cost_usd"] == 0.0  # the oracle costs nothing: 0, not unknown
         assert all(e[k] is not None and e[k] >= 0 for k in ("sandbox_start_s", "agent_s",
                                                             "verifier_s", "wall_s"))  # fmt: skip
     steps = read_steps(tmp_path)

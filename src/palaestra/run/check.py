@@ -144,28 +144,38 @@ async def _in_one_sandbox(
         await sandbox.close()
 
 
+def planned(tasks: list[Task], only: list[str] | None = None) -> list[tuple[Task, str]]:
+    """The (task, scenario) pairs :func:`check_tasks` runs, in its order."""
+    return [
+        (task, s)
+        for task in tasks
+        for s in scenarios(task)
+        if only is None or s in only or (s.startswith("wrong:") and "wrong" in only)
+    ]
+
+
 async def check_tasks(
     tasks: list[Task],
     *,
     backend: SandboxBackend | None = None,
     concurrency: int = 4,
     only: list[str] | None = None,
+    on_result: Callable[[ScenarioResult], None] | None = None,
 ) -> list[ScenarioResult]:
-    """Every scenario of every task (or the ``only`` ones), ``concurrency`` at a time."""
+    """Every scenario of every task (or the ``only`` ones), ``concurrency`` at a time;
+    ``on_result`` is called with each result as it comes (a progress display)."""
     owned = backend is None
     backend = backend or make_backend("local")
     gate = asyncio.Semaphore(concurrency)
 
     async def one(task: Task, scenario: str) -> ScenarioResult:
         async with gate:
-            return await run_scenario(task, scenario, backend)
+            result = await run_scenario(task, scenario, backend)
+        if on_result is not None:
+            on_result(result)
+        return result
 
-    jobs = [
-        asyncio.ensure_future(one(task, s))
-        for task in tasks
-        for s in scenarios(task)
-        if only is None or s in only or (s.startswith("wrong:") and "wrong" in only)
-    ]
+    jobs = [asyncio.ensure_future(one(task, s)) for task, s in planned(tasks, only)]
     try:
         return list(await asyncio.gather(*jobs))
     finally:

@@ -82,6 +82,32 @@ def _executor(
                        env_overrides=env_overrides)  # fmt: skip
 
 
+def run_identity(
+    env_id: str,
+    policy: str | LLMClient,
+    tasks: TaskSet,
+    *,
+    attempts: int,
+    seed: int,
+    scaffold: str | Scaffold = "bash",
+    sandbox: str | SandboxBackend = "local",
+    env_overrides: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """What a run's results depend on: a stored run resumes only with the same identity
+    (:func:`~palaestra.run.store.check_resumable` checks it before a run starts)."""
+    tool_env = spec(env_id).factory is not None  # a ToolEnv: no scaffold, no sandbox
+    return {
+        "env_id": env_id,
+        "policy": _policy_name(policy),
+        "scaffold": TOOL_PROTOCOL if tool_env else _name(scaffold),
+        "sandbox": "none" if tool_env else _name(sandbox),
+        "attempts": attempts,
+        "seed": seed,
+        "tasks": tasks.ids,  # listed, not loaded
+        "env_overrides": {k: repr(v) for k, v in sorted((env_overrides or {}).items())},
+    }
+
+
 async def evaluate(
     env_id: str,
     policy: str | LLMClient,
@@ -132,14 +158,16 @@ async def evaluate(
         for suffix in ("", "-wal", "-shm"):
             await asyncio.to_thread((out / (DB_NAME + suffix)).unlink, missing_ok=True)
     invalid = [{"task": d.name, "error": str(e)} for d, e in tasks.invalid]
-    tool_env = spec(env_id).factory is not None  # a ToolEnv: no scaffold, no sandbox
-    identity = {
-        "env_id": env_id, "policy": _policy_name(policy),
-        "scaffold": TOOL_PROTOCOL if tool_env else _name(scaffold),
-        "sandbox": "none" if tool_env else _name(sandbox), "attempts": attempts, "seed": seed,
-        "tasks": [t.id for t in tasks],
-        "env_overrides": {k: repr(v) for k, v in sorted(env_overrides.items())},
-    }  # fmt: skip
+    identity = run_identity(
+        env_id,
+        policy,
+        tasks,
+        attempts=attempts,
+        seed=seed,
+        scaffold=scaffold,
+        sandbox=sandbox,
+        env_overrides=env_overrides,
+    )
     store = await ResultStore.open(out)
     stop_reason: str | None = None
     started = time.perf_counter()

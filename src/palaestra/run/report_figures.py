@@ -14,7 +14,9 @@ from html import escape
 from typing import Any
 
 COLORS = ("var(--c0)", "var(--c1)", "var(--c2)", "var(--c3)", "var(--c4)", "var(--c5)")
-_LABEL_W, _PLOT_W, _VALUE_W = 200, 360, 130  # px: group names, bars, numbers
+_LABEL_W = 200  # px: the group names' column
+_PLOT = 0.86  # the share of the bars' SVG that 100 % takes; the rest holds the numbers
+_MIN_BAR = 3  # px: how wide a 0 % bar's mark is
 _BAR_H, _ROW_GAP, _AXIS_H = 13, 9, 34
 
 
@@ -56,48 +58,70 @@ def bar_chart(
     value_axis: str,
 ) -> str:
     """Horizontal bars of rates in [0, 1]: ``groups`` maps a group to one entry a run
-    (``{"value", "text"}`` or None), in the order given."""
+    (``{"value", "text"}`` or None), in the order given.
+
+    Two SVGs side by side: the group names in a fixed column, and the bars in one that takes
+    the rest of the page's width (its x coordinates are percentages, its text keeps its size).
+    A 0 % bar is a short mark, so it shows that the run has a value there."""
     if not groups:
         return '<p class="muted">No data.</p>'
     row_h = len(runs) * _BAR_H + _ROW_GAP
-    width, height = _LABEL_W + _PLOT_W + _VALUE_W, _AXIS_H + len(groups) * row_h + _AXIS_H
-    parts = [f'<svg class="chart" data-chart="{escape(name)}" width="{width}" height="{height}" '
-             f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(value_axis)} by '
-             f'{escape(group_axis)}">']  # fmt: skip
+    height = _AXIS_H + len(groups) * row_h + _AXIS_H
     bottom = height - _AXIS_H
+    labels = [
+        f'<svg class="labels" width="{_LABEL_W}" height="{height}" aria-hidden="true">'
+        f'<text class="axis-title" x="{_LABEL_W - 8}" y="{height - 8}" '
+        f'text-anchor="end">{escape(group_axis)} ↑</text>'
+    ]
+    parts = [
+        f'<svg class="chart rates" data-chart="{escape(name)}" width="100%" '
+        f'height="{height}" role="img" aria-label="{escape(value_axis)} by '
+        f'{escape(group_axis)}">'
+    ]
     for tick in (0, 0.25, 0.5, 0.75, 1):
-        x = _LABEL_W + tick * _PLOT_W
-        parts.append(f'<line class="axis" x1="{x:.1f}" x2="{x:.1f}" y1="{_AXIS_H - 6}" '
-                     f'y2="{bottom}"/><text x="{x:.1f}" y="{_AXIS_H - 10}" '
-                     f'text-anchor="middle">{round(100 * tick)}%</text>')  # fmt: skip
-    parts.append(f'<text class="axis-title" x="{_LABEL_W - 8}" y="{height - 8}" '
-                 f'text-anchor="end">{escape(group_axis)} ↑</text>'
-                 f'<text class="axis-title" x="{_LABEL_W + _PLOT_W / 2}" y="{height - 8}" '
+        x = _pct_x(tick)
+        anchor = "start" if tick == 0 else "middle"
+        parts.append(
+            f'<line class="axis" x1="{x}" x2="{x}" y1="{_AXIS_H - 6}" '
+            f'y2="{bottom}"/><text x="{x}" y="{_AXIS_H - 10}" '
+            f'text-anchor="{anchor}">{round(100 * tick)}%</text>'
+        )
+    parts.append(f'<text class="axis-title" x="{_pct_x(0.5)}" y="{height - 8}" '
                  f'text-anchor="middle">{escape(value_axis)} →</text>')  # fmt: skip
     for gi, (group, entries) in enumerate(groups.items()):
         y0 = _AXIS_H + gi * row_h + _ROW_GAP / 2
         shown = group if len(group) <= 30 else group[:29] + "…"
-        parts.append(f'<text x="{_LABEL_W - 8}" y="{y0 + len(runs) * _BAR_H / 2 + 4:.1f}" '
-                     f'text-anchor="end"><title>{escape(group)}</title>{escape(shown)}</text>')  # fmt: skip
+        labels.append(
+            f'<text x="{_LABEL_W - 8}" y="{y0 + len(runs) * _BAR_H / 2 + 4:.1f}" '
+            f'text-anchor="end"><title>{escape(group)}</title>{escape(shown)}</text>'
+        )
         for ri, entry in enumerate(entries):
             if entry is None:
                 continue
             y = y0 + ri * _BAR_H
-            w = max(entry["value"] * _PLOT_W, 0.5)
+            # a 0 % bar is a mark of _MIN_BAR px (a percentage of 0 would draw nothing)
+            width = _pct_x(entry["value"]) if entry["value"] > 0 else f"{_MIN_BAR}"
             tip = f"{group} · {runs[ri]['label']}: {entry['text']}"
             parts.append(
-                f'<rect class="bar" x="{_LABEL_W}" y="{y:.1f}" width="{w:.1f}" '
+                f'<rect class="bar" x="0" y="{y:.1f}" width="{width}" '
                 f'height="{_BAR_H - 2}" fill="{COLORS[ri % len(COLORS)]}" '
                 f'data-group="{escape(group)}" data-run="{ri}" data-value="{entry["value"]}">'
                 f"<title>{escape(tip)}</title></rect>"
-                f'<text class="value" x="{_LABEL_W + w + 4:.1f}" y="{y + _BAR_H - 3:.1f}">'
-                f"{escape(entry['text'])}</text>"
+                f'<text class="value" x="{_pct_x(entry["value"])}" dx="{_MIN_BAR + 3}" '
+                f'y="{y + _BAR_H - 3:.1f}">{escape(entry["text"])}</text>'
             )
     parts.append("</svg>")
+    labels.append("</svg>")
     rows = [[g, *(e["text"] if e else "—" for e in entries)] for g, entries in groups.items()]
     head = [group_axis, *(r["label"] for r in runs)]
-    return (legend(runs) + "".join(parts) + "<details><summary>table</summary>"
+    return (legend(runs) + f'<div class="rates" data-chart-box="{escape(name)}">'
+            + "".join(labels) + "".join(parts) + "</div><details><summary>table</summary>"
             + _table(name, head, rows) + "</details>")  # fmt: skip
+
+
+def _pct_x(value: float) -> str:
+    """The x of ``value`` (in [0, 1]) in a bar chart, as a percentage of its width."""
+    return f"{100 * _PLOT * value:.2f}%"
 
 
 def rate_chart(runs: list[dict[str, Any]], key: str, group_axis: str, *, sort: bool) -> str:

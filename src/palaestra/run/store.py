@@ -128,6 +128,20 @@ class RunMismatchError(ValueError):
     """The run directory holds results of a run configured differently."""
 
 
+def _check_identity(path: Path, stored: dict[str, Any], identity: dict[str, Any]) -> None:
+    diffs = [
+        f"{key}: stored {stored.get(key)!r}, now {identity.get(key)!r}"
+        for key in sorted(set(stored) | set(identity))
+        if stored.get(key) != identity.get(key)
+    ]
+    if diffs:
+        raise RunMismatchError(
+            f"{path} holds a run configured differently ({'; '.join(diffs)}). Resume it with "
+            "the same options, write to a new --out directory, or pass --overwrite to discard "
+            "its results"
+        )
+
+
 def palaestra_version() -> str:
     try:
         return version("palaestra")
@@ -234,18 +248,7 @@ class ResultStore:
     def _begin_run(self, run_id: str, identity: dict[str, Any], config: dict[str, Any]) -> bool:
         row = self._conn.execute("SELECT run_id, config FROM runs").fetchone()
         if row is not None:
-            stored = json.loads(row[1]).get("identity", {})
-            diffs = [
-                f"{key}: stored {stored.get(key)!r}, now {identity.get(key)!r}"
-                for key in sorted(set(stored) | set(identity))
-                if stored.get(key) != identity.get(key)
-            ]
-            if diffs:
-                raise RunMismatchError(
-                    f"{self.path} holds a run configured differently ({'; '.join(diffs)}). "
-                    "Resume it with the same options, write to a new --out directory, or pass "
-                    "--overwrite to discard its results"
-                )
+            _check_identity(self.path, json.loads(row[1]).get("identity", {}), identity)
             self._conn.execute(
                 "UPDATE runs SET finished_at = NULL, stop_reason = NULL WHERE run_id = ?",
                 (row[0],),
@@ -389,6 +392,17 @@ def read_run(run_dir: Path | str) -> dict[str, Any]:
     run = dict(row)
     run["config"] = json.loads(run["config"])
     return run
+
+
+def check_resumable(run_dir: Path | str, identity: dict[str, Any]) -> None:
+    """Raise :class:`RunMismatchError` now if ``run_dir`` holds a run whose identity is not
+    ``identity`` (what :meth:`ResultStore.begin_run` would refuse); nothing when it holds none."""
+    if not (Path(run_dir) / DB_NAME).is_file():
+        return
+    with _readonly(run_dir) as conn:
+        row = conn.execute("SELECT config FROM runs").fetchone()
+    if row is not None:
+        _check_identity(db_path(run_dir), json.loads(row[0]).get("identity", {}), identity)
 
 
 def _episode_dict(row: sqlite3.Row) -> dict[str, Any]:

@@ -55,13 +55,18 @@ def protocol_actions(request: LLMRequest) -> ProtocolActions:
     return ACTIONS.get(request.metadata.get("scaffold", ""), _HARNESS)
 
 
+def _free(response: LLMResponse) -> LLMResponse:
+    """A scripted response costs nothing: ``cost_usd`` 0, not unknown."""
+    return response.model_copy(update={"cost_usd": 0.0})
+
+
 class NopPolicy:
     """Submits at once without doing anything: the floor every task must score 0 on."""
 
     name = "nop"
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
-        return protocol_actions(request).submit(request)
+        return _free(protocol_actions(request).submit(request))
 
 
 def _pack_dir(path: Path) -> str:
@@ -118,9 +123,9 @@ class OraclePolicy:
             )
         actions = protocol_actions(request)
         if request.metadata.get("turn", 0) != 0:
-            return actions.after_run(request)
+            return _free(actions.after_run(request))
         command = await self._solve_command(task_id, solution_dir)
-        return actions.run(request, command, "Running the reference solution.")
+        return _free(actions.run(request, command, "Running the reference solution."))
 
 
 __all__ = ["ACTIONS", "HarnessActions", "NopPolicy", "OraclePolicy", "protocol_actions"]

@@ -16,6 +16,8 @@ from palaestra.scaffolds.actions import SCRIPTED_MODEL
 
 
 class ToolOracle:
+    """Answers from each task's known solution; it costs nothing (``cost_usd`` 0)."""
+
     name = "oracle"
 
     def __init__(self, tasks: Iterable[ToolTask]) -> None:
@@ -36,4 +38,6 @@ class ToolOracle:
         calls = self._solutions[task.id] if turn == 0 else [("submit", {})]
         tool_calls = [ToolCall(id=f"call_{turn}_{i}", name=name, arguments=json.dumps(args))
                       for i, (name, args) in enumerate(calls)]  # fmt: skip
-        return LLMResponse(tool_calls=tool_calls, finish_reason="tool_calls", model=SCRIPTED_MODEL)
+        return LLMResponse(
+            tool_calls=tool_calls, finish_reason="tool_calls", model=SCRIPTED_MODEL, cost_usd=0.0
+        )

@@ -153,7 +153,8 @@ inflate(document.getElementById("report-data").textContent.trim()).then((DATA) =
     if (row) row.classList.add("selected");
     const v = document.getElementById("viewer");
     v.className = "";
-    v.replaceChildren(
+    // replaceChildren writes null as the text "null": the parts an episode lacks are dropped
+    v.replaceChildren(...[
       el("h3", { id: "viewer-title" }, `${e.task_id} · attempt ${e.attempt} · ${RUNS[e.ri].label}`),
       el("p", {}, "status ", el("b", { class: "status-" + shownStatus(e), id: "viewer-status" }, shownStatus(e)),
         ` · reward ${num(e.reward, 3)} · ${e.steps} steps · ${num(e.wall_s, 2)} s · cost ${usd(e.cost_usd)} · end ${e.end_reason}`),
@@ -173,7 +174,8 @@ inflate(document.getElementById("report-data").textContent.trim()).then((DATA) =
           el("pre", {}, t.execution.command), el("div", { class: "role" }, "output"),
           t.execution.output_in_next_request ? el("p", { class: "muted" }, "(shown in the next turn's request)") : el("pre", { class: "output" }, t.execution.output || "")) : null,
         t.execution && t.execution.format_error !== undefined ? el("p", { class: "status-error" }, `format error: ${t.execution.format_error} bash blocks`) : null)),
-      el("h4", {}, "Verifier output"), el("pre", { id: "verifier-output" }, e.verifier_output || "(none)"));
+      el("h4", {}, "Verifier output"), el("pre", { id: "verifier-output" }, e.verifier_output || "(none)"),
+    ].filter((part) => part !== null));
   }
 
   function episodes() {

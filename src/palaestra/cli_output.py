@@ -1,0 +1,113 @@
+"""How the ``tasks`` subcommands and ``envs`` print: tables whose ids are never cut, JSON for
+scripts, and ``tasks check``'s live line and short summary."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import Task, TaskID
+from rich.table import Table
+
+from palaestra.cli_progress import FittedProgress
+from palaestra.run.check import ScenarioResult
+
+console = Console()
+
+
+def id_table(*columns: str, ids: tuple[str, ...] = ("id",), **kwargs: Any) -> Table:
+    """A table whose ``ids`` columns are never cut: ids are meant to be copied, so they fold
+    onto a second line only when the terminal is narrower than the id itself (the other columns
+    give way first)."""
+    table = Table(**kwargs)
+    for column in columns:
+        if column in ids:
+            table.add_column(column, no_wrap=True, overflow="fold")
+        else:
+            table.add_column(column)
+    return table
+
+
+def print_json(data: Any) -> None:
+    """``data`` as indented JSON on stdout, unwrapped (for scripts: ``--json``)."""
+    print(json.dumps(data, indent=2))
+
+
+def _check_clauses(task: Task) -> list[str]:
+    return [f"as expected {task.fields['ok']}", f"not {task.fields['bad']}"]
+
+
+class CheckProgress:
+    """``tasks check``'s live line on stderr, fed each scenario's result as it comes."""
+
+    def __init__(self, description: str, total: int, *, disable: bool) -> None:
+        self.progress = FittedProgress(
+            _check_clauses, console=Console(stderr=True), disable=disable
+        )
+        self.ok = self.bad = 0
+        self.bar: TaskID = self.progress.add_task(description, total=total, ok=0, bad=0)
+
+    def __call__(self, result: ScenarioResult) -> None:
+        self.ok += result.ok
+        self.bad += not result.ok
+        self.progress.update(self.bar, advance=1, ok=self.ok, bad=self.bad)
+
+
+def _verdict(r: ScenarioResult) -> str:
+    return "ok" if r.ok else ("WRONG" if r.status == "ok" else r.status)
+
+
+def _reward(r: ScenarioResult) -> str:
+    return "-" if r.reward is None else f"{r.reward:g}"
+
+
+def check_json(results: list[ScenarioResult]) -> dict[str, Any]:
+    return {
+        "tasks": len({r.task_id for r in results}),
+        "scenarios": len(results),
+        "as_expected": sum(r.ok for r in results),
+        "results": [{**dataclasses.asdict(r), "ok": r.ok, "verdict": _verdict(r)} for r in results],
+    }
+
+
+def print_check(results: list[ScenarioResult], elapsed_s: float, *, verbose: bool) -> None:
+    """The failures' output, then one line a failure (whole ids), then the count; with
+    ``verbose`` the table of every scenario first."""
+    if verbose:
+        table = id_table(
+            "task", "scenario", "expected", "reward", "verdict", "time", ids=("task", "scenario")
+        )
+        for r in results:
+            color = "green" if r.ok else "red"
+            table.add_row(
+                r.task_id,
+                r.scenario,
+                f"{r.expected:g}",
+                _reward(r),
+                f"[{color}]{_verdict(r)}[/{color}]",
+                f"{r.duration_s:.2f}s",
+            )
+        console.print(table)
+    bad = [r for r in results if not r.ok]
+    for r in bad:
+        console.rule(escape(f"{r.task_id} {r.scenario}"))
+        console.print(r.detail[-2000:], markup=False, highlight=False)
+    out = Console(soft_wrap=True, highlight=False)  # a long id stays on one line, copyable
+    if bad:
+        out.print(f"[red]{len(bad)} scenario(s) not as expected[/red]:")
+        for r in bad:
+            out.print(
+                escape(
+                    f"  {r.task_id} {r.scenario}: expected {r.expected:g}, reward {_reward(r)} "
+                    f"({_verdict(r)})"
+                )
+            )
+    tasks = len({r.task_id for r in results})
+    out.print(
+        f"{len(results) - len(bad)}/{len(results)} scenarios as expected ({tasks} "
+        f"task{'s' if tasks != 1 else ''}, "
+        f"{elapsed_s:.0f} s)" + ("" if verbose else "; --verbose lists every scenario")
+    )
