@@ -154,7 +154,12 @@ def _unknown(name: str) -> str:
     ids += [f"gen/{f.name}" for f in generators.families()]
     ids += [task_id for loader in _SHIPPED.values() for task_id in loader().ids]
     close = difflib.get_close_matches(name, ids, n=3, cutoff=0.6)
-    hint = f"did you mean {', '.join(close)}? " if close else ""
+    # nothing close: the presets themselves (a handful), so the known ones are named
+    hint = (
+        f"did you mean {', '.join(close)}? "
+        if close
+        else f"the environments are {', '.join(sorted(_registry))}; "
+    )
     return (
         f"no environment or task {name!r}; {hint}`palaestra envs` lists the environments, "
         "`palaestra tasks list ENV` their task ids, `palaestra tasks families` the generators"
