@@ -101,10 +101,9 @@ def bwrap_command(
     a root filesystem), ``writable`` the host directories bound writable at their targets,
     ``sources`` where to find the helper's runtime and then each of the spec's mounts.
     Opens descriptors: on an error they are closed before it propagates."""
-    fds: list[int] = []
+    block_r, block_w = os.pipe()
+    fds: list[int] = [block_r]
     try:
-        block_r, block_w = os.pipe()
-        fds.append(block_r)
         argv = [
             "--unshare-user", "--uid", "0", "--gid", "0", "--userns-block-fd", str(block_r),
             "--die-with-parent", "--new-session", "--as-pid-1",
@@ -140,10 +139,8 @@ def bwrap_command(
         argv += ["--seccomp", str(fds[-1])]
         config = json.dumps(limits.helper, separators=(",", ":"))
     except BaseException:
-        for fd in fds:
+        for fd in (*fds, block_w):
             os.close(fd)
-        if "block_w" in locals():
-            os.close(block_w)
         raise
     return BwrapCommand([*argv, "--", *helper_argv(config)], fds, block_w)
 
