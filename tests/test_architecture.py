@@ -36,6 +36,10 @@ LAZY: dict[tuple[str, str], str] = {
         "palaestra.sandbox",
         "palaestra.sandbox.docker",
     ): "aiodocker and aiohttp: ~160 ms, docker only",
+    (
+        "palaestra.scaffolds.tools",
+        "palaestra.scaffolds.mcp_client",
+    ): "the mcp SDK: ~1.3 s, the mcp extra, only for tasks declaring MCP servers",
 }
 
 MAX_LINES = 500

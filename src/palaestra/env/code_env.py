@@ -80,7 +80,7 @@ from palaestra.env.types import (
 from palaestra.llm.client import MediatedClient
 from palaestra.llm.types import LLMRequest, LLMResponse, Usage
 from palaestra.sandbox import default_backend
-from palaestra.sandbox.base import Mount, Sandbox, SandboxBackend, SandboxSpec
+from palaestra.sandbox.base import Mount, Sandbox, SandboxBackend, SandboxError, SandboxSpec
 from palaestra.scaffolds import Scaffold, make_scaffold
 from palaestra.scaffolds.base import EndReason, Outcome
 from palaestra.tasks import Task
@@ -89,12 +89,6 @@ from palaestra.verify.harbor import HarborVerifier, VerifierResult, VerifierStat
 from palaestra.verify.strategies import Harbor, RewardStrategy, StrategyVerifier, get_strategy
 
 Sampler = Literal["random", "cycle"] | Callable[[random.Random, int], int]
-
-
-def _resolve_backend(sandbox: str | SandboxBackend) -> SandboxBackend:
-    if isinstance(sandbox, SandboxBackend):
-        return sandbox
-    return default_backend(sandbox)
 
 
 @dataclass
@@ -159,7 +153,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         self.tasks = tasks if isinstance(tasks, TaskSet) else TaskSet(tasks)
         if not self.tasks:
             raise ValueError("CodeEnv needs at least one task; the task set is empty")
-        self.backend = _resolve_backend(sandbox)
+        self.backend = sandbox if isinstance(sandbox, SandboxBackend) else default_backend(sandbox)
         self.scaffold = make_scaffold(scaffold) if isinstance(scaffold, str) else scaffold
         self.reward = get_strategy(reward)
         verifier = verifier or HarborVerifier()
@@ -223,7 +217,10 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         event = await self._advance(ep)
         if isinstance(event, LLMRequest):
             return restart(event, self._observe(ep))
+        failure = None if ep.scaffold_task.cancelled() else ep.scaffold_task.exception()
         await self._abandon()
+        if isinstance(failure, SandboxError):  # the infrastructure's (an MCP server...): as is
+            raise failure
         detail = _error_text(event.error_class, event.message)
         raise EpisodeError(
             f"scaffold {self.scaffold.name!r} ended ({event.status}) before asking the policy "

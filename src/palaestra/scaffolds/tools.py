@@ -33,9 +33,14 @@ from typing import TYPE_CHECKING, Any
 from palaestra.llm.types import LLMRequest, LLMResponse, ToolCall
 from palaestra.scaffolds.actions import SCRIPTED_MODEL, ProtocolActions
 from palaestra.scaffolds.loop import LoopConfig, Observation, TurnLoop, TurnScaffold, cap
+from palaestra.scaffolds.tool_calls import ToolCallError, check_call
 
 if TYPE_CHECKING:
+    from palaestra.llm.client import LLMClient
     from palaestra.sandbox.base import ExecResult
+    from palaestra.scaffolds.base import Outcome
+    from palaestra.scaffolds.loop import LoopState
+    from palaestra.scaffolds.mcp_client import MCPTools
 
 SYSTEM_TEMPLATE = """\
 You are a skilled software engineer completing a task in a Linux sandbox. You act only by \
@@ -142,43 +147,6 @@ TOOL_SPECS: list[dict[str, Any]] = [
 ]
 
 _SPECS_BY_NAME = {spec["function"]["name"]: spec["function"] for spec in TOOL_SPECS}
-_JSON_TYPES: dict[str, tuple[type, ...]] = {
-    "string": (str,),
-    "number": (int, float),
-    "integer": (int,),
-    "boolean": (bool,),
-    "array": (list,),
-    "object": (dict,),
-}
-
-
-def _fits(value: Any, schema: dict[str, Any]) -> bool:
-    """Does ``value`` have the JSON type ``schema`` names (a bool is no number), its ``enum``
-    and, for an array, its item count and item type?"""
-    expected = schema["type"]
-    if not isinstance(value, _JSON_TYPES[expected]) or (
-        isinstance(value, bool) and expected != "boolean"
-    ):
-        return False
-    if "enum" in schema and value not in schema["enum"]:
-        return False
-    if expected != "array":
-        return True
-    items = schema.get("items")
-    return schema.get("minItems", 0) <= len(value) <= schema.get("maxItems", len(value)) and (
-        items is None or all(_fits(v, items) for v in value)
-    )
-
-
-def _described(schema: dict[str, Any]) -> str:
-    """``schema``'s type in words: ``array of 2 integer values``, ``string (one of: a, b)``."""
-    if "enum" in schema:
-        return f"{schema['type']} (one of: {', '.join(map(str, schema['enum']))})"
-    if schema["type"] == "array" and "items" in schema:
-        low, high = schema.get("minItems"), schema.get("maxItems")
-        count = f"{low} " if low is not None and low == high else ""
-        return f"array of {count}{_described(schema['items'])} values"
-    return str(schema["type"])
 
 
 @dataclass
@@ -194,51 +162,13 @@ class ToolsScaffoldConfig(LoopConfig):
     view_lines: int = 400
 
 
-class ToolCallError(ValueError):
-    """A tool call the scaffold cannot run; the message is guidance for the agent."""
-
-
 def check_arguments(
     call: ToolCall, specs: Mapping[str, dict[str, Any]] | None = None
 ) -> dict[str, Any]:
     """The call's arguments, checked against its tool's schema in ``specs`` (function specs by
-    name; this scaffold's own tools by default).
-
-    Raises :class:`ToolCallError` naming the problem and showing the right schema.
-    """
-    specs = _SPECS_BY_NAME if specs is None else specs
-    spec = specs.get(call.name)
-    if spec is None:
-        raise ToolCallError(
-            f"Error: there is no tool named {call.name!r}. The tools are: {', '.join(specs)}."
-        )
-    params = spec["parameters"]
-    schema = json.dumps(params)
-    try:
-        args = call.parsed_arguments()
-    except ValueError as e:
-        raise ToolCallError(
-            f"Error: {e}. Arguments must be a JSON object matching: {schema}"
-        ) from None
-    problems = []
-    missing = [k for k in params.get("required", []) if k not in args]
-    if missing:
-        problems.append(f"missing argument(s): {', '.join(missing)}")
-    extra = [k for k in args if k not in params["properties"]]
-    if extra:
-        problems.append(f"unknown argument(s): {', '.join(extra)}")
-    for key, value in args.items():
-        prop = params["properties"].get(key)
-        if prop is None:
-            continue
-        if not _fits(value, prop):
-            problems.append(f"argument {key!r} must be {_described(prop)}, got {json.dumps(value)}")
-    if problems:
-        raise ToolCallError(
-            f"Error: malformed call of {call.name!r}: {'; '.join(problems)}. "
-            f"Its arguments must match: {schema}"
-        )
-    return args
+    name; this scaffold's own tools by default); see :func:`~palaestra.scaffolds.tool_calls.
+    check_call`."""
+    return check_call(call, _SPECS_BY_NAME if specs is None else specs)
 
 
 def numbered(lines: list[str], first: int) -> str:
@@ -288,6 +218,25 @@ class ToolsTurns(TurnLoop["ToolsScaffold", LLMResponse]):
     """One episode: every tool call of a response runs, in order."""
 
     tools = TOOL_SPECS
+    #: The tools of the task's MCP servers while the episode runs (None: it declares none).
+    mcp: MCPTools | None = None
+
+    async def run(self, llm: LLMClient, resume: LoopState | None = None) -> Outcome:
+        """The episode; the task's ``[environment] mcp_servers`` are started first (their tools
+        join the built-ins, :mod:`palaestra.scaffolds.mcp_client`) and closed at its end."""
+        servers = self.task.config.environment.mcp_servers
+        if not servers:
+            return await super().run(llm, resume)
+        try:  # the mcp SDK: an optional extra, ~1.3 s to import
+            from palaestra.scaffolds.mcp_client import open_mcp_tools
+        except ModuleNotFoundError as e:
+            raise RuntimeError(
+                f"task {self.task.id!r} declares MCP servers: install the mcp extra "
+                "(pip install 'palaestra[mcp]')"
+            ) from e
+        async with open_mcp_tools(servers, self.sandbox) as self.mcp:
+            self.tools = [*TOOL_SPECS, *self.mcp.specs]  # type: ignore[misc]
+            return await super().run(llm, resume)
 
     async def context(self) -> dict[str, Any]:
         return {"workdir": self.sandbox.spec.workdir}
@@ -426,7 +375,7 @@ class ToolsTurns(TurnLoop["ToolsScaffold", LLMResponse]):
         """Run one call: its tool message text and its trajectory record."""
         record: dict[str, Any] = {"id": call.id, "tool": call.name, "arguments": call.arguments}
         try:
-            args = check_arguments(call)
+            args = self._checked(call)
             if call.name == "bash":
                 text, result = await self._bash(args)
                 record.update(
@@ -439,13 +388,33 @@ class ToolsTurns(TurnLoop["ToolsScaffold", LLMResponse]):
                 text = await self._view(args)
             elif call.name == "edit":
                 text = await self._edit(args)
-            else:
+            elif call.name == "submit":
                 text = "Submitted."
+            else:
+                text = await self._mcp_call(call.name, args, record)
         except ToolCallError as e:
             text = str(e)
             record["error"] = True
         record["output"] = text
         return text, record
+
+    def _checked(self, call: ToolCall) -> dict[str, Any]:
+        """The call's arguments, checked against its built-in or MCP tool's schema."""
+        if self.mcp is None or call.name not in self.mcp:
+            return check_arguments(call)
+        try:
+            return self.mcp.check(call.name, call.arguments)
+        except ValueError as e:
+            raise ToolCallError(str(e)) from None
+
+    async def _mcp_call(self, name: str, args: dict[str, Any], record: dict[str, Any]) -> str:
+        """Forward a call to its MCP server; a tool's own error is a refusal, not a format
+        error (the agent called it correctly)."""
+        assert self.mcp is not None
+        text, failed = await self.mcp.call(name, args, self.config.command_timeout)
+        if failed:
+            record["refused"] = True
+        return self._cap(text)
 
     def parse(self, response: LLMResponse) -> LLMResponse:
         return response  # each call is checked as it runs: a malformed one gets its own answer
