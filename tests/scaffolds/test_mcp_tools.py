@@ -4,19 +4,23 @@ calls reach it through the official ``mcp`` SDK's client, and nothing is left be
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
+import tomllib
 from pathlib import Path
 
 import pytest
 
 from palaestra import CodeEnv
+from palaestra.env.tools.mcp_server import build_server, http_server
 from palaestra.llm import ScriptedPolicy
 from palaestra.llm.types import LLMResponse, ToolCall
 from palaestra.run import rollout
 from palaestra.sandbox import default_backend
 from palaestra.sandbox.base import SandboxSpec
 from palaestra.scaffolds.mcp_client import MCPServerError, open_mcp_tools, tool_name
+from palaestra.scaffolds.mcp_config import render_mcp_config
 from palaestra.tasks.config import MCPServerConfig
 from palaestra.tasks.source import TaskSet
 
@@ -147,3 +151,72 @@ async def test_an_unreachable_http_server_names_the_server():
     with pytest.raises(MCPServerError, match=rf"MCP server 'web' \({url}\) did not start"):
         async with open_mcp_tools([server], sandbox=None):  # type: ignore[arg-type]
             pass
+
+
+SERVERS = [
+    MCPServerConfig(name="notes", transport="stdio", command="python3", args=["/app/s.py"]),
+    MCPServerConfig(
+        name="web",
+        transport="streamable-http",
+        url="https://mcp.example/mcp",
+        headers={"Authorization": "Bearer ${MCP_TOKEN}", "X-Key": "${MCP_KEY}"},
+    ),
+    MCPServerConfig(name="old", transport="sse", url="http://127.0.0.1:8000/sse"),
+]
+
+
+def test_claude_code_and_opencode_configs_keep_header_variables():
+    claude = json.loads(render_mcp_config("claude-code", SERVERS))["mcpServers"]
+    assert claude["notes"] == {"type": "stdio", "command": "python3", "args": ["/app/s.py"]}
+    assert claude["web"]["type"] == "http"
+    assert claude["web"]["headers"]["Authorization"] == "Bearer ${MCP_TOKEN}"
+    assert claude["old"] == {"type": "sse", "url": "http://127.0.0.1:8000/sse"}
+    opencode = json.loads(render_mcp_config("opencode", SERVERS))["mcp"]
+    assert opencode["notes"] == {"type": "local", "command": ["python3", "/app/s.py"]}
+    assert opencode["web"]["headers"] == {
+        "Authorization": "Bearer {env:MCP_TOKEN}",
+        "X-Key": "{env:MCP_KEY}",
+    }
+
+
+def test_codex_config_is_toml_with_env_headers(monkeypatch):
+    monkeypatch.setenv("MCP_TOKEN", "t0k")
+    codex = tomllib.loads(render_mcp_config("codex", SERVERS))["mcp_servers"]
+    assert codex["notes"] == {"command": "python3", "args": ["/app/s.py"]}
+    assert codex["web"]["env_http_headers"] == {"X-Key": "MCP_KEY"}
+    assert codex["web"]["http_headers"] == {"Authorization": "Bearer t0k"}
+    assert codex["old"] == {"url": "http://127.0.0.1:8000/sse"}
+    with pytest.raises(ValueError, match="choose one of"):
+        render_mcp_config("aider", SERVERS)
+
+
+async def test_a_streamable_http_server_is_reached_at_its_url(make_task):
+    """The http path of the scaffold, against a tool environment served over MCP."""
+    server = build_server("tools/crm", task_id="crm-easy-0")
+    web = http_server(server)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+        serving = asyncio.create_task(web.serve(sockets=[sock]))
+        try:
+            toml = f'[[environment.mcp_servers]]\nname = "crm"\ntransport = "http"\nurl = "{url}"\n'
+            task = make_task(
+                extra_toml=toml, dockerfile="FROM debian:bookworm-slim\nWORKDIR /app\n"
+            )
+            policy = ScriptedPolicy(
+                [
+                    act(call("mcp__crm__submit", "c1")),
+                    act(call("bash", "c2", command="echo 42 > /app/answer.txt")),
+                    act(call("submit", "c3")),
+                ]
+            )
+            async with CodeEnv(TaskSet.from_dir(task.parent), scaffold="tools") as env:
+                episode = await rollout(env, policy)
+        finally:
+            web.should_exit = True
+            await serving
+    assert episode.end.status == "passed", episode.end
+    names = [t["function"]["name"] for t in policy.requests[0].tools]
+    assert "mcp__crm__update_contact" in names and "mcp__crm__submit" in names
+    reply = tool_replies(policy.requests[1])["c1"]
+    assert reply.startswith("Submitted.\nThe episode has ended: reward 0 (failed, submitted).")
