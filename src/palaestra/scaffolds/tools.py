@@ -20,6 +20,9 @@ Rules:
   can write; relative paths are taken from the working directory. ``edit`` replaces an exact
   string that must occur exactly once; with an empty ``old_str`` it creates a file that does not
   exist yet (parents included) and refuses to touch one that does.
+* **MCP tools.** A task's ``[environment] mcp_servers`` are started for the episode and their
+  tools offered as ``mcp__<server>__<tool>`` next to the built-ins
+  (:mod:`palaestra.scaffolds.mcp_client`); a tool's own error is a refusal, not a format error.
 """
 
 from __future__ import annotations
