@@ -220,3 +220,16 @@ async def test_a_streamable_http_server_is_reached_at_its_url(make_task):
     assert "mcp__crm__update_contact" in names and "mcp__crm__submit" in names
     reply = tool_replies(policy.requests[1])["c1"]
     assert reply.startswith("Submitted.\nThe episode has ended: reward 0 (failed, submitted).")
+
+
+async def test_a_header_variable_missing_on_the_host_names_it(monkeypatch):
+    monkeypatch.delenv("PALAESTRA_NO_SUCH_TOKEN", raising=False)
+    server = MCPServerConfig(
+        name="web",
+        transport="streamable-http",
+        url="http://127.0.0.1:1/mcp",
+        headers={"Authorization": "Bearer ${PALAESTRA_NO_SUCH_TOKEN}"},
+    )
+    with pytest.raises(MCPServerError, match="'web': a header needs .* PALAESTRA_NO_SUCH_TOKEN"):
+        async with open_mcp_tools([server], sandbox=None):  # type: ignore[arg-type]
+            pass

@@ -74,17 +74,20 @@ class MCPServerError(SandboxError):
     reachable): the episode's infrastructure failed, not the agent."""
 
 
-def resolve_headers(headers: dict[str, str]) -> dict[str, str]:
-    """Harbor's ``${VAR}`` (anywhere in a value) resolved from the host environment."""
+def resolve_headers(server: MCPServerConfig) -> dict[str, str]:
+    """The server's headers, Harbor's ``${VAR}`` (anywhere in a value) resolved from the host
+    environment."""
 
     def var(m: re.Match[str]) -> str:
         if m.group(1) not in os.environ:
             raise MCPServerError(
-                f"an MCP header needs the host environment variable {m.group(1)}; set it"
+                f"MCP server {server.name!r}: a header needs the host environment variable "
+                f"{m.group(1)}; set it"
             )
         return os.environ[m.group(1)]
 
-    return {k: re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", var, v) for k, v in headers.items()}
+    pattern = r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}"
+    return {k: re.sub(pattern, var, v) for k, v in server.headers.items()}
 
 
 class _SandboxStdio:
@@ -198,14 +201,17 @@ async def _stdio_streams(pipes: _SandboxStdio) -> AsyncIterator[Any]:
             tasks.cancel_scope.cancel()
 
 
-def _transport(server: MCPServerConfig, pipes: _SandboxStdio | None) -> Any:
+async def _transport(
+    server: MCPServerConfig, pipes: _SandboxStdio | None, stack: AsyncExitStack
+) -> Any:
     if pipes is not None:
         return _stdio_streams(pipes)
     assert server.url is not None
-    headers = resolve_headers(server.headers)
+    headers = resolve_headers(server)
     if server.transport == "sse":
         return sse_client(server.url, headers=headers)
     client = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0))
+    await stack.enter_async_context(client)  # the SDK leaves a client it is given open
     return streamable_http_client(server.url, http_client=client)
 
 
@@ -261,8 +267,9 @@ class MCPTools:
             await pipes.start()
         try:
             async with asyncio.timeout(START_TIMEOUT_S):
+                transport = await _transport(server, pipes, stack)
                 client = await stack.enter_async_context(
-                    Client(_transport(server, pipes), mode="legacy", cache=None)
+                    Client(transport, mode="legacy", cache=None)
                 )
                 listed = await client.list_tools()
         except MCPServerError:
