@@ -16,6 +16,7 @@ import math
 import re
 import tomllib
 import warnings
+from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -230,11 +231,17 @@ class EnvironmentConfig(BaseModel):
         return self
 
 
+_COMPOSE_SERVICE = r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$"
+_Service = Annotated[str, StringConstraints(strip_whitespace=True, pattern=_COMPOSE_SERVICE)]
+"""A Docker Compose service name, as Harbor checks it."""
+
+
 class VerifierCollectConfig(BaseModel):
-    """``[[verifier.collect]]``: a command run in a compose service after the agent phase."""
+    """``[[verifier.collect]]``: a command run in a compose service after the agent phase, before
+    the artifacts are collected (it can snapshot runtime state into an artifact)."""
 
     command: str
-    service: str = "main"
+    service: _Service = "main"
     timeout_sec: _Seconds = 60.0
     user: str | int | None = None
 
@@ -264,10 +271,37 @@ class SolutionConfig(BaseModel):
 
 
 class ArtifactConfig(BaseModel):
+    """An ``artifacts`` entry: a path copied out of the agent's sandbox after its run."""
+
     source: str
     destination: str | None = None
+    """Where it goes under the episode's ``artifacts/`` (default: ``source`` without ``/``)."""
     exclude: list[str] = Field(default_factory=list)
-    service: str | None = None
+    """``tar --exclude`` patterns for a directory."""
+    service: _Service | None = None
+
+    @field_validator("source")
+    @classmethod
+    def _no_parent_parts(cls, value: str) -> str:
+        if ".." in PurePosixPath(value).parts:
+            raise ValueError(f"must not contain '..' parts, got {value!r}")
+        return value
+
+    @field_validator("destination")
+    @classmethod
+    def _relative_destination(cls, value: str | None) -> str | None:
+        """Harbor's rules: a relative path with forward slashes, inside the artifacts
+        directory, not its ``manifest.json``; an empty one means the default."""
+        if not value:
+            return None
+        path = PurePosixPath(value)
+        if "\\" in value or path.is_absolute() or ".." in path.parts or not path.parts:
+            raise ValueError(
+                f"must be a relative path with '/' separators and no '..' parts, got {value!r}"
+            )
+        if value.rstrip("/") == "manifest.json":
+            raise ValueError("'manifest.json' is reserved for the collection manifest")
+        return value
 
 
 class StepConfig(BaseModel):
