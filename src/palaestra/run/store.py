@@ -463,4 +463,3 @@ def _iter_steps(
             "execution": json.loads(row["execution"]) if row["execution"] else None,
             "tools": json.loads(row["tools"]) if row["tools"] else None,
         }
-
