@@ -1,7 +1,8 @@
 """The ``task.toml`` schema: pydantic models only, read from and written to TOML text.
 
-The schema is Harbor 0.25.0's (PyPI ``harbor==0.25.0``, task schema 1.4:
-``harbor/models/task/config.py``), field for field, with its defaults and legacy conversions:
+The schema is Harbor 0.26.0's (PyPI ``harbor==0.26.0``, task schema 1.4:
+``harbor/models/task/config.py``), field for field, with its defaults, its checks of artifacts
+and collect hooks, and its legacy conversions:
 ``version`` is read as ``schema_version``; ``[environment] memory``/``storage`` size strings
 (``"4G"``, ``"512M"``) become ``memory_mb``/``storage_mb``; ``allow_internet`` becomes
 ``network_mode`` unless that is set. Where palaestra is stricter than Harbor (timeouts and
