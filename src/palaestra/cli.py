@@ -43,10 +43,11 @@ from palaestra.env.registry import spec as env_spec
 from palaestra.llm.anthropic import AnthropicPolicy
 from palaestra.llm.types import SamplingParams
 from palaestra.run.evaluate import evaluate, run_identity
+from palaestra.run.export import default_target
+from palaestra.run.export import export as store_export
 from palaestra.run.ray_executor import RayClusterError, RayOptions
 from palaestra.run.report import write_report
 from palaestra.run.store import DB_NAME, RunMismatchError, palaestra_version, read_episodes
-from palaestra.run.store import export as store_export
 from palaestra.sandbox import BACKENDS
 from palaestra.scaffolds import SCAFFOLDS, make_scaffold
 from palaestra.scaffolds.proxy import ProxyServer
@@ -330,13 +331,20 @@ def eval_cmd(
 @app.command("export")
 def export_cmd(
     run_dir: Annotated[Path, typer.Argument(help="A run directory of `palaestra eval`.")],
-    fmt: Annotated[str, typer.Option("--format", "-f", help="jsonl or parquet.")] = "jsonl",
+    fmt: Annotated[
+        str, typer.Option("--format", "-f", help="jsonl, parquet or atif (one file an episode).")
+    ] = "jsonl",
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="File (default RUN_DIR/episodes.FMT).")
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="File (default RUN_DIR/episodes.FMT); atif: a directory (default RUN_DIR/atif/).",
+        ),
     ] = None,
 ) -> None:
     """Export a run's episodes with their trajectories for training pipelines."""
-    target = output or run_dir / f"episodes.{fmt}"
+    target = output or default_target(run_dir, fmt)
     try:
         n = store_export(run_dir, target, fmt)
     except (FileNotFoundError, ValueError, ImportError) as e:

@@ -14,7 +14,8 @@ import pytest
 from palaestra.env.registry import load_tasks, make
 from palaestra.llm import LLMRequest, LLMResponse, ScriptedPolicy
 from palaestra.run import RunMismatchError, episode_row, evaluate, rollout
-from palaestra.run.store import export, read_episodes, read_run, read_steps
+from palaestra.run.export import export
+from palaestra.run.store import read_episodes, read_run, read_steps
 from palaestra.sandbox import default_backend
 from palaestra.sandbox.base import SandboxBackend, SandboxError
 from palaestra.scaffolds import BashScaffold
@@ -263,7 +264,7 @@ async def test_export_jsonl_and_parquet(tmp_path):
     table = pq.read_table(tmp_path / "e.parquet").to_pylist()
     assert sorted(r["task_id"] for r in table) == sorted(r["task_id"] for r in lines)
     assert len(json.loads(table[0]["steps_detail"])) == 2
-    with pytest.raises(ValueError, match="choose jsonl or parquet"):
+    with pytest.raises(ValueError, match="choose jsonl, parquet or atif"):
         export(tmp_path, tmp_path / "e.csv", "csv")
     with pytest.raises(FileNotFoundError, match="no results.db"):
         export(tmp_path / "nope", tmp_path / "x", "jsonl")

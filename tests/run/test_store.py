@@ -10,13 +10,13 @@ import pytest
 
 from palaestra.env.types import EpisodeStatus
 from palaestra.run import metrics
+from palaestra.run.export import export
 from palaestra.run.report import run_data
 from palaestra.run.store import (
     DB_NAME,
     SCHEMA_VERSION,
     EpisodeRow,
     ResultStore,
-    export,
     read_episodes,
 )
 from palaestra.scaffolds.base import EndReason

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from palaestra.tasks import Task, TaskConfig, TaskError, load_task, load_tasks
+from palaestra.tasks.errors import field_label
 
 FULL_TASK_TOML = """\
 schema_version = "1.4"
@@ -486,3 +487,100 @@ def test_multi_step_problems_are_named(tmp_path: Path, toml: str, message: str) 
     (path / "steps" / "one").mkdir(parents=True)
     (path / "steps" / "one" / "instruction.md").write_text("Do one.\n")
     assert message in str(load_error(path))
+
+
+# --- Harbor 0.26's checks of artifacts, collect hooks and step names --------------------------
+
+
+@pytest.mark.parametrize(
+    ("toml", "field", "problem"),
+    [
+        ('artifacts = [{ source = "/app/../etc" }]\n', "artifacts[0].source", "'..' parts"),
+        (
+            'artifacts = [{ source = "/a", destination = "/abs" }]\n',
+            "artifacts[0].destination",
+            "must be a relative path",
+        ),
+        (
+            'artifacts = [{ source = "/a", destination = "x/../../y" }]\n',
+            "artifacts[0].destination",
+            "no '..' parts",
+        ),
+        (
+            'artifacts = [{ source = "/a", destination = "a\\\\b" }]\n',
+            "artifacts[0].destination",
+            "'/' separators",
+        ),
+        (
+            'artifacts = ["/b", { source = "/a", destination = "manifest.json" }]\n',
+            "artifacts[1].destination",
+            "reserved for the collection manifest",
+        ),
+        (
+            'artifacts = [{ source = "/a", service = "no such" }]\n',
+            "artifacts[0].service",
+            "must be a Docker Compose service name",
+        ),
+        (
+            '[[verifier.collect]]\ncommand = "true"\nservice = "-db"\n',
+            "verifier.collect[0].service",
+            "must be a Docker Compose service name",
+        ),
+        (
+            '[[verifier.collect]]\ncommand = "true"\ntimeout_sec = 0\n',
+            "verifier.collect[0].timeout_sec",
+            "must be a positive number",
+        ),
+        ("[[verifier.collect]]\nuser = 0\n", "verifier.collect[0].command", "is required"),
+        (
+            "[[verifier.collect]]\ncommand = 5\n",
+            "verifier.collect[0].command",
+            "must be a shell command string",
+        ),
+        (
+            '[[verifier.collect]]\ncommand = "pg_dump"\nservice = "db"\n',
+            "verifier.collect",
+            "runs in compose service 'db'",
+        ),
+        ("[metadata]\nprimary_reward = 1\n", "metadata.primary_reward", "must be a string"),
+    ],
+)
+def test_artifact_and_collect_errors_name_the_field_and_the_fix(
+    tmp_path: Path, toml: str, field: str, problem: str
+) -> None:
+    error = load_error(write_task(tmp_path, toml=toml))
+    assert not error.errors, str(error)  # one problem, one line
+    assert error.field == field and problem in error.problem
+    assert_names(error, "task.toml", field_label(field))
+    assert len(str(error).splitlines()) == 1
+
+
+def test_valid_artifacts_and_hooks_load_as_written(tmp_path: Path) -> None:
+    toml = (
+        'artifacts = ["out.txt", { source = "/data", destination = "kept/data", exclude = ["*.tmp"] },'
+        ' { source = "/logs/x", destination = "" }]\n'
+        '[[verifier.collect]]\ncommand = "echo hi > /logs/artifacts/hi"\nuser = "nobody"\n'
+    )
+    config = load_task(write_task(tmp_path, toml=toml)).config
+    first, data, logs = config.artifacts
+    assert first == "out.txt" and data.destination == "kept/data" and data.exclude == ["*.tmp"]
+    assert logs.destination is None  # empty: the default place, as in Harbor
+    (hook,) = config.verifier.collect
+    assert (hook.service, hook.timeout_sec, hook.user) == ("main", 60.0, "nobody")
+
+
+@pytest.mark.parametrize(
+    ("names", "message"),
+    [
+        (["one", "One"], "step name 'One' repeats 'one'"),
+        (["one", "x" * 256], "is not a portable directory name"),
+        (["one", "COM¹"], "is not a portable directory name"),
+    ],
+)
+def test_step_names_are_harbors(tmp_path: Path, names: list[str], message: str) -> None:
+    toml = "".join(f'[[steps]]\nname = "{name}"\n' for name in names)
+    path = write_task(tmp_path, toml=toml, instruction=None)
+    (path / "steps" / "one").mkdir(parents=True)
+    (path / "steps" / "one" / "instruction.md").write_text("Do one.\n")
+    error = load_error(path)
+    assert message in str(error) and "Fix: " in str(error)

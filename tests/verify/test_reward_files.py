@@ -26,7 +26,7 @@ def test_reward_json_flat_numbers():
         ("", "empty"),
         ("{", "not valid JSON"),
         ("[1]", "object"),
-        ("{}", "object"),
+        ("{}", "reward kit writes {} when it finds no criteria"),
         ('{"reward": "1"}', "finite number"),
         ('{"reward": true}', "finite number"),
         ('{"reward": {"a": 1}}', "finite number"),
@@ -52,8 +52,27 @@ def test_reward_txt_malformed(text):
 def test_scalar_reward_prefers_reward_key_then_single_key():
     assert scalar_reward({"reward": 0.5, "x": 1}) == 0.5
     assert scalar_reward({"score": 0.7}) == 0.7
-    with pytest.raises(RewardFileError, match="add a 'reward' key"):
-        scalar_reward({"a": 1, "b": 0})
+
+
+def test_reward_kit_dimensions_give_their_mean_or_the_named_primary():
+    # rewardkit's multi-reward layout (tests/correctness/, tests/quality/...) without a root
+    # reward.toml: one key per dimension, no "reward" key
+    dimensions = parse_reward_json('{"correctness": 1.0, "structure": 0.5, "quality": 0.0}')
+    assert scalar_reward(dimensions) == 0.5
+    assert scalar_reward(dimensions, "structure") == 0.5
+    assert scalar_reward(dimensions, "correctness") == 1.0
+    # run_multi's namespaced keys, one test directory each
+    assert scalar_reward({"unit/reward": 1.0, "lint/reward": 0.0}) == 0.5
+    # a root [[reward]] name = "reward" aggregate is the reward; a named primary wins over it
+    assert scalar_reward({"reward": 0.8, "correctness": 1.0}) == 0.8
+    assert scalar_reward({"reward": 0.8, "correctness": 1.0}, "correctness") == 1.0
+    with pytest.raises(RewardFileError, match=r"no 'style' key, which \[metadata\] primary_reward"):
+        scalar_reward(dimensions, "style")
+    # declared outcome keys (counts) are never averaged in
+    counts = {"tests_total": 12.0, "tests_passed": 12.0}
+    assert scalar_reward({"correctness": 0.25, **counts}, outcomes=frozenset(counts)) == 0.25
+    with pytest.raises(RewardFileError, match="only outcome keys .* add a 'reward' key"):
+        scalar_reward(counts, outcomes=frozenset(counts))
 
 
 def test_resolve_env_vars(monkeypatch):

@@ -4,8 +4,9 @@
 (:mod:`~palaestra.env.setup`: the task's healthcheck, its ``[agent] user``), and starts the
 scaffold as an asyncio task; the scaffold's first LLM request is the FIRST observation. ``step``
 hands the action to the scaffold and returns its next request (MID), or, once the scaffold has
-ended, runs the verifier in the same sandbox (or in a separate one:
-:mod:`~palaestra.env.separate`) and returns LAST with the reward. A multi-step task runs the
+ended, runs the task's collect hooks and keeps its artifacts (:mod:`~palaestra.env.collect`),
+runs the verifier in the same sandbox (or in a separate one: :mod:`~palaestra.env.separate`)
+and returns LAST with the reward. A multi-step task runs the
 scaffold and the verifier once per step (:mod:`~palaestra.env.steps`); the next step's first
 request is a MID observation.
 
@@ -60,12 +61,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from palaestra.env.agent_user import agent_sandbox
-from palaestra.env.end import INFRA_ERRORS, EpisodeEnd
+from palaestra.env.collect import collect_episode
+from palaestra.env.end import INFRA_ERRORS, EpisodeEnd, error_text
 from palaestra.env.fork import EpisodeSnapshot, fork_episode, restore_episode, take_snapshot
 from palaestra.env.sandbox_spec import prepare_sandbox_spec, prepare_verifier_spec
 from palaestra.env.separate import verify_separately
 from palaestra.env.setup import set_up
-from palaestra.env.shaping import Shaping, TurnInfo
+from palaestra.env.shaping import Shaping, TurnInfo, final_metadata
 from palaestra.env.steps import begin_step, combine, stops_after
 from palaestra.env.types import (
     Environment,
@@ -130,7 +132,8 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
     report what it needs ends as an error episode (``RewardStrategyError``). See
     docs/rewards.md.
     ``shaping``: an optional per-turn reward hook (:mod:`palaestra.env.shaping`), reported in
-    ``info["shaping_reward"]``, never added to the reward.
+    ``info["shaping_reward"]``, never added to the reward. ``artifacts_dir``: where each
+    episode's artifacts are kept, ``<dir>/<episode-id>/`` (:mod:`palaestra.env.collect`).
     """
 
     def __init__(
@@ -147,6 +150,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         env_id: str | None = None,
         reward: str | RewardStrategy = "harbor",
         shaping: Shaping | None = None,
+        artifacts_dir: Path | None = None,
     ) -> None:
         if isinstance(tasks, str | Path):
             tasks = TaskSet.from_dir(tasks)
@@ -165,7 +169,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         self.agent_timeout_sec = agent_timeout_sec
         self.pass_threshold = pass_threshold
         self.env_id = env_id or self.tasks.name
-        self.shaping = shaping
+        self.shaping, self.artifacts_dir = shaping, artifacts_dir
         self._rng = random.Random()
         self._cursor = 0
         self._episode: _Episode | None = None
@@ -221,7 +225,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         await self._abandon()
         if isinstance(failure, SandboxError):  # the infrastructure's (an MCP server...): as is
             raise failure
-        detail = _error_text(event.error_class, event.message)
+        detail = error_text(event.error_class, event.message)
         raise EpisodeError(
             f"scaffold {self.scaffold.name!r} ended ({event.status}) before asking the policy "
             f"anything on task {task.id!r}" + (f": {detail}" if detail else "")
@@ -312,6 +316,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
             outcome.truncated and not self.verify_on_truncation
         ):
             return None
+        await collect_episode(ep.current, ep.sandbox, self.artifacts_dir, ep.id)
         result = await self.verifier.verify(ep.current, ep.sandbox)
         ep.step_results.append((ep.current, result))
         index = ep.task.steps.index(ep.current)
@@ -394,6 +399,8 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         ep.done = True
         result: VerifierResult | None = None
         try:
+            if not ep.task.steps:  # a step's were collected as it ended
+                await collect_episode(ep.task, ep.sandbox, self.artifacts_dir, ep.id)
             if outcome.status is not EndReason.ERROR and (
                 not outcome.truncated or self.verify_on_truncation
             ):
@@ -401,7 +408,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
                 try:
                     result = await self._verify(ep)
                 except Exception as e:  # an infrastructure failure while verifying
-                    error = _error_text(type(e).__name__, str(e))
+                    error = error_text(type(e).__name__, str(e))
                     result = VerifierResult(VerifierStatus.ERROR, error=error)
                 ep.timings["verifier_s"] = time.perf_counter() - started
         finally:
@@ -412,7 +419,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         info = self._observe(ep)
         info.update(
             end=end,
-            shaping_reward=self._shape(ep, action, _final_metadata(outcome), last=True),
+            shaping_reward=self._shape(ep, action, final_metadata(outcome), last=True),
             category=ep.task.category,
             difficulty=ep.task.difficulty,
             timings=dict(ep.timings),
@@ -482,16 +489,3 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
             ep.scaffold_task.cancel()
             await asyncio.gather(ep.scaffold_task, return_exceptions=True)
         await ep.sandbox.close()
-
-
-def _final_metadata(outcome: Outcome) -> dict[str, Any]:
-    """What the request after an episode's last action would say about that action: the
-    scaffold's next request when it made one, else what the end itself tells."""
-    if outcome.next_request is not None:
-        return outcome.next_request.metadata
-    return {"format_errors": int(outcome.status is EndReason.FORMAT_ERROR_LIMIT)}
-
-
-def _error_text(error_class: str | None, message: str | None) -> str:
-    """An error for people to read: ``"SandboxError: boom"`` (the message alone without a class)."""
-    return f"{error_class}: {message or ''}" if error_class else message or ""

@@ -106,3 +106,8 @@ class EpisodeEnd:
             "infra_error": self.infra_error,
             "verifier": self.verifier.to_dict() if self.verifier is not None else None,
         }
+
+
+def error_text(error_class: str | None, message: str | None) -> str:
+    """An error for people to read: ``"SandboxError: boom"`` (the message alone without a class)."""
+    return f"{error_class}: {message or ''}" if error_class else message or ""

@@ -21,21 +21,15 @@ in Harbor 0.26's ``Trial._run_separate_verifier``:
 from __future__ import annotations
 
 import asyncio
-import fnmatch
-import posixpath
 import shutil
 import tempfile
 from pathlib import Path
 
+from palaestra.env.collect import collected_artifacts, copy_artifact, copy_name
 from palaestra.sandbox.base import Sandbox, SandboxBackend, SandboxSpec
 from palaestra.tasks import Task
-from palaestra.tasks.config import ArtifactConfig
-from palaestra.tasks.verifier_env import artifact_sources
 from palaestra.verify.harbor import HarborVerifier, VerifierResult
 from palaestra.verify.strategies import StrategyVerifier
-
-#: Exits 0 when ``$1`` is a regular file or a directory (not a link to one).
-_COPYABLE_SH = '[ -L "$1" ] && exit 3; [ -f "$1" ] || [ -d "$1" ] || exit 2'
 
 
 async def verify_separately(
@@ -50,9 +44,11 @@ async def verify_separately(
     await agent_sandbox.kill_all(restart_service=False)  # nothing runs while copying
     staging = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="palaestra-artifacts-"))
     try:
-        entries = artifact_sources(task.config, agent_sandbox.spec.workdir)
-        copied = [await _copy_out(agent_sandbox, entry, staging / str(i)) for i, entry in
-                  enumerate(entries)]  # fmt: skip
+        entries = collected_artifacts(task, agent_sandbox.spec.workdir)
+        copied = []
+        for i, entry in enumerate(entries):
+            copy = staging / str(i) / copy_name(entry)
+            copied.append(copy if await copy_artifact(agent_sandbox, entry, copy) else None)
         await agent_sandbox.close()
         async with await backend.create(spec) as sandbox:
             for entry, copy in zip(entries, copied, strict=True):
@@ -61,31 +57,6 @@ async def verify_separately(
             return await verifier.verify(task, sandbox)
     finally:
         await asyncio.to_thread(shutil.rmtree, staging, ignore_errors=True)
-
-
-async def _copy_out(sandbox: Sandbox, entry: ArtifactConfig, into: Path) -> Path | None:
-    """The artifact copied under ``into`` (None when there is none to copy)."""
-    check = await sandbox.exec(["sh", "-c", _COPYABLE_SH, "sh", entry.source], timeout=60)
-    if check.exit_code != 0:
-        return None
-    copy = into / (posixpath.basename(entry.source.rstrip("/")) or "root")
-    await sandbox.download(entry.source, copy)
-    if entry.exclude and await asyncio.to_thread(copy.is_dir):
-        await asyncio.to_thread(_exclude, copy, entry.exclude)
-    return copy
-
-
-def _exclude(root: Path, patterns: list[str]) -> None:
-    """Remove what ``tar --exclude`` would leave out: a path whose name, or any trailing part of
-    its relative path, matches a pattern."""
-    for path in sorted(root.rglob("*"), key=lambda p: len(p.parts), reverse=True):
-        parts = path.relative_to(root).parts
-        tails = ["/".join(parts[i:]) for i in range(len(parts))]
-        if any(fnmatch.fnmatchcase(tail, p.rstrip("/")) for tail in tails for p in patterns):
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path)
-            else:
-                path.unlink(missing_ok=True)
 
 
 async def _put_back(sandbox: Sandbox, copy: Path, target: str) -> None:

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from palaestra.llm.types import LLMResponse
+from palaestra.scaffolds.base import EndReason, Outcome
 
 
 @dataclass(frozen=True)
@@ -42,3 +44,11 @@ def format_error_penalty(penalty: float = -0.1) -> Shaping:
         return penalty if turn.format_error else 0.0
 
     return shape
+
+
+def final_metadata(outcome: Outcome) -> dict[str, Any]:
+    """What the request after an episode's last action would say about that action: the
+    scaffold's next request when it made one, else what the end itself tells."""
+    if outcome.next_request is not None:
+        return outcome.next_request.metadata
+    return {"format_errors": int(outcome.status is EndReason.FORMAT_ERROR_LIMIT)}

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from palaestra.env.code_env import CodeEnv
 from palaestra.env.registry import load_tasks, make, make_policy, spec
 from palaestra.env.tools.env import PROTOCOL as TOOL_PROTOCOL
 from palaestra.llm import LLMClient
@@ -69,11 +70,20 @@ def _executor(
     executor: Literal["local", "ray"] | RayOptions,
     concurrency: int,
     env_overrides: dict[str, Any],
+    artifacts_dir: Path | None = None,
 ) -> EpisodeExecutor:
-    """Where the episodes run: in this process, or on a Ray cluster's actors."""
+    """Where the episodes run: in this process (a task environment keeping its episodes'
+    artifacts in ``artifacts_dir``), or on a Ray cluster's actors."""
     if executor == "local":
         agent = make_policy(policy, tasks) if isinstance(policy, str) else policy
-        return LocalExecutor(lambda: make(env_id, tasks=tasks, **env_overrides), agent)
+
+        def build() -> Any:
+            env = make(env_id, tasks=tasks, **env_overrides)
+            if isinstance(env, CodeEnv):
+                env.artifacts_dir = artifacts_dir
+            return env
+
+        return LocalExecutor(build, agent)
     if executor == "ray":
         executor = RayOptions()
     if not isinstance(executor, RayOptions):
@@ -140,6 +150,9 @@ async def evaluate(
     ``max_cost_usd`` stops scheduling episodes once the run's cost passes it (in-flight ones
     finish); ``max_trial_cost_usd`` ends an episode as an error once its cost passes it.
 
+    With ``out_dir``, an episode's collected artifacts are kept in
+    ``out_dir/episodes/<episode-id>/`` (in-process executor; :mod:`palaestra.env.collect`).
+
     ``executor="ray"`` (or :class:`~palaestra.run.ray_executor.RayOptions`) runs the episodes
     on a Ray cluster's actors (see :mod:`palaestra.run.ray_executor`); this process keeps the
     store. ``policy`` and ``sandbox`` then travel to the actors by name, ``scaffold`` by name or
@@ -148,8 +161,9 @@ async def evaluate(
     if attempts < 1 or concurrency < 1 or retries < 0:
         raise ValueError("attempts and concurrency must be at least 1, retries at least 0")
     tasks = tasks if tasks is not None else load_tasks(env_id)
+    keep = Path(out_dir) / "episodes" if out_dir is not None else None
     runner = _executor(env_id, policy, tasks, executor, concurrency,
-                       {"scaffold": scaffold, "sandbox": sandbox, **env_overrides})  # fmt: skip
+                       {"scaffold": scaffold, "sandbox": sandbox, **env_overrides}, keep)  # fmt: skip
     temp = out_dir is None
     if out_dir is None:
         out_dir = await asyncio.to_thread(tempfile.mkdtemp, prefix="palaestra-eval-")

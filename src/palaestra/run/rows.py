@@ -13,18 +13,21 @@ from palaestra.tasks import Task
 
 
 def _steps(turns: list[Turn], trajectory: list[dict[str, Any]]) -> list[StepRecord]:
-    """Each turn with the messages it added to the conversation and the scaffold's record of
-    executing its action (the trajectory entry of the same turn)."""
+    """Each turn with the messages it added to the conversation, the tools its request offered
+    where they changed, and the scaffold's record of executing its action (the trajectory
+    entry of the same turn)."""
     executions = {t.get("turn"): t for t in trajectory}
     steps: list[StepRecord] = []
     previous: list[dict[str, Any]] = []
+    previous_tools: list[dict[str, Any]] | None = None
     for i, turn in enumerate(turns):
-        messages = turn.observation.messages
+        messages, tools = turn.observation.messages, turn.observation.tools
         start = len(previous) if messages[: len(previous)] == previous else 0
         response = turn.action.model_dump(exclude_none=True, exclude_defaults=True)
         response["finish_reason"] = turn.action.finish_reason
-        steps.append(StepRecord(i, start, messages[start:], response, executions.get(i)))
-        previous = messages
+        changed = (tools or []) if tools != previous_tools else None  # []: none any more
+        steps.append(StepRecord(i, start, messages[start:], response, executions.get(i), changed))
+        previous, previous_tools = messages, tools
     return steps
 
 

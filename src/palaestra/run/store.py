@@ -12,8 +12,9 @@ Three tables:
   per-phase timings, tokens, USD cost (NULL when unknown), wall time, episode id.
 * ``steps``: one row per turn: the request's new messages (the messages it adds to the previous
   request: ``messages_from`` says where they start, so request *t* is the concatenation of
-  ``new_messages`` of turns 0..t), the response (content, tool calls, token ids, logprobs), and
-  what the scaffold ran for it (command, output, exit code) as JSON.
+  ``new_messages`` of turns 0..t), the tools the request offered (only where they differ from
+  the turn before's; NULL: unchanged), the response (content, tool calls, token ids, logprobs),
+  and what the scaffold ran for it (command, output, exit code) as JSON.
 
 SQLite runs in one writer thread, never on the event loop, in WAL mode. Each episode is written
 in one transaction as soon as it ends, so a crash loses at most the episodes in flight.
@@ -41,15 +42,17 @@ from palaestra.scaffolds.base import EndReason
 
 DB_NAME = "results.db"
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The store's layout, in ``PRAGMA user_version``. Version 0 (no number) wrote a failed
 episode cut by a limit with that limit as its ``status`` (``agent_timeout``, ``step_limit``);
-since 1 ``status`` is always an :class:`EpisodeStatus` and the limit is in ``end_reason``."""
+since 1 ``status`` is always an :class:`EpisodeStatus` and the limit is in ``end_reason``;
+since 2 ``steps.tools`` holds the tools a request offered."""
 
 #: The SQL that brings a store from the version before each key to that version.
 _MIGRATIONS = {
     1: "UPDATE episodes SET end_reason = status, status = 'failed' "
     "WHERE status IN ('agent_timeout', 'step_limit')",
+    2: "ALTER TABLE steps ADD COLUMN tools TEXT",
 }
 
 _SCHEMA = """
@@ -110,6 +113,7 @@ CREATE TABLE IF NOT EXISTS steps (
     response TEXT NOT NULL,
     execution TEXT,
     PRIMARY KEY (episode, turn)
+    -- tools TEXT: added by migration 2, in every store (a new one too)
 );
 COMMIT;
 """
@@ -158,6 +162,8 @@ class StepRecord:
     new_messages: list[dict[str, Any]]
     response: dict[str, Any]
     execution: dict[str, Any] | None = None
+    #: The tools the request offered, where they differ from the turn before's (else None).
+    tools: list[dict[str, Any]] | None = None
 
 
 @dataclass
@@ -329,7 +335,7 @@ class ResultStore:
             assert rowid is not None
             self._conn.executemany(
                 "INSERT INTO steps (episode, turn, messages_from, new_messages, response, "
-                "execution) VALUES (?, ?, ?, ?, ?, ?)",
+                "execution, tools) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [
                     (
                         rowid,
@@ -338,6 +344,7 @@ class ResultStore:
                         json.dumps(s.new_messages),
                         json.dumps(s.response),
                         json.dumps(s.execution) if s.execution is not None else None,
+                        json.dumps(s.tools) if s.tools is not None else None,
                     )
                     for s in row.steps
                 ],
@@ -454,42 +461,5 @@ def _iter_steps(
             "new_messages": json.loads(row["new_messages"]),
             "response": json.loads(row["response"]),
             "execution": json.loads(row["execution"]) if row["execution"] else None,
+            "tools": json.loads(row["tools"]) if row["tools"] else None,
         }
-
-
-def export(run_dir: Path | str, out: Path | str, fmt: str) -> int:
-    """Write the final episodes with their steps as JSONL or Parquet; return how many.
-
-    One record per episode: the ``episodes`` columns, ``run`` (the runs row) and ``steps``.
-    """
-    if fmt not in ("jsonl", "parquet"):
-        raise ValueError(f"unknown export format {fmt!r}; choose jsonl or parquet")
-    run = read_run(run_dir)
-    episodes = read_episodes(run_dir)
-    steps = read_steps(run_dir)
-    records = []
-    for ep in episodes:
-        turns = [{k: v for k, v in s.items() if k != "episode"} for s in steps.get(ep["id"], [])]
-        records.append({**ep, "run_policy": run["policy"], "run_env_id": run["env_id"],
-                        "steps_detail": turns})  # fmt: skip
-    out = Path(out)
-    if fmt == "jsonl":
-        with out.open("w", encoding="utf-8") as f:
-            for r in records:
-                f.write(json.dumps(r) + "\n")
-        return len(records)
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-    except ImportError:
-        raise ImportError(
-            "Parquet export needs pyarrow: pip install 'palaestra[parquet]'"
-        ) from None
-    # Nested JSON-ish columns (rewards, steps) are stored as JSON strings: their keys differ
-    # between tasks, which a fixed Parquet schema cannot hold as structs.
-    flat = [
-        {**r, "rewards": json.dumps(r["rewards"]), "steps_detail": json.dumps(r["steps_detail"])}
-        for r in records
-    ]
-    pq.write_table(pa.Table.from_pylist(flat), out)
-    return len(records)

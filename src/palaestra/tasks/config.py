@@ -1,7 +1,8 @@
 """The ``task.toml`` schema: pydantic models only, read from and written to TOML text.
 
-The schema is Harbor 0.25.0's (PyPI ``harbor==0.25.0``, task schema 1.4:
-``harbor/models/task/config.py``), field for field, with its defaults and legacy conversions:
+The schema is Harbor 0.26.0's (PyPI ``harbor==0.26.0``, task schema 1.4:
+``harbor/models/task/config.py``), field for field, with its defaults, its checks of artifacts
+and collect hooks, and its legacy conversions:
 ``version`` is read as ``schema_version``; ``[environment] memory``/``storage`` size strings
 (``"4G"``, ``"512M"``) become ``memory_mb``/``storage_mb``; ``allow_internet`` becomes
 ``network_mode`` unless that is set. Where palaestra is stricter than Harbor (timeouts and
@@ -16,6 +17,7 @@ import math
 import re
 import tomllib
 import warnings
+from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -230,11 +232,17 @@ class EnvironmentConfig(BaseModel):
         return self
 
 
+_COMPOSE_SERVICE = r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$"
+_Service = Annotated[str, StringConstraints(strip_whitespace=True, pattern=_COMPOSE_SERVICE)]
+"""A Docker Compose service name, as Harbor checks it."""
+
+
 class VerifierCollectConfig(BaseModel):
-    """``[[verifier.collect]]``: a command run in a compose service after the agent phase."""
+    """``[[verifier.collect]]``: a command run in a compose service after the agent phase, before
+    the artifacts are collected (it can snapshot runtime state into an artifact)."""
 
     command: str
-    service: str = "main"
+    service: _Service = "main"
     timeout_sec: _Seconds = 60.0
     user: str | int | None = None
 
@@ -264,10 +272,37 @@ class SolutionConfig(BaseModel):
 
 
 class ArtifactConfig(BaseModel):
+    """An ``artifacts`` entry: a path copied out of the agent's sandbox after its run."""
+
     source: str
     destination: str | None = None
+    """Where it goes under the episode's ``artifacts/`` (default: ``source`` without ``/``)."""
     exclude: list[str] = Field(default_factory=list)
-    service: str | None = None
+    """``tar --exclude`` patterns for a directory."""
+    service: _Service | None = None
+
+    @field_validator("source")
+    @classmethod
+    def _no_parent_parts(cls, value: str) -> str:
+        if ".." in PurePosixPath(value).parts:
+            raise ValueError(f"must not contain '..' parts, got {value!r}")
+        return value
+
+    @field_validator("destination")
+    @classmethod
+    def _relative_destination(cls, value: str | None) -> str | None:
+        """Harbor's rules: a relative path with forward slashes, inside the artifacts
+        directory, not its ``manifest.json``; an empty one means the default."""
+        if not value:
+            return None
+        path = PurePosixPath(value)
+        if "\\" in value or path.is_absolute() or ".." in path.parts or not path.parts:
+            raise ValueError(
+                f"must be a relative path with '/' separators and no '..' parts, got {value!r}"
+            )
+        if value.rstrip("/") == "manifest.json":
+            raise ValueError("'manifest.json' is reserved for the collection manifest")
+        return value
 
 
 class StepConfig(BaseModel):

@@ -108,6 +108,16 @@ _FIELD_HINTS: dict[str, tuple[str | None, str]] = {
     "task.name": (None, 'name the task "org/name", e.g. name = "my-org/my-task"'),
     "user": ("must be a user name or a numeric UID", 'e.g. user = "root" or user = 1000'),
     "mcp_servers": (None, "give an sse or streamable-http server a url, a stdio server a command"),
+    "source": (None, "name a path in the sandbox without '..' parts, e.g. source = \"/app/out\""),
+    "destination": (
+        None,
+        'give a relative path inside the episode\'s artifacts/, e.g. destination = "logs/app"',
+    ),
+    "service": (
+        'must be a Docker Compose service name (letters, digits, "_", "." and "-")',
+        "leave service out: palaestra runs the main service only",
+    ),
+    "command": ("must be a shell command string", 'e.g. command = "pg_dump app > /logs/db.sql"'),
     "verifier.environment": (
         None,
         "remove [verifier.environment]: palaestra runs the verifier in the agent's sandbox",
@@ -135,10 +145,15 @@ _TYPE_FIXES = {
 def validation_errors(path: Path, raw: dict[str, Any], error: ValidationError) -> list[TaskError]:
     problems: list[TaskError] = []
     seen: set[str | None] = set()
-    for detail in error.errors(include_url=False):
-        dotted = _toml_field(raw, detail)
+    details = [(_toml_field(raw, d), d) for d in error.errors(include_url=False)]
+    fields = [dotted or "" for dotted, _ in details]
+    for dotted, detail in details:
         if dotted in seen:
             continue  # one value failing each member of a union is one problem
+        if detail["type"].endswith("_type") and any(
+            f.startswith((f"{dotted}.", f"{dotted}[")) for f in fields
+        ):
+            continue  # a union member it is not (a table, not a string): its inner error says
         seen.add(dotted)
         key = re.sub(r"\[\d+\]$", "", (dotted or "").rpartition(".")[2])
         kind = detail["type"]
@@ -180,6 +195,8 @@ def _toml_field(raw: dict[str, Any], detail: ErrorDetails) -> str | None:
         if isinstance(node, dict) and isinstance(item, str) and item in node:
             parts.append(item)
             node = node[item]
+        elif isinstance(node, dict) and isinstance(item, str) and item[:1].isupper():
+            continue  # a union member's model name (``ArtifactConfig``): not a key
         elif isinstance(node, list) and isinstance(item, int) and item < len(node):
             parts[-1] += f"[{item}]"
             node = node[item]

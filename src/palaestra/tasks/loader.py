@@ -29,8 +29,7 @@ Where palaestra differs from Harbor, it is stricter and says why:
   separate verifier defined by ``tests/docker-compose.yaml``, and in multi-step tasks a step
   verified in a separate environment or changing the network.
 * Validation Harbor does for features palaestra does not use is not repeated: the syntax of
-  ``allowed_hosts`` entries, artifact destinations, MCP header credentials and
-  ``.harborignore`` rules.
+  ``allowed_hosts`` entries, MCP header credentials and ``.harborignore`` rules.
 """
 
 from __future__ import annotations
@@ -38,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import tomllib
+import unicodedata
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -75,6 +75,7 @@ def load_task(path: Path | str, *, task_id: str | None = None) -> Task:
     if not step_configs or (task_dir / "instruction.md").exists():  # a step has its own
         instruction = _load_instruction(task_dir / "instruction.md", problems)
     steps = [(s.name, _load_step(task_dir, s.name, problems)) for s in step_configs]
+    problems += _duplicate_steps(task_dir / "task.toml", [s.name for s in step_configs])
     test_sh = task_dir / "tests" / "test.sh"
     if not test_sh.is_file() and (
         not steps
@@ -250,7 +251,7 @@ def _load_instruction(path: Path, problems: list[TaskError]) -> str | None:
 
 #: Harbor's portable step names: no separators, controls, reserved characters or device names.
 _BAD_STEP_CHARACTERS = re.compile(r'[<>:"/\\|?*\x00-\x1f\x7f]')
-_DEVICE_NAME = re.compile(r"^(CON|PRN|AUX|NUL|CONIN\$|CONOUT\$|(?:COM|LPT)[1-9])$", re.IGNORECASE)
+_DEVICE_NAME = re.compile(r"^(CON|PRN|AUX|NUL|CONIN\$|CONOUT\$|(?:COM|LPT)[1-9¹²³])$", re.I)
 
 
 def _load_step(task_dir: Path, name: str, problems: list[TaskError]) -> str | None:
@@ -261,17 +262,37 @@ def _load_step(task_dir: Path, name: str, problems: list[TaskError]) -> str | No
         or name.endswith((".", " "))
         or _BAD_STEP_CHARACTERS.search(name)
         or _DEVICE_NAME.fullmatch(name.partition(".")[0].rstrip(" "))
+        or len(name.encode()) > 255
     ):
         problems.append(
             TaskError(
                 task_dir / "task.toml",
                 f"step name {name!r} is not a portable directory name",
                 field="steps",
-                fix="use letters, digits, '-', '_' and '.' (not at the end)",
+                fix="use letters, digits, '-', '_' and '.' (not at the end), at most 255 bytes",
             )
         )
         return None
     return _load_instruction(task_dir / "steps" / name / "instruction.md", problems)
+
+
+def _duplicate_steps(path: Path, names: list[str]) -> list[TaskError]:
+    """Harbor's rule: step names differ even on a case-insensitive, normalising file system."""
+    seen: dict[str, str] = {}
+    problems = []
+    for name in names:
+        key = unicodedata.normalize("NFC", name).casefold()
+        if key in seen:
+            problems.append(
+                TaskError(
+                    path,
+                    f"step name {name!r} repeats {seen[key]!r} (names are compared ignoring case)",
+                    field="steps",
+                    fix="give each [[steps]] entry its own name",
+                )
+            )
+        seen.setdefault(key, name)
+    return problems
 
 
 def _strip_canary(text: str) -> str:
@@ -347,6 +368,18 @@ def _unsupported(path: Path, config: TaskConfig) -> list[TaskError]:
                 fix="define the verifier's image with tests/Dockerfile",
             )
         )
+    hooks = [*config.verifier.collect, *(h for s in config.steps or () for h in s.verifier.collect)]
+    for hook in hooks:
+        if hook.service != "main":
+            problems.append(
+                TaskError(
+                    path,
+                    f"collect hook {hook.command!r} runs in compose service {hook.service!r}, "
+                    "but palaestra runs one sandbox per task (no compose sidecars)",
+                    field="verifier.collect",
+                    fix="run it in the main service (leave service out)",
+                )
+            )
     for entry in config.artifacts:
         if not isinstance(entry, str) and entry.service not in (None, "main"):
             problems.append(
@@ -363,7 +396,12 @@ def _unsupported(path: Path, config: TaskConfig) -> list[TaskError]:
 
 def _metadata_errors(path: Path, metadata: dict[str, Any]) -> list[TaskError]:
     problems = []
-    for key, example in (("difficulty", '"medium"'), ("category", '"debugging"')):
+    examples = (
+        ("difficulty", '"medium"'),
+        ("category", '"debugging"'),
+        ("primary_reward", '"correctness"'),
+    )
+    for key, example in examples:
         value = metadata.get(key)
         if value is not None and not isinstance(value, str):
             problems.append(

@@ -16,7 +16,8 @@ Harbor's semantics, step by step, inside the phase boundary of :mod:`.boundary`:
 5. every process in the sandbox is killed again, then ``/logs/verifier/reward.json`` (a flat
    object of numbers) is read first, else ``/logs/verifier/reward.txt`` (one number, stored as
    ``{"reward": x}``), once :func:`.boundary.check_reward_files` found it a regular root-owned
-   file that nothing changed after ``test.sh`` exited.
+   file that nothing changed after ``test.sh`` exited. Every key is the reward breakdown; the
+   reward is :func:`scalar_reward`'s (the ``reward`` key, or the reward kit's dimensions).
 
 A missing, empty or non-numeric reward, a reward file written after ``test.sh`` ended, or a
 timeout, is an *error* outcome that keeps the test output, never a silent 0: a broken verifier
@@ -139,7 +140,10 @@ def parse_reward_json(text: str) -> dict[str, float]:
     except json.JSONDecodeError as e:
         raise RewardFileError(f"{REWARD_JSON} is not valid JSON: {e}") from e
     if not isinstance(data, dict) or not data:
-        raise RewardFileError(f"{REWARD_JSON} must be a non-empty JSON object of numbers")
+        raise RewardFileError(
+            f"{REWARD_JSON} must be a non-empty JSON object of numbers (Harbor's reward kit "
+            "writes {} when it finds no criteria under tests/)"
+        )
     rewards: dict[str, float] = {}
     for key, value in data.items():
         if (
@@ -166,16 +170,34 @@ def parse_reward_txt(text: str) -> dict[str, float]:
     return {"reward": value}
 
 
-def scalar_reward(rewards: dict[str, float]) -> float:
-    """The episode's reward: the ``reward`` key, or the only key there is."""
+def scalar_reward(
+    rewards: dict[str, float], primary: str | None = None, outcomes: frozenset[str] = frozenset()
+) -> float:
+    """The episode's reward from ``reward.json``'s keys (every key stays in the breakdown).
+
+    The key ``primary`` names (a task's ``[metadata] primary_reward``), else the ``reward``
+    key, else the only key there is, else the mean of all keys: Harbor's reward kit writes one
+    key per reward dimension (``correctness``, ``quality``, or ``dir/reward`` for several test
+    directories) and a ``reward`` key only when the task's ``reward.toml`` combines them; its
+    default combination is the equally weighted mean. The outcome keys a task declares
+    (``[metadata] reward_outcomes``: counts, flags) are never averaged in.
+    """
+    if primary is not None:
+        if primary not in rewards:
+            raise RewardFileError(
+                f"{REWARD_JSON} has no {primary!r} key, which [metadata] primary_reward names "
+                f"(it has {', '.join(sorted(rewards))}); write that key, or name one of these"
+            )
+        return rewards[primary]
     if "reward" in rewards:
         return rewards["reward"]
-    if len(rewards) == 1:
-        return next(iter(rewards.values()))
-    raise RewardFileError(
-        f"{REWARD_JSON} has several keys ({', '.join(sorted(rewards))}) and no 'reward' key; "
-        "add a 'reward' key holding the episode's reward"
-    )
+    dimensions = [value for key, value in rewards.items() if key not in outcomes]
+    if not dimensions:
+        raise RewardFileError(
+            f"{REWARD_JSON} holds only outcome keys ({', '.join(sorted(rewards))}) and no "
+            "'reward' key; add a 'reward' key holding the episode's reward"
+        )
+    return sum(dimensions) / len(dimensions)
 
 
 class HarborVerifier:
@@ -233,7 +255,8 @@ class HarborVerifier:
         try:
             state = await sandbox.exec(["sh", "-c", STATE_SH], timeout=60)
             rewards = _parse_rewards(*check_reward_files(state.stdout))
-            reward = scalar_reward(rewards)
+            primary = task.config.metadata.get("primary_reward")
+            reward = scalar_reward(rewards, primary, task.reward_outcomes)
         except (RewardFileError, BoundaryError) as e:
             return VerifierResult(
                 VerifierStatus.ERROR,
