@@ -40,7 +40,7 @@ from palaestra.cli_tasks import app as tasks_app
 from palaestra.cli_tasks import select_tasks
 from palaestra.env.registry import POLICIES, check_policy, list_envs, make_policy
 from palaestra.env.registry import spec as env_spec
-from palaestra.llm.anthropic import AnthropicPolicy
+from palaestra.llm.anthropic_policy import AnthropicPolicy
 from palaestra.llm.types import SamplingParams
 from palaestra.run.evaluate import evaluate, run_identity
 from palaestra.run.ray_executor import RayClusterError, RayOptions
