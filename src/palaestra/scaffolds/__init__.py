@@ -9,11 +9,8 @@ from typing import Any
 from palaestra.scaffolds.base import EndReason, Outcome, Scaffold
 from palaestra.scaffolds.bash import BashScaffold, BashScaffoldConfig
 from palaestra.scaffolds.bash_compact import CompactBashScaffold, CompactBashScaffoldConfig
-from palaestra.scaffolds.external import (
-    ExternalScaffold,
-    ExternalScaffoldConfig,
-    mini_swe_agent_scaffold,
-)
+from palaestra.scaffolds.external import ExternalScaffold, ExternalScaffoldConfig
+from palaestra.scaffolds.mini_swe_agent_preset import mini_swe_agent_scaffold
 from palaestra.scaffolds.oracle import NopPolicy, OraclePolicy
 from palaestra.scaffolds.terminus import TerminusScaffold, TerminusScaffoldConfig
 from palaestra.scaffolds.tools import ToolsScaffold, ToolsScaffoldConfig
