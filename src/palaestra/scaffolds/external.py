@@ -76,6 +76,10 @@ PLACEHOLDERS = frozenset(
 )
 _HOST_ONLY = frozenset({"exec_url", "python"})
 _PLACEHOLDER_RE = re.compile(r"\{([a-z_]+)\}")
+_ERROR_RE = re.compile(
+    r"error|exception|traceback|fatal|failed|cannot|can't|could not|unable|denied|not found",
+    re.IGNORECASE,
+)
 #: Where the proxy socket's directory appears in a sandbox.
 SANDBOX_PROXY_DIR = "/.palaestra-proxy"
 #: In-sandbox directory for the forwarder and the instruction file.
@@ -311,7 +315,31 @@ class ExternalScaffold:
         tail = output[-self.config.output_chars :]
         if code == 0:
             return "submitted", tail
-        return "error", f"the command exited with status {code}; its output ends:\n{tail}"
+        cause = self.last_error(output) or "it printed nothing"
+        return "error", (
+            f"{self.label} exited with status {code}: {cause}\nits output ends:\n{tail}"
+        )
+
+    #: What error messages call the command (a harness names itself).
+    label = "the command"
+
+    def last_error(self, output: str) -> str:
+        """The cause of a failed run, from the command's output: its last line that reads as
+        an error (a Python traceback's last line, say), else its last line. The first line of
+        the episode's error message, which is what ``eval`` prints."""
+        return last_error_line(output)
+
+    async def prepare(self, sandbox: Sandbox, values: dict[str, str]) -> None:
+        """Before the command starts in the sandbox (``values``: the placeholders' values):
+        nothing here; a harness writes its configuration files."""
+
+    def command_env(self, base_url: str, token: str, values: dict[str, str]) -> dict[str, str]:
+        """The command's environment in the sandbox: the proxy's URLs and key, ``env``."""
+        return self._env(base_url, token)
+
+    def argv(self, values: dict[str, str]) -> list[str]:
+        """The command to run, its placeholders replaced."""
+        return render_command(self.config.command, values)
 
     async def _run_in_sandbox(
         self, task: Task, sandbox: Sandbox, ep: ProxyEpisode, end: dict[str, Any]
@@ -348,11 +376,12 @@ class ExternalScaffold:
             "instruction_file": instruction_file,
             "base_url": f"{base_url}/e/{ep.token}/v1",
         }
-        argv = render_command(self.config.command, values)
+        await self.prepare(sandbox, values)
+        argv = self.argv(values)
         command = asyncio.ensure_future(
             sandbox.exec(
                 ["python3", forwarder, socket_in_sandbox, "--", *argv],
-                env=self._env(base_url, ep.token),
+                env=self.command_env(base_url, ep.token, values),
                 cwd=self.config.cwd,
             )
         )
@@ -389,7 +418,7 @@ class ExternalScaffold:
                 "exec_url": f"{proxy.base_url}/e/{ep.token}/exec",
                 "python": sys.executable,
             }
-            argv = render_command(self.config.command, values)
+            argv = self.argv(values)
             env = {
                 **os.environ,
                 **self._env(proxy.base_url, ep.token),
@@ -426,3 +455,12 @@ class ExternalScaffold:
             elif proc is not None:
                 kill_group(proc)  # anything the harness left running in its group
             await asyncio.to_thread(shutil.rmtree, tmp, True)
+
+
+def last_error_line(output: str) -> str:
+    """The last line of ``output`` that reads as an error, else its last non-empty line ("" for
+    no output); at most 300 characters."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    errors = [line for line in lines if _ERROR_RE.search(line)]
+    found = errors[-1] if errors else (lines[-1] if lines else "")
+    return found[:300]

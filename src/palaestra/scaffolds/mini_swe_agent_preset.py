@@ -30,7 +30,9 @@ def mini_swe_agent_scaffold(
     if where == "host":
         env.setdefault("MSWEA_GLOBAL_CONFIG_DIR", ".")  # the episode's temp directory
         command = mini_swe_agent_command(extra_config=extra_config)
-        return ExternalScaffold(command=command, where="host", env=env, **overrides)
+        scaffold = ExternalScaffold(command=command, where="host", env=env, **overrides)
+        scaffold.label = "mini-swe-agent"
+        return scaffold
     config_in_sandbox = "/.palaestra-mini/mini_swe_agent.yaml"
     env.setdefault("MSWEA_GLOBAL_CONFIG_DIR", f"{SANDBOX_AGENT_DIR}/mini-swe-agent")
     command = mini_swe_agent_command(
@@ -44,4 +46,8 @@ def mini_swe_agent_scaffold(
         Mount(source=CONFIG.parent, target=posixpath.dirname(config_in_sandbox)),
         *overrides.pop("mounts", ()),
     )
-    return ExternalScaffold(command=command, where="sandbox", env=env, mounts=mounts, **overrides)
+    scaffold = ExternalScaffold(
+        command=command, where="sandbox", env=env, mounts=mounts, **overrides
+    )
+    scaffold.label = "mini-swe-agent"
+    return scaffold
