@@ -17,9 +17,10 @@ from palaestra.scaffolds.harness.install import (
     install,
     require_installed,
 )
+from palaestra.scaffolds.harness.opencode import OpenCode
 
 #: The registered harnesses by scaffold name.
-HARNESSES: dict[str, Harness] = {h.name: h for h in (ClaudeCode(),)}
+HARNESSES: dict[str, Harness] = {h.name: h for h in (ClaudeCode(), OpenCode())}
 
 
 def harness_scaffold(name: str, **kwargs: object) -> HarnessScaffold:

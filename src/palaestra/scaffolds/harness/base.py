@@ -183,12 +183,11 @@ class HarnessScaffold(ExternalScaffold):
             await sandbox.write_file(path, text)
 
     def command_env(self, base_url: str, token: str, values: dict[str, str]) -> dict[str, str]:
+        """The external scaffold's environment, the harness's over it, the scaffold's ``env``
+        (the user's) over both."""
         run = self._run_of(values)
-        return {
-            **super().command_env(base_url, token, values),
-            "HOME": run.home,
-            **self.harness.env(run),
-        }
+        base = super().command_env(base_url, token, values)
+        return {**base, "HOME": run.home, **self.harness.env(run), **self.config.env}
 
     def last_error(self, output: str) -> str:
         return self.harness.last_error(output)

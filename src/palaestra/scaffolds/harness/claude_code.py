@@ -1,10 +1,10 @@
 """Claude Code (``@anthropic-ai/claude-code``) as a harness: Anthropic Messages, streamed, with
 tool use (its ``Bash``, ``Read``, ``Edit``, ``Write``, ... tools).
 
-One run is ``claude -p <instruction> --bare --dangerously-skip-permissions`` in the task's
-working directory: ``--bare`` keeps it to the API key it is given (no OAuth, keychain, plugin
-sync, background prefetches or CLAUDE.md discovery), the permission flag lets its tools act
-without asking (``IS_SANDBOX=1`` allows that flag as root), ``--output-format json`` ends the
+One run is ``claude -p <instruction> --dangerously-skip-permissions`` in the task's working
+directory, with its default tools (``--bare`` would cut them to Bash, Read and Edit): the API
+key it is given is used as is (no sign-in), the permission flag lets its tools act without
+asking (``IS_SANDBOX=1`` allows that flag as root), ``--output-format json`` ends the
 run with one JSON object whose ``result`` is the harness's own error when it failed. Its
 telemetry, error reporting, update checks and other non-essential traffic are turned off by
 environment variables; its side requests for a small model name the same model, so every
@@ -32,7 +32,7 @@ class ClaudeCode(Harness):
         return [
             "sh",
             "-c",
-            'exec "$0" -p "$(cat "$1")" --bare --dangerously-skip-permissions '
+            'exec "$0" -p "$(cat "$1")" --dangerously-skip-permissions '
             '--no-session-persistence --output-format json --model "$2"',
             run.executable,
             run.instruction_file,
