@@ -14,6 +14,7 @@ from palaestra.llm.endpoint import EndpointError, check_openai_endpoint
 from palaestra.llm.local_hf.loading import model_source, require_local_extra
 from palaestra.run.store import RunMismatchError, check_resumable
 from palaestra.sandbox.local.bwrap import BASE_ENV
+from palaestra.scaffolds.harness import HARNESSES, HarnessNotReady, require_installed
 
 #: Where the local sandbox looks for commands: the host's, under the sandbox's PATH.
 LOCAL_SANDBOX_PATH = BASE_ENV["PATH"]
@@ -49,6 +50,11 @@ def check_scaffold_tools(scaffold: str, sandbox: str, *, path: str = LOCAL_SANDB
             "--scaffold mini-swe-agent runs mini-swe-agent, which is not installed: "
             "pip install mini-swe-agent==2.4.6 (the version palaestra is tested with)"
         )
+    if scaffold in HARNESSES:
+        try:
+            require_installed(HARNESSES[scaffold])
+        except HarnessNotReady as e:
+            fail(str(e))
     if scaffold == "external":
         fail(
             "--scaffold external needs the command of your agent, which the command line cannot "
