@@ -176,18 +176,16 @@ class Sessions:
         ]
 
     async def reap(self, end_session: Callable[[Hashable], Awaitable[None]]) -> None:
-        """Forever: release each idle session, after ``end_session(key)`` has ended it in the
+        """Forever: release each idle session, then ``end_session(key)`` ends it in the
         protocol (so the client's next request gets the protocol's error)."""
         interval = min(self.limits.idle_timeout_s / 4, 5.0)
         while True:
             await asyncio.sleep(interval)
             for key in self.idle():
-                why = f"idle for more than {self.limits.idle_timeout_s:g} s"
-                self._released[key] = why
                 try:
-                    await end_session(key)
+                    await self.release(key, f"idle for more than {self.limits.idle_timeout_s:g} s")
                 finally:
-                    await self.release(key, why)
+                    await end_session(key)
 
     async def close_all(self) -> None:
         """Release every session (the server is stopping) and wait for pending closes."""
