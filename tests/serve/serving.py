@@ -108,7 +108,8 @@ async def ors_episode(
     ORS task tools), any other through ``respond``."""
     from ors.client import AsyncORS
 
-    env = AsyncORS(url).environment(name)
+    client = AsyncORS(url)  # held: collecting it closes its HTTP session under the episode
+    env = client.environment(name)
     task = next(t for t in await env.list_tasks("train") if t.task_spec["task_id"] == task_id)
     async with env.session(task=task) as session:
         prompt = await session.get_prompt()
@@ -128,6 +129,7 @@ async def ors_episode(
                 output = await session.call_tool("respond", action_json(response))
             steps += 1
             if output.finished:
+                del client
                 return output.reward, output.metadata["end"]["status"], steps
             assert output.reward == 0.0 and output.metadata["step_type"] == "mid"
             request = LLMRequest.model_validate(output.metadata["observation"])

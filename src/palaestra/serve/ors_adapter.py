@@ -241,7 +241,7 @@ class _Sessions:
                 await self.app(scope, receive, sending)
             finally:
                 if reserved and (not status or status[0] >= 400):
-                    await self.sessions.release(sid, "/create failed")
+                    await self.sessions.release(sid, "/create failed", reusable=True)
         finally:
             _SID.reset(token)
 

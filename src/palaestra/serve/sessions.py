@@ -136,12 +136,16 @@ class Sessions:
         if (session := self._sessions.get(key)) is not None:
             session.last_active = time.monotonic()
 
-    async def release(self, key: Hashable, why: str = "the client closed it") -> None:
-        """End the session: its environment is closed (sandbox and all). Idempotent."""
+    async def release(
+        self, key: Hashable, why: str = "the client closed it", *, reusable: bool = False
+    ) -> None:
+        """End the session: its environment is closed (sandbox and all). Idempotent.
+        ``reusable``: the key may be reserved again (a session that never started)."""
         session = self._sessions.pop(key, None)
         if session is None:
             return
-        self._released[key] = why
+        if not reusable:
+            self._released[key] = why
         if len(self._released) > 4 * self.limits.max_sessions:  # keep the reasons bounded
             self._released.pop(next(iter(self._released)))
         if session.env is not None:
