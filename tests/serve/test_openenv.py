@@ -73,7 +73,7 @@ async def test_malformed_messages_get_openenv_errors_and_the_server_stays_up(tmp
 async def test_disconnect_idle_capacity_and_sigterm_close_every_sandbox(tmp_path):
     tasks = load_tasks(ENV)
     reset = json.dumps({"type": "reset", "data": {"task_id": tasks.ids[0]}})
-    with served(ENV, "openenv", tmp_path, "--max-sessions", "2", "--idle-timeout", "1") as server:
+    with served(ENV, "openenv", tmp_path, "--max-sessions", "2", "--idle-timeout", "5") as server:
         url = server.url.replace("http", "ws") + "/ws"
         # a client that disconnects mid-episode: its sandbox is closed
         ws = await connect(url)
