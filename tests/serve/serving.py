@@ -130,6 +130,9 @@ async def ors_episode(
             steps += 1
             if output.finished:
                 del client
-                return output.reward, output.metadata["end"]["status"], steps
+                end = output.metadata["end"]
+                if end["status"] != "passed":  # say why, should a test expect otherwise
+                    print(task_id, {k: end[k] for k in ("reason", "error", "verified") if k in end})
+                return output.reward, end["status"], steps
             assert output.reward == 0.0 and output.metadata["step_type"] == "mid"
             request = LLMRequest.model_validate(output.metadata["observation"])

@@ -26,7 +26,7 @@ async def test_oracle_and_nop_episodes_run_concurrently_each_in_its_own_sandbox(
             *(openenv_episode(server.url, oracle, t) for t in tasks.ids),
             *(openenv_episode(server.url, nop, t) for t in tasks.ids),
         )
-        assert [r[:2] for r in results] == [(1.0, "passed")] * 3 + [(0.0, "failed")] * 3
+        assert [r[:2] for r in results] == [(1.0, "passed")] * 3 + [(0.0, "failed")] * 3, results
         assert all(steps >= 1 for *_, steps in results)
         assert await eventually(lambda: not server.sandboxes())  # each closed with its socket
         assert server.stop() == 0

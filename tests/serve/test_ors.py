@@ -28,7 +28,7 @@ async def test_oracle_and_nop_episodes_run_concurrently_each_in_its_own_sandbox(
             *(ors_episode(server.url, server.name, oracle, t) for t in tasks.ids),
             *(ors_episode(server.url, server.name, nop, t) for t in tasks.ids),
         )
-        assert [r[:2] for r in results] == [(1.0, "passed")] * 3 + [(0.0, "failed")] * 3
+        assert [r[:2] for r in results] == [(1.0, "passed")] * 3 + [(0.0, "failed")] * 3, results
         assert await eventually(lambda: not server.sandboxes())  # each closed at /delete
         assert server.stop() == 0
 
