@@ -26,6 +26,7 @@ ALLOWED: dict[str, set[str]] = {
     "env": {"scaffolds", "verify", "llm", "sandbox", "tasks"},
     "run": {"env", "scaffolds", "verify", "llm", "sandbox", "tasks"},
     "rl": {"run", "env", "scaffolds", "verify", "llm", "sandbox", "tasks"},
+    "serve": {"run", "env", "scaffolds", "verify", "llm", "sandbox", "tasks"},
 }
 
 #: (module, imported module) pairs imported inside a function on purpose, and why.

@@ -1,4 +1,5 @@
-"""The ``palaestra`` command line: ``eval``, ``export``, ``report``, ``envs``, ``tasks``, ``proxy``.
+"""The ``palaestra`` command line: ``eval``, ``export``, ``report``, ``envs``, ``tasks``, ``proxy``,
+``serve``.
 
 Options mean one thing in every command: ``-j``/``--concurrency`` is how many run at once,
 ``-n``/``--limit`` how many tasks at most (``eval``'s old ``-n`` for concurrency still works,
@@ -30,6 +31,7 @@ from palaestra.cli_harness import app as harness_app
 from palaestra.cli_live import Live, open_streams
 from palaestra.cli_output import id_table, print_json
 from palaestra.cli_progress import FittedProgress
+from palaestra.cli_serve import serve_cmd
 from palaestra.cli_summary import (
     console,
     eval_clauses,
@@ -400,6 +402,7 @@ def envs_cmd(
 
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(harness_app, name="harness")
+app.command("serve")(serve_cmd)
 
 
 @app.command("proxy")
