@@ -9,6 +9,7 @@ from typing import Any
 from palaestra.scaffolds.base import EndReason, Outcome, Scaffold
 from palaestra.scaffolds.bash import BashScaffold, BashScaffoldConfig
 from palaestra.scaffolds.bash_compact import CompactBashScaffold, CompactBashScaffoldConfig
+from palaestra.scaffolds.codex import CodexScaffold
 from palaestra.scaffolds.external import (
     ExternalScaffold,
     ExternalScaffoldConfig,
@@ -27,6 +28,7 @@ SCAFFOLDS: dict[str, Callable[..., Scaffold]] = {
     "terminus": TerminusScaffold,
     "external": ExternalScaffold,
     "mini-swe-agent": mini_swe_agent_scaffold,
+    "codex": CodexScaffold,
 }
 
 
@@ -45,6 +47,8 @@ __all__ = [
     "BashScaffold",
     "EndReason",
     "BashScaffoldConfig",
+    "CompactBashScaffold",
+    "CodexScaffold",
     "CompactBashScaffold",
     "CompactBashScaffoldConfig",
     "ExternalScaffold",

@@ -21,6 +21,7 @@ from palaestra.llm.types import LLMRequest, LLMResponse
 from palaestra.scaffolds.actions import ProtocolActions
 from palaestra.scaffolds.bash import BashScaffold
 from palaestra.scaffolds.bash_compact import CompactBashScaffold
+from palaestra.scaffolds.codex import CodexScaffold
 from palaestra.scaffolds.terminus import TerminusScaffold
 from palaestra.scaffolds.tools import ToolsScaffold
 from palaestra.tasks.paths import SOLUTION_DIR
@@ -45,7 +46,7 @@ class HarnessActions(ProtocolActions):
 #: Each turn-loop scaffold's actions by its name; others get :class:`HarnessActions`.
 ACTIONS: dict[str, ProtocolActions] = {
     cls.name: cls.actions
-    for cls in (BashScaffold, CompactBashScaffold, ToolsScaffold, TerminusScaffold)
+    for cls in (BashScaffold, CompactBashScaffold, ToolsScaffold, TerminusScaffold, CodexScaffold)
 }
 _HARNESS = HarnessActions()
 
