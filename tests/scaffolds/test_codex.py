@@ -9,6 +9,8 @@ import pytest
 
 import palaestra
 from palaestra import CodeEnv
+from palaestra.cli_checks import check_scaffold_tools
+from palaestra.cli_errors import CliError
 from palaestra.llm import LLMRequest, LLMResponse, ToolCall
 from palaestra.rl.trajectory import to_trajectories
 from palaestra.run import rollout
@@ -133,3 +135,9 @@ def test_a_missing_install_is_named(tmp_path):
         ValueError, match=r"@openai/codex@0\.171\.0 is not installed in .*install_codex"
     ):
         CodexScaffold(install_dir=tmp_path)
+
+
+def test_eval_names_a_missing_install(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with pytest.raises(CliError, match=r"--scaffold codex .* not installed in .*install_codex"):
+        check_scaffold_tools("codex", "local")
