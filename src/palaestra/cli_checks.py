@@ -14,7 +14,7 @@ from palaestra.llm.endpoint import EndpointError, check_openai_endpoint
 from palaestra.llm.local_hf.loading import model_source, require_local_extra
 from palaestra.run.store import RunMismatchError, check_resumable
 from palaestra.sandbox.local.bwrap import BASE_ENV
-from palaestra.scaffolds.codex import codex_binary, codex_dir
+from palaestra.scaffolds.harness import HARNESSES, HarnessNotReady, require_installed
 
 #: Where the local sandbox looks for commands: the host's, under the sandbox's PATH.
 LOCAL_SANDBOX_PATH = BASE_ENV["PATH"]
@@ -50,12 +50,11 @@ def check_scaffold_tools(scaffold: str, sandbox: str, *, path: str = LOCAL_SANDB
             "--scaffold mini-swe-agent runs mini-swe-agent, which is not installed: "
             "pip install mini-swe-agent==2.4.6 (the version palaestra is tested with)"
         )
-    if scaffold == "codex" and codex_binary(codex_dir()) is None:
-        fail(
-            f"--scaffold codex runs the Codex CLI, which is not installed in {codex_dir()}: "
-            "python -c 'from palaestra.scaffolds.codex import install_codex; install_codex()' "
-            "(needs npm), or pick another --scaffold"
-        )
+    if scaffold in HARNESSES:
+        try:
+            require_installed(HARNESSES[scaffold])
+        except HarnessNotReady as e:
+            fail(str(e))
     if scaffold == "external":
         fail(
             "--scaffold external needs the command of your agent, which the command line cannot "

@@ -11,15 +11,14 @@ import pytest
 
 from palaestra.llm import LLMRequest, LLMResponse, ScriptedPolicy, ToolCall, Usage
 from palaestra.llm.anthropic import (
-    AnthropicAPIError,
     AnthropicFormatError,
-    AnthropicPolicy,
     anthropic_request_to_llm,
     anthropic_response_to_llm,
     anthropic_stream_events,
     llm_request_to_anthropic,
     llm_response_to_anthropic,
 )
+from palaestra.llm.anthropic_policy import AnthropicAPIError, AnthropicPolicy
 from palaestra.scaffolds.proxy import ProxyServer
 
 TOOLS_OPENAI = [
@@ -169,7 +168,7 @@ def test_anthropic_request_details():
     }
     assert req.metadata["requested_model"] == "m"
     with pytest.raises(AnthropicFormatError, match=r"messages\[0\]: role"):
-        anthropic_request_to_llm({"messages": [{"role": "system", "content": "x"}]})
+        anthropic_request_to_llm({"messages": [{"role": "tool", "content": "x"}]})
     with pytest.raises(AnthropicFormatError, match="tool_use_id"):
         anthropic_request_to_llm(
             {"messages": [{"role": "user", "content": [{"type": "tool_result"}]}]}
@@ -368,3 +367,26 @@ async def test_anthropic_policy_retries_transient_errors_only():
         await policy.complete(LLMRequest(messages=[{"role": "user", "content": "bad"}]))
     assert calls["n"] == 11
     await policy.aclose()
+
+
+def test_system_turns_among_the_messages_stay_system_messages():
+    """Claude Code 2.x sends mid-conversation system turns (its environment notes, reminders)
+    among the user and assistant turns: each becomes a system message in its place."""
+    request = anthropic_request_to_llm(
+        {
+            "system": [{"type": "text", "text": "top"}],
+            "messages": [
+                {"role": "user", "content": "do it"},
+                {"role": "system", "content": [{"type": "text", "text": "# Environment"}]},
+                {"role": "assistant", "content": "ok"},
+            ],
+        }
+    )
+    assert [(m["role"], m["content"]) for m in request.messages] == [
+        ("system", "top"),
+        ("user", "do it"),
+        ("system", "# Environment"),
+        ("assistant", "ok"),
+    ]
+    with pytest.raises(AnthropicFormatError, match="messages\\[0\\]: role must be"):
+        anthropic_request_to_llm({"messages": [{"role": "tool", "content": "x"}]})

@@ -1,5 +1,5 @@
-"""Codex (the real ``@openai/codex`` 0.171.0 binary) as a scaffold: real local sandboxes, the
-real proxy's Responses route, scripted policies answering in Codex's own tool protocol."""
+"""Codex (the real ``@openai/codex`` 0.171.0 binary) as ``--scaffold codex``: real local
+sandboxes, the proxy's Responses route, scripted policies in Codex's own tool protocol."""
 
 from __future__ import annotations
 
@@ -9,14 +9,12 @@ import pytest
 
 import palaestra
 from palaestra import CodeEnv
-from palaestra.cli_checks import check_scaffold_tools
-from palaestra.cli_errors import CliError
 from palaestra.llm import LLMRequest, LLMResponse, ToolCall
 from palaestra.rl.trajectory import to_trajectories
 from palaestra.run import rollout
 from palaestra.scaffolds import NopPolicy, OraclePolicy, make_scaffold
-from palaestra.scaffolds.codex import CodexScaffold, install_codex
 from palaestra.tasks.source import TaskSet
+from tests.scaffolds.harness_support import installed
 from tests.scaffolds.test_external import our_processes
 
 PATCH = """apply_patch <<'EOF'
@@ -29,10 +27,9 @@ PATCH = """apply_patch <<'EOF'
 EOF"""
 
 
-@pytest.fixture(scope="module")
-def codex_install():
-    """The pinned Codex, installed once with npm (a few seconds; then cached)."""
-    return install_codex()
+@pytest.fixture(scope="module", autouse=True)
+def codex() -> None:
+    installed("codex")
 
 
 def exec_call(turn: int, cmd: str) -> LLMResponse:
@@ -86,14 +83,14 @@ class ScriptedCodexUser:
         )
 
 
-async def test_reads_edits_and_shell_calls_through_codex(make_task, codex_install):
+async def test_reads_edits_and_shell_calls_through_codex(make_task):
     task = make_task(
         instruction="Change the number in /app/answer.txt to 42.",
         files={"answer.txt": "41\n"},
         dockerfile="FROM debian:bookworm-slim\nWORKDIR /app\nCOPY answer.txt /app/answer.txt\n",
     )
     policy = ScriptedCodexUser()
-    async with CodeEnv(TaskSet.from_dir(task.parent), scaffold=CodexScaffold()) as env:
+    async with CodeEnv(TaskSet.from_dir(task.parent), scaffold=make_scaffold("codex")) as env:
         episode = await rollout(env, policy)
     assert episode.reward == 1.0, episode.end.error_message
     assert len(episode.turns) == 4
@@ -117,7 +114,7 @@ async def test_reads_edits_and_shell_calls_through_codex(make_task, codex_instal
     assert our_processes() == []
 
 
-async def test_starter_pack_oracle_passes_and_nop_fails_through_codex(codex_install):
+async def test_starter_pack_oracle_passes_and_nop_fails_through_codex():
     async with palaestra.make("starter:0:3", scaffold=make_scaffold("codex")) as env:
         oracle = OraclePolicy.from_tasks(env.tasks)
         each = [{"task_index": i} for i in range(3)]
@@ -128,16 +125,3 @@ async def test_starter_pack_oracle_passes_and_nop_fails_through_codex(codex_inst
     assert [e.reward for e in failed] == [0.0] * 3
     assert all(e.status == "failed" and e.end_reason == "submitted" for e in failed)
     assert our_processes() == []
-
-
-def test_a_missing_install_is_named(tmp_path):
-    with pytest.raises(
-        ValueError, match=r"@openai/codex@0\.171\.0 is not installed in .*install_codex"
-    ):
-        CodexScaffold(install_dir=tmp_path)
-
-
-def test_eval_names_a_missing_install(tmp_path, monkeypatch):
-    monkeypatch.setenv("HOME", str(tmp_path))
-    with pytest.raises(CliError, match=r"--scaffold codex .* not installed in .*install_codex"):
-        check_scaffold_tools("codex", "local")

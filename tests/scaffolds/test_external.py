@@ -16,7 +16,8 @@ from palaestra.run import rollout
 from palaestra.sandbox import make_backend
 from palaestra.sandbox.base import SandboxSpec
 from palaestra.scaffolds import ExternalScaffold, NopPolicy, OraclePolicy, make_scaffold
-from palaestra.scaffolds.external import host_python_mounts, mini_swe_agent_scaffold
+from palaestra.scaffolds.host_process import host_python_mounts
+from palaestra.scaffolds.mini_swe_agent_preset import mini_swe_agent_scaffold
 from palaestra.tasks.source import TaskSet
 from tests.conftest import SUBMIT_ACTION, bash_action
 from tests.procs import _processes

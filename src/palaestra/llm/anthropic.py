@@ -3,10 +3,11 @@
 * ``anthropic_request_to_llm`` / ``llm_response_to_anthropic`` / ``anthropic_stream_events``
   serve the proxy's ``/v1/messages`` route: harnesses that speak Anthropic's API become
   environments too.
-* ``llm_request_to_anthropic`` / ``anthropic_response_to_llm`` and :class:`AnthropicPolicy`
+* ``llm_request_to_anthropic`` / ``anthropic_response_to_llm`` (and :mod:`.anthropic_policy`)
   let a policy behind any Anthropic-compatible ``/v1/messages`` endpoint answer observations.
 
-The mapping: the top-level ``system`` is our first (system) message; ``tool_use`` blocks are
+The mapping: the top-level ``system`` is our first (system) message, a ``system`` turn among
+the messages a system message in its place; ``tool_use`` blocks are
 ``tool_calls`` (``input`` object <-> ``arguments`` JSON string); ``tool_result`` blocks in a
 user turn are ``tool`` messages; ``stop_reason`` <-> ``finish_reason``
 (``end_turn``/``stop_sequence`` -> ``stop``, ``max_tokens`` -> ``length``, ``tool_use`` ->
@@ -19,9 +20,7 @@ cache_read_input_tokens``. Thinking blocks are dropped (not mapped to
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import secrets
 from collections.abc import Iterator
 from typing import Any
@@ -158,10 +157,12 @@ def anthropic_request_to_llm(body: Any) -> LLMRequest:
         messages.append({"role": "system", "content": _text_of(system, "system")})
     for i, m in enumerate(raw):
         where = f"messages[{i}]"
-        if not isinstance(m, dict) or m.get("role") not in ("user", "assistant"):
-            raise AnthropicFormatError(f"{where}: role must be 'user' or 'assistant'")
+        if not isinstance(m, dict) or m.get("role") not in ("user", "assistant", "system"):
+            raise AnthropicFormatError(f"{where}: role must be 'user', 'assistant' or 'system'")
         content = m.get("content")
-        if isinstance(content, str):
+        if m["role"] == "system":  # a mid-conversation system turn (Claude Code sends them)
+            messages.append({"role": "system", "content": _text_of(content, where)})
+        elif isinstance(content, str):
             messages.append({"role": m["role"], "content": content})
         elif not isinstance(content, list):
             raise AnthropicFormatError(f"{where}: content must be a string or a list of blocks")
@@ -418,82 +419,3 @@ def anthropic_stream_events(response: LLMResponse, model: str) -> Iterator[dict[
         "usage": {"output_tokens": usage["output_tokens"]},
     }
     yield {"type": "message_stop"}
-
-
-# -- the policy --------------------------------------------------------------------------------
-
-
-class AnthropicPolicy:
-    """Answers observations from any Anthropic-compatible ``/v1/messages`` endpoint.
-
-    ``base_url`` (default ``ANTHROPIC_BASE_URL`` or Anthropic's) is the URL without ``/v1``;
-    ``api_key`` defaults to ``ANTHROPIC_API_KEY``. Transient failures (connection errors,
-    429, 5xx, 529) are retried with exponential backoff; bad requests and auth errors are not.
-    ``transport``: an ``httpx`` transport for custom networking (a unix socket, say).
-    """
-
-    def __init__(
-        self,
-        model: str,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        timeout: float = 600.0,
-        max_retries: int = 2,
-        max_tokens: int = DEFAULT_MAX_TOKENS,
-        backoff_s: float = 0.5,
-        transport: Any = None,
-    ) -> None:
-        import httpx
-
-        self.model = model
-        self.name = f"anthropic:{model}"
-        self.max_retries = max_retries
-        self.max_tokens = max_tokens
-        self.backoff_s = backoff_s
-        base = base_url or os.environ.get("ANTHROPIC_BASE_URL") or "https://api.anthropic.com"
-        self._http = httpx.AsyncClient(
-            base_url=base.rstrip("/"),
-            timeout=timeout,
-            transport=transport,
-            headers={
-                "x-api-key": api_key or os.environ.get("ANTHROPIC_API_KEY") or "",
-                "anthropic-version": ANTHROPIC_VERSION,
-                "content-type": "application/json",
-            },
-        )
-
-    async def complete(self, request: LLMRequest) -> LLMResponse:
-        import httpx
-
-        body = llm_request_to_anthropic(request, self.model, default_max_tokens=self.max_tokens)
-        for attempt in range(self.max_retries + 1):
-            try:
-                r = await self._http.post("/v1/messages", json=body)
-            except httpx.TransportError:
-                if attempt == self.max_retries:
-                    raise
-            else:
-                if r.status_code < 400:
-                    response = anthropic_response_to_llm(r.json())
-                    return response.model_copy(update={"model": response.model or self.model})
-                transient = r.status_code in (408, 409, 429, 529) or r.status_code >= 500
-                if not transient or attempt == self.max_retries:
-                    raise AnthropicAPIError(r.status_code, r.text)
-            await asyncio.sleep(self.backoff_s * 2**attempt)
-        raise AssertionError("unreachable")
-
-    async def aclose(self) -> None:
-        await self._http.aclose()
-
-
-class AnthropicAPIError(RuntimeError):
-    """An error answer from an Anthropic-compatible endpoint."""
-
-    def __init__(self, status: int, body: str) -> None:
-        try:
-            message = json.loads(body)["error"]["message"]
-        except (ValueError, KeyError, TypeError):
-            message = body[:500]
-        super().__init__(f"HTTP {status} from /v1/messages: {message}")
-        self.status = status

@@ -3,24 +3,23 @@ policies that speak their protocols."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 from palaestra.scaffolds.base import EndReason, Outcome, Scaffold
 from palaestra.scaffolds.bash import BashScaffold, BashScaffoldConfig
 from palaestra.scaffolds.bash_compact import CompactBashScaffold, CompactBashScaffoldConfig
-from palaestra.scaffolds.codex import CodexScaffold
-from palaestra.scaffolds.external import (
-    ExternalScaffold,
-    ExternalScaffoldConfig,
-    mini_swe_agent_scaffold,
-)
+from palaestra.scaffolds.external import ExternalScaffold, ExternalScaffoldConfig
+from palaestra.scaffolds.harness import HARNESSES, harness_scaffold
+from palaestra.scaffolds.mini_swe_agent_preset import mini_swe_agent_scaffold
 from palaestra.scaffolds.oracle import NopPolicy, OraclePolicy
 from palaestra.scaffolds.terminus import TerminusScaffold, TerminusScaffoldConfig
 from palaestra.scaffolds.tools import ToolsScaffold, ToolsScaffoldConfig
 
 #: Scaffold factories by name. ``mini-swe-agent`` is the external scaffold preset that runs the
-#: real mini-swe-agent (see :mod:`palaestra.scaffolds.mini_swe_agent`).
+#: real mini-swe-agent (see :mod:`palaestra.scaffolds.mini_swe_agent`); each harness of
+#: :data:`~palaestra.scaffolds.harness.HARNESSES` (real coding-agent CLIs) is one too.
 SCAFFOLDS: dict[str, Callable[..., Scaffold]] = {
     "bash": BashScaffold,
     "bash-compact": CompactBashScaffold,
@@ -28,7 +27,7 @@ SCAFFOLDS: dict[str, Callable[..., Scaffold]] = {
     "terminus": TerminusScaffold,
     "external": ExternalScaffold,
     "mini-swe-agent": mini_swe_agent_scaffold,
-    "codex": CodexScaffold,
+    **{name: functools.partial(harness_scaffold, name) for name in HARNESSES},
 }
 
 
@@ -47,8 +46,6 @@ __all__ = [
     "BashScaffold",
     "EndReason",
     "BashScaffoldConfig",
-    "CompactBashScaffold",
-    "CodexScaffold",
     "CompactBashScaffold",
     "CompactBashScaffoldConfig",
     "ExternalScaffold",

@@ -39,10 +39,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import posixpath
 import re
 import shutil
-import signal
 import sys
 import tempfile
 import time
@@ -54,7 +52,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from palaestra.sandbox.base import Mount
 from palaestra.sandbox.local.userns import id_base
 from palaestra.scaffolds.base import EndReason, Outcome
-from palaestra.scaffolds.mini_swe_agent import CONFIG, MINI_SWE_AGENT_ENV, mini_swe_agent_command
+from palaestra.scaffolds.host_process import contained, kill_group, tail
 from palaestra.scaffolds.proxy import DEFAULT_MODEL, ProxyEpisode, ProxyServer
 
 if TYPE_CHECKING:
@@ -78,6 +76,10 @@ PLACEHOLDERS = frozenset(
 )
 _HOST_ONLY = frozenset({"exec_url", "python"})
 _PLACEHOLDER_RE = re.compile(r"\{([a-z_]+)\}")
+_ERROR_RE = re.compile(
+    r"error|exception|traceback|fatal|failed|cannot|can't|could not|unable|denied|not found",
+    re.IGNORECASE,
+)
 #: Where the proxy socket's directory appears in a sandbox.
 SANDBOX_PROXY_DIR = "/.palaestra-proxy"
 #: In-sandbox directory for the forwarder and the instruction file.
@@ -105,7 +107,7 @@ class ExternalScaffoldConfig:
     #: The command's output kept in the outcome (its tail), in characters.
     output_chars: int = 10_000
     #: Host paths the harness needs in the sandbox (its installation), bound read-only;
-    #: ``where="sandbox"`` only. :func:`host_python_mounts` gives this Python and its packages.
+    #: ``where="sandbox"`` only. :func:`~palaestra.scaffolds.host_process.host_python_mounts` gives this Python and its packages.
     mounts: tuple[Mount, ...] = ()
 
 
@@ -313,7 +315,31 @@ class ExternalScaffold:
         tail = output[-self.config.output_chars :]
         if code == 0:
             return "submitted", tail
-        return "error", f"the command exited with status {code}; its output ends:\n{tail}"
+        cause = self.last_error(output) or "it printed nothing"
+        return "error", (
+            f"{self.label} exited with status {code}: {cause}\nits output ends:\n{tail}"
+        )
+
+    #: What error messages call the command (a harness names itself).
+    label = "the command"
+
+    def last_error(self, output: str) -> str:
+        """The cause of a failed run, from the command's output: its last line that reads as
+        an error (a Python traceback's last line, say), else its last line. The first line of
+        the episode's error message, which is what ``eval`` prints."""
+        return last_error_line(output)
+
+    async def prepare(self, sandbox: Sandbox, values: dict[str, str]) -> None:
+        """Before the command starts in the sandbox (``values``: the placeholders' values):
+        nothing here; a harness writes its configuration files."""
+
+    def command_env(self, base_url: str, token: str, values: dict[str, str]) -> dict[str, str]:
+        """The command's environment in the sandbox: the proxy's URLs and key, ``env``."""
+        return self._env(base_url, token)
+
+    def argv(self, values: dict[str, str]) -> list[str]:
+        """The command to run, its placeholders replaced."""
+        return render_command(self.config.command, values)
 
     async def _run_in_sandbox(
         self, task: Task, sandbox: Sandbox, ep: ProxyEpisode, end: dict[str, Any]
@@ -350,11 +376,12 @@ class ExternalScaffold:
             "instruction_file": instruction_file,
             "base_url": f"{base_url}/e/{ep.token}/v1",
         }
-        argv = render_command(self.config.command, values)
+        await self.prepare(sandbox, values)
+        argv = self.argv(values)
         command = asyncio.ensure_future(
             sandbox.exec(
                 ["python3", forwarder, socket_in_sandbox, "--", *argv],
-                env=self._env(base_url, ep.token),
+                env=self.command_env(base_url, ep.token, values),
                 cwd=self.config.cwd,
             )
         )
@@ -391,7 +418,7 @@ class ExternalScaffold:
                 "exec_url": f"{proxy.base_url}/e/{ep.token}/exec",
                 "python": sys.executable,
             }
-            argv = render_command(self.config.command, values)
+            argv = self.argv(values)
             env = {
                 **os.environ,
                 **self._env(proxy.base_url, ep.token),
@@ -400,7 +427,7 @@ class ExternalScaffold:
             log_path = tmp / "output.log"
             with open(log_path, "wb") as log:  # noqa: ASYNC230 - opening is not I/O of size
                 proc = await asyncio.create_subprocess_exec(
-                    *_contained(argv, self.config.cwd or tmp),
+                    *contained(argv, self.config.cwd or tmp),
                     cwd=self.config.cwd or tmp,
                     env=env,
                     stdin=asyncio.subprocess.DEVNULL,
@@ -413,86 +440,27 @@ class ExternalScaffold:
                 why = await self._watch(ep, waiter)
             finally:
                 if not waiter.done():
-                    _kill_group(proc)
+                    kill_group(proc)
                     await waiter
-            output = await asyncio.to_thread(_tail, log_path, self.config.output_chars)
+            output = await asyncio.to_thread(tail, log_path, self.config.output_chars)
             end.update(exit_code=proc.returncode, output=output)
             if why != "done":
                 return self._stopped(why)
             return self._exited(proc.returncode, output)
         finally:
             if proc is not None and proc.returncode is None:
-                _kill_group(proc)
+                kill_group(proc)
                 with contextlib.suppress(ProcessLookupError):
                     await proc.wait()
             elif proc is not None:
-                _kill_group(proc)  # anything the harness left running in its group
+                kill_group(proc)  # anything the harness left running in its group
             await asyncio.to_thread(shutil.rmtree, tmp, True)
 
 
-def _contained(argv: list[str], cwd: str | Path) -> list[str]:
-    """``argv`` under bwrap in a new pid namespace that sees the host's files, devices and
-    network: its pid 1 ends when the command does, and the kernel then kills the rest of the
-    namespace (a process-group kill misses what ``setsid`` moved out of the group)."""
-    return ["bwrap", "--dev-bind", "/", "/", "--proc", "/proc", "--unshare-pid",
-            "--die-with-parent", "--chdir", str(cwd), "--", *argv]  # fmt: skip
-
-
-def _kill_group(proc: asyncio.subprocess.Process) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-
-
-def _tail(path: Path, chars: int) -> str:
-    with open(path, "rb") as f:
-        f.seek(0, os.SEEK_END)
-        size = f.tell()
-        f.seek(max(size - 4 * chars, 0))
-        return f.read().decode(errors="replace")[-chars:]
-
-
-def host_python_mounts() -> tuple[Mount, ...]:
-    """Read-only mounts that make this Python, with the packages of its environment, run in a
-    sandbox at the same paths as here (``sys.executable`` then works inside). For harnesses
-    installed on the host that must run in the sandbox; the agent can read these files."""
-    system = ("/usr", "/bin", "/lib", "/opt", "/etc")
-    paths = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix)}
-    return tuple(
-        Mount(source=Path(p), target=p)
-        for p in sorted(paths)
-        if not any(p == d or p.startswith(d + "/") for d in system)
-    )
-
-
-def mini_swe_agent_scaffold(
-    *,
-    where: Literal["sandbox", "host"] = "host",
-    extra_config: list[str] | None = None,
-    **overrides: Any,
-) -> ExternalScaffold:
-    """The external scaffold running the real mini-swe-agent (its ``mini`` CLI); its LLM calls
-    go through the proxy, its commands run in the episode's sandbox (see
-    :mod:`palaestra.scaffolds.mini_swe_agent`). ``where="host"``: mini-swe-agent on the host,
-    commands sent to the sandbox by :class:`~palaestra.scaffolds.mini_swe_agent.
-    SandboxEnvironment`. ``where="sandbox"``: mini-swe-agent itself in the sandbox (this Python
-    mounted read-only, :func:`host_python_mounts`), commands run by its ``LocalEnvironment``.
-    ``extra_config``: more mini-swe-agent ``-c`` specs, e.g. ``["agent.step_limit=20"]``."""
-    env = {**MINI_SWE_AGENT_ENV, **overrides.pop("env", {})}
-    if where == "host":
-        env.setdefault("MSWEA_GLOBAL_CONFIG_DIR", ".")  # the episode's temp directory
-        command = mini_swe_agent_command(extra_config=extra_config)
-        return ExternalScaffold(command=command, where="host", env=env, **overrides)
-    config_in_sandbox = "/.palaestra-mini/mini_swe_agent.yaml"
-    env.setdefault("MSWEA_GLOBAL_CONFIG_DIR", f"{SANDBOX_AGENT_DIR}/mini-swe-agent")
-    command = mini_swe_agent_command(
-        python=sys.executable,
-        config=config_in_sandbox,
-        extra_config=["environment.environment_class=local", *(extra_config or ())],
-        output=f"{SANDBOX_AGENT_DIR}/trajectory.json",
-    )
-    mounts = (
-        *host_python_mounts(),
-        Mount(source=CONFIG.parent, target=posixpath.dirname(config_in_sandbox)),
-        *overrides.pop("mounts", ()),
-    )
-    return ExternalScaffold(command=command, where="sandbox", env=env, mounts=mounts, **overrides)
+def last_error_line(output: str) -> str:
+    """The last line of ``output`` that reads as an error, else its last non-empty line ("" for
+    no output); at most 300 characters."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    errors = [line for line in lines if _ERROR_RE.search(line)]
+    found = errors[-1] if errors else (lines[-1] if lines else "")
+    return found[:300]

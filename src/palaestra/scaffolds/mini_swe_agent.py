@@ -9,7 +9,7 @@ config using the text protocol of palaestra's ``bash`` scaffold (one fenced ````
 block per response, ``echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT`` to submit), so the same
 policies drive both.
 
-With ``where="sandbox"`` (:func:`palaestra.scaffolds.external.mini_swe_agent_scaffold`)
+With ``where="sandbox"`` (:func:`palaestra.scaffolds.mini_swe_agent_preset.mini_swe_agent_scaffold`)
 mini-swe-agent runs inside the sandbox instead, with this Python and its packages mounted
 read-only, and its own ``LocalEnvironment`` runs the commands there.
 

@@ -21,7 +21,7 @@ from palaestra.llm.types import LLMRequest, LLMResponse
 from palaestra.scaffolds.actions import ProtocolActions
 from palaestra.scaffolds.bash import BashScaffold
 from palaestra.scaffolds.bash_compact import CompactBashScaffold
-from palaestra.scaffolds.codex import CodexScaffold
+from palaestra.scaffolds.harness import HARNESSES
 from palaestra.scaffolds.terminus import TerminusScaffold
 from palaestra.scaffolds.tools import ToolsScaffold
 from palaestra.tasks.paths import SOLUTION_DIR
@@ -43,10 +43,14 @@ class HarnessActions(ProtocolActions):
         return self._pick(request).submit(request)
 
 
-#: Each turn-loop scaffold's actions by its name; others get :class:`HarnessActions`.
+#: Each turn-loop scaffold's and each registered harness's actions by its name; others get
+#: :class:`HarnessActions`.
 ACTIONS: dict[str, ProtocolActions] = {
-    cls.name: cls.actions
-    for cls in (BashScaffold, CompactBashScaffold, ToolsScaffold, TerminusScaffold, CodexScaffold)
+    **{
+        cls.name: cls.actions
+        for cls in (BashScaffold, CompactBashScaffold, ToolsScaffold, TerminusScaffold)
+    },
+    **{name: harness.actions for name, harness in HARNESSES.items()},
 }
 _HARNESS = HarnessActions()
 

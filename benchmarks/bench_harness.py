@@ -1,0 +1,110 @@
+"""Real coding-agent CLIs against the ``tools`` scaffold: oracle and nop episodes on the starter
+pack, in the same run, on the local sandbox.
+
+Prints figures; asserts nothing. Run: ``.venv/bin/python benchmarks/bench_harness.py`` (the
+harnesses must be installed: ``palaestra harness install``). Per scaffold: oracle and nop pass
+rates, wall time per oracle episode (sandbox, harness, verifier; the policy answers at once),
+its ratio to ``tools``', requests per oracle episode, and whether every turn carried token ids
+(a wrapper adds ids to the oracle's answers, as a vLLM policy would).
+
+Scaffolds run one after the other, each over the same tasks at the same concurrency, so the
+machine's load is shared alike; ``--rounds`` alternates them to even out drift.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+
+from headline import headline
+
+from palaestra import CodeEnv
+from palaestra.env.registry import load_tasks
+from palaestra.llm.types import LLMRequest, LLMResponse
+from palaestra.run import rollout
+from palaestra.scaffolds import NopPolicy, OraclePolicy, make_scaffold
+from palaestra.scaffolds.harness import HARNESSES, require_installed
+
+
+class WithIds:
+    """The oracle's answers with made-up token ids (the prompt's length in ids)."""
+
+    def __init__(self, inner: OraclePolicy) -> None:
+        self.inner = inner
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        response = await self.inner.complete(request)
+        n = sum(len(str(m.get("content") or "")) for m in request.messages)
+        return response.model_copy(
+            update={"prompt_token_ids": list(range(n)), "completion_token_ids": [1, 2, 3]}
+        )
+
+
+async def _episodes(name: str, tasks, policy_of, concurrency: int) -> list:
+    scaffold = make_scaffold(name)
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(i: int):
+        async with gate, CodeEnv(tasks, scaffold=scaffold) as env:
+            start = time.perf_counter()
+            episode = await rollout(env, policy_of(env.tasks), options={"task_index": i})
+            return episode, time.perf_counter() - start
+
+    return await asyncio.gather(*(one(i) for i in range(len(tasks))))
+
+
+async def main(args: argparse.Namespace) -> None:
+    tasks = load_tasks(args.env)
+    names = ["tools", *(n for n in args.harnesses if n in HARNESSES)]
+    for name in names[1:]:
+        require_installed(HARNESSES[name])
+    rows: dict[str, dict[str, list]] = {n: {"oracle": [], "nop": [], "wall": []} for n in names}
+    for _ in range(args.rounds):
+        for name in names:
+            oracle = await _episodes(
+                name, tasks, lambda t: WithIds(OraclePolicy.from_tasks(t)), args.concurrency
+            )
+            nop = await _episodes(name, tasks, lambda t: NopPolicy(), args.concurrency)
+            rows[name]["oracle"] += [e for e, _ in oracle]
+            rows[name]["nop"] += [e for e, _ in nop]
+            rows[name]["wall"] += [s for _, s in oracle]
+    base = statistics.median(rows["tools"]["wall"])
+    print(f"{args.env}: {len(tasks)} tasks x {args.rounds} round(s), -j {args.concurrency}")
+    print(
+        f"{'scaffold':<14}{'oracle':>8}{'nop':>8}{'s/episode':>11}{'x tools':>9}"
+        f"{'requests':>10}  token ids  errors"
+    )
+    for name in names:
+        oracle, nop, wall = rows[name]["oracle"], rows[name]["nop"], rows[name]["wall"]
+        passed = sum(e.reward == 1.0 for e in oracle) / len(oracle)
+        nop_passed = sum(e.reward == 1.0 for e in nop) / len(nop)
+        median = statistics.median(wall)
+        requests = statistics.mean(len(e.turns) for e in oracle)
+        ids = all(t.action.prompt_token_ids is not None for e in oracle for t in e.turns)
+        errors = [e.end.error.splitlines()[0] for e in oracle + nop if e.status == "error"]
+        print(
+            f"{name:<14}{passed:>8.0%}{nop_passed:>8.0%}{median:>11.2f}{median / base:>9.2f}"
+            f"{requests:>10.1f}  {'yes' if ids else 'no':<9}  {len(errors)}"
+        )
+        for error in errors[:2]:
+            print(f"    {error[:160]}")
+        headline(
+            f"harness/{name}",
+            oracle=passed,
+            nop=nop_passed,
+            s_per_episode=round(median, 3),
+            x_tools=round(median / base, 2),
+            requests=round(requests, 2),
+            token_ids=ids,
+        )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", default="starter", help="tasks (default: the starter pack)")
+    parser.add_argument("--harnesses", nargs="*", default=list(HARNESSES))
+    parser.add_argument("-j", "--concurrency", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=1)
+    asyncio.run(main(parser.parse_args()))

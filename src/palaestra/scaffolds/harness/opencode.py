@@ -1,0 +1,95 @@
+"""OpenCode (``opencode-ai``) as a harness: OpenAI chat completions with tool calls (its
+``bash``, ``read``, ``edit``, ``write``, ``glob``, ``grep``, ... tools), streamed.
+
+One run is ``opencode run --pure --auto --format json -m palaestra/<model> -- <instruction>``:
+the proxy is an ``@ai-sdk/openai-compatible`` provider (bundled in the executable, so nothing
+is fetched) defined in ``OPENCODE_CONFIG_CONTENT``; ``--title`` names the session, so no side
+request asks the model for a title; ``--auto`` approves its tools' permissions; ``--pure``
+loads no external plugin. Update checks, the models.dev catalogue, sharing, LSP downloads,
+default plugins and Claude Code compatibility (reading ``~/.claude``) are turned off by
+environment variables; its configuration, data and caches live in the episode's home.
+"""
+
+from __future__ import annotations
+
+import json
+
+from palaestra.scaffolds.external import last_error_line
+from palaestra.scaffolds.harness.base import Harness, HarnessRun, ShellToolActions
+
+PROVIDER = "palaestra"
+
+
+class OpenCode(Harness):
+    name = "opencode"
+    package = "opencode-ai"
+    version = "1.18.33"
+    bin = "opencode"
+    wire = "openai-chat"
+    actions = ShellToolActions("bash", description="Run a shell command")
+    summary = "OpenCode over OpenAI chat completions (tool calls, streaming)"
+
+    def command(self, run: HarnessRun) -> list[str]:
+        return [
+            "sh",
+            "-c",
+            'exec "$0" run --title palaestra --pure --auto --format json -m "$2" -- "$(cat "$1")"',
+            run.executable,
+            run.instruction_file,
+            f"{PROVIDER}/{run.model}",
+        ]
+
+    def config(self, run: HarnessRun) -> dict[str, object]:
+        """OpenCode's configuration: the proxy as its one provider and model."""
+        return {
+            "$schema": "https://opencode.ai/config.json",
+            "provider": {
+                PROVIDER: {
+                    "npm": "@ai-sdk/openai-compatible",
+                    "name": "palaestra proxy",
+                    "options": {"baseURL": f"{run.proxy_url}/v1", "apiKey": run.api_key},
+                    "models": {run.model: {"name": run.model, "tool_call": True}},
+                }
+            },
+            "model": f"{PROVIDER}/{run.model}",
+            "small_model": f"{PROVIDER}/{run.model}",
+            "autoupdate": False,
+            "share": "disabled",
+            "permission": {"edit": "allow", "bash": "allow", "webfetch": "deny"},
+        }
+
+    def env(self, run: HarnessRun) -> dict[str, str]:
+        return {
+            "OPENCODE_CONFIG_CONTENT": json.dumps(self.config(run)),
+            "XDG_CONFIG_HOME": f"{run.home}/.config",
+            "XDG_DATA_HOME": f"{run.home}/.local/share",
+            "XDG_CACHE_HOME": f"{run.home}/.cache",
+            "XDG_STATE_HOME": f"{run.home}/.local/state",
+            "OPENCODE_DISABLE_AUTOUPDATE": "1",
+            "OPENCODE_DISABLE_MODELS_FETCH": "1",
+            "OPENCODE_DISABLE_SHARE": "1",
+            "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+            "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+            "OPENCODE_DISABLE_CLAUDE_CODE": "1",
+            "OPENCODE_DISABLE_EXTERNAL_SKILLS": "1",
+            "OPENCODE_DISABLE_TERMINAL_TITLE": "1",
+        }
+
+    def last_error(self, output: str) -> str:
+        """The message of its last ``error`` event (``--format json``), else the last error
+        line of its output."""
+        for line in reversed(output.splitlines()):
+            line = line.strip()
+            if not line.startswith("{") or '"error"' not in line:
+                continue
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            error = event.get("error") if isinstance(event, dict) else None
+            if isinstance(error, dict):
+                data = error.get("data") if isinstance(error.get("data"), dict) else {}
+                message = data.get("message") or error.get("message") or error.get("name")
+                if message:
+                    return f"opencode: {str(message)[:300]}"
+        return last_error_line(output)

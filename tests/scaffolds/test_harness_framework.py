@@ -1,0 +1,107 @@
+"""The harness framework's shared parts: breaks in a harness's history, a failed harness's
+own error line, and the CLI's listing and checks of the harnesses."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from palaestra import CodeEnv
+from palaestra.cli import app
+from palaestra.llm import ScriptedPolicy
+from palaestra.rl.trajectory import to_trajectories
+from palaestra.run import rollout
+from palaestra.scaffolds import SCAFFOLDS, ExternalScaffold
+from palaestra.scaffolds.external import last_error_line
+from palaestra.scaffolds.harness import HARNESSES, HarnessNotReady, harness_scaffold
+from palaestra.tasks.source import TaskSet
+from tests.conftest import SUBMIT_ACTION, bash_action
+from tests.scaffolds.harness_support import TokenPolicy
+from tests.scaffolds.test_external import our_processes
+
+#: A harness that rewrites its history: from its third call on it sends the first command's
+#: output cut to 5 characters (as harnesses that trim old tool output do).
+REWRITING_AGENT = r"""
+import json, os, re, subprocess, sys, urllib.request
+base = os.environ["OPENAI_BASE_URL"]
+headers = {"Content-Type": "application/json"}
+messages = [{"role": "user", "content": open(sys.argv[1]).read()}]
+for turn in range(10):
+    if turn == 2:
+        messages[2]["content"] = messages[2]["content"][:5]
+    req = urllib.request.Request(base + "/chat/completions", json.dumps({"messages": messages}).encode(), headers)
+    reply = json.load(urllib.request.urlopen(req))["choices"][0]["message"]["content"]
+    messages.append({"role": "assistant", "content": reply})
+    out = subprocess.run(["bash", "-c", re.findall(r"```bash\n(.*?)\n```", reply, re.S)[0]],
+                         capture_output=True, text=True).stdout
+    if out.startswith("COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"):
+        sys.exit(0)
+    messages.append({"role": "user", "content": out})
+sys.exit(1)
+"""
+
+
+async def test_a_harness_that_rewrites_its_history_is_a_break(make_task):
+    scaffold = ExternalScaffold(command=["python3", "-c", REWRITING_AGENT, "{instruction_file}"])
+    script = ScriptedPolicy(
+        [bash_action("seq 1 100"), bash_action("echo 42 > /app/answer.txt"), SUBMIT_ACTION]
+    )
+    async with CodeEnv(TaskSet.from_dir(make_task().parent), scaffold=scaffold) as env:
+        episode = await rollout(env, TokenPolicy(script))
+    assert episode.reward == 1.0, episode.end.error
+    trajectories = to_trajectories(episode)
+    assert [b.turn for b in trajectories.breaks] == [2]
+    assert [len(s.spans) for s in trajectories.samples] == [2, 1]
+    assert our_processes() == []
+
+
+async def test_a_failed_harness_names_its_own_last_error(make_task):
+    """A Python harness that dies with a traceback: the error's first line (what eval prints)
+    is the exception, not 'its output ends:'."""
+    command = ["python3", "-c", "import json; print('starting'); json.loads('{')"]
+    async with CodeEnv(
+        TaskSet.from_dir(make_task().parent), scaffold=ExternalScaffold(command=command)
+    ) as env:
+        episode = await rollout(env, ScriptedPolicy([]))
+    first = episode.end.error.splitlines()[0]
+    assert "the command exited with status 1: json.decoder.JSONDecodeError: Expecting" in first
+
+
+def test_last_error_line():
+    assert last_error_line("ok\nError: disk full\nbye\n") == "Error: disk full"
+    assert last_error_line("one\ntwo\n\n") == "two"
+    assert last_error_line("") == ""
+
+
+runner = CliRunner()
+
+
+def test_eval_help_lists_every_harness():
+    out = runner.invoke(app, ["eval", "--help"], terminal_width=400).output
+    for name in HARNESSES:
+        assert name in out and name in SCAFFOLDS
+
+
+def test_a_harness_not_installed_is_one_line_before_any_episode(tmp_path, monkeypatch):
+    monkeypatch.setenv("PALAESTRA_HARNESS_DIR", str(tmp_path / "none"))
+    for name in HARNESSES:
+        res = runner.invoke(
+            app, ["eval", "starter:0:1", "--scaffold", name, "--out", str(tmp_path / name)]
+        )
+        assert res.exit_code == 2, res.output
+        lines = res.output.strip().splitlines()
+        assert len(lines) == 1 and f"palaestra harness install {name}" in lines[0], res.output
+        assert not (tmp_path / name).exists()  # refused before any run
+    with pytest.raises(HarnessNotReady, match="is not installed"):
+        harness_scaffold("opencode").sandbox_mounts()
+    res = runner.invoke(app, ["harness", "install", "nope"])
+    assert res.exit_code == 2 and "unknown harness 'nope'" in res.output
+
+
+def test_install_without_npm_names_the_fix(tmp_path, monkeypatch):
+    from palaestra.scaffolds.harness import install
+
+    monkeypatch.setenv("PALAESTRA_HARNESS_DIR", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path))  # no npm, no node
+    with pytest.raises(HarnessNotReady, match="npm and Node.js are not installed"):
+        install(HARNESSES["claude-code"])
