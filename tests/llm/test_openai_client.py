@@ -189,6 +189,17 @@ async def test_tool_call_round_trip_keeps_history_verbatim(server):
     assert sent[2] == {"role": "tool", "tool_call_id": "call_1", "content": "a.txt"}
 
 
+@pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
+async def test_a_reasoning_servers_reasoning_is_kept_apart(server, field):
+    body = completion()
+    body["choices"][0]["message"][field] = "First look at the files."
+    server.script = lambda i, _: Reply(body=body)
+    response = await policy_for(server).complete(USER)
+    assert response.reasoning == "First look at the files." and response.content == "thinking"
+    server.script = lambda i, _: Reply()
+    assert (await policy_for(server).complete(USER)).reasoning is None
+
+
 async def test_without_flags_no_logprobs_or_token_ids_requested(server):
     await policy_for(server).complete(USER)
     body = server.received[0]["body"]

@@ -14,7 +14,8 @@ user turn are ``tool`` messages; ``stop_reason`` <-> ``finish_reason``
 ``tool_calls``, ``refusal`` -> ``content_filter``). Usage: Anthropic's ``input_tokens`` exclude
 cache reads and writes, OpenAI's ``prompt_tokens`` include them, so ``prompt_tokens =
 input_tokens + cache_read_input_tokens + cache_creation_input_tokens`` and ``cached_tokens =
-cache_read_input_tokens``. Thinking blocks are dropped (our types carry no reasoning field).
+cache_read_input_tokens``. Thinking blocks are dropped (not mapped to
+``LLMResponse.reasoning`` yet).
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ Each response carries its usage (cached and reasoning tokens included) and its U
 :mod:`palaestra.llm.pricing` (None when the model's price is unknown). Token ids and logprobs are
 passed through when the server returns them: OpenAI's ``logprobs.content[]`` when ``logprobs``
 is on, vLLM's ``prompt_token_ids`` and per-choice ``token_ids`` when ``return_token_ids`` is on.
+A reasoning server's ``reasoning_content`` (or ``reasoning``) becomes ``LLMResponse.reasoning``.
 
 Each response carries ``policy_version``: the version current when the request was sent. An
 RL trainer bumps it with :meth:`OpenAIChatPolicy.sync_weights` (which also makes a vLLM server
@@ -260,8 +261,11 @@ class OpenAIChatPolicy:
             cost = cost_usd(served, usage)
             if cost is None and served != self.model:
                 cost = cost_usd(self.model, usage)
+        message_extra = message.model_extra or {}
+        reasoning = message_extra.get("reasoning_content") or message_extra.get("reasoning")
         return LLMResponse(
             content=message.content,
+            reasoning=reasoning if isinstance(reasoning, str) else None,
             tool_calls=[
                 ToolCall(id=tc.id, name=tc.function.name, arguments=tc.function.arguments or "{}")
                 for tc in (message.tool_calls or [])

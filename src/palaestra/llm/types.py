@@ -125,6 +125,11 @@ class LLMResponse(BaseModel):
 
     content: str | None = None
     tool_calls: list[ToolCall] = Field(default_factory=list)
+    reasoning: str | None = None
+    """The reasoning the policy wrote before its answer, apart from ``content`` (a vLLM
+    server's ``reasoning_content``); the proxy's Responses route hands it to the harness as a
+    ``reasoning`` item and the harness's echo of that item comes back as the assistant
+    message's ``reasoning_content``."""
     finish_reason: FinishReason = "stop"
     usage: Usage = Field(default_factory=Usage)
     cost_usd: float | None = None

@@ -222,9 +222,12 @@ class ExternalScaffold:
         if self._proxy is not None:
             return
         self._users -= 1
-        if self._users == 0 and self._own_proxy is not None:
-            proxy, self._own_proxy = self._own_proxy, None
-            await proxy.stop()
+        # Under the start lock: an episode starting meanwhile waits for the stop, which would
+        # otherwise unlink the socket the new proxy has just bound at the same path.
+        async with self._start_lock:
+            if self._users == 0 and self._own_proxy is not None:
+                proxy, self._own_proxy = self._own_proxy, None
+                await proxy.stop()
 
     async def aclose(self) -> None:
         """Stop the scaffold's own proxy if it still runs (it stops by itself when no episode

@@ -11,6 +11,7 @@ from palaestra.scaffolds.harness.base import (
     ShellToolActions,
 )
 from palaestra.scaffolds.harness.claude_code import ClaudeCode
+from palaestra.scaffolds.harness.codex import Codex
 from palaestra.scaffolds.harness.install import (
     HarnessNotReady,
     harness_dir,
@@ -20,7 +21,7 @@ from palaestra.scaffolds.harness.install import (
 from palaestra.scaffolds.harness.opencode import OpenCode
 
 #: The registered harnesses by scaffold name.
-HARNESSES: dict[str, Harness] = {h.name: h for h in (ClaudeCode(), OpenCode())}
+HARNESSES: dict[str, Harness] = {h.name: h for h in (ClaudeCode(), OpenCode(), Codex())}
 
 
 def harness_scaffold(name: str, **kwargs: object) -> HarnessScaffold:

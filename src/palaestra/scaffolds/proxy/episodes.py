@@ -31,6 +31,39 @@ class ProxyRequestError(ValueError):
         self.code = code
 
 
+class ResponseMemory:
+    """What the Responses route keeps of one episode: each stored response's items (for a
+    later ``previous_response_id``) and the arguments the policy wrote for each custom tool
+    call (so that the harness's echo of the call reaches the policy as it was written)."""
+
+    def __init__(self) -> None:
+        self._responses: dict[str, tuple[str | None, list[Any], list[Any]]] = {}
+        self.custom_arguments: dict[str, str] = {}
+
+    def keep(
+        self, response_id: str, previous: str | None, inputs: list[Any], outputs: list[Any]
+    ) -> None:
+        self._responses[response_id] = (previous, inputs, outputs)
+
+    def history(self, response_id: str | None) -> list[Any]:
+        """The items of ``response_id``'s conversation: its history, input and output."""
+        if response_id is None:
+            return []
+        chain: list[list[Any]] = []
+        current: str | None = response_id
+        while current is not None:
+            if current not in self._responses:
+                raise ProxyRequestError(
+                    f"previous response {current!r} not found: it was not made in this "
+                    "episode, or it was made with store=false (send the whole history as "
+                    "'input' instead)",
+                    code="previous_response_not_found",
+                )
+            current, inputs, outputs = self._responses[current]
+            chain.append([*inputs, *outputs])
+        return [item for part in reversed(chain) for item in part]
+
+
 @dataclass
 class ProxyEpisode:
     """One episode served by the proxy. ``calls`` records each call's response for the
@@ -42,6 +75,7 @@ class ProxyEpisode:
     metadata: dict[str, Any]
     sandbox: Sandbox | None = None
     calls: list[dict[str, Any]] = field(default_factory=list)
+    responses: ResponseMemory = field(default_factory=ResponseMemory)
     turns: int = 0
     last_activity: float = field(default_factory=time.monotonic)
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)

@@ -1,5 +1,5 @@
-"""The proxy's LLM routes: OpenAI's chat completions, Anthropic's messages (each answered whole
-or as a server-sent event stream), the model list and the health check."""
+"""The proxy's LLM routes: OpenAI's chat completions and Responses, Anthropic's messages (each
+answered whole or as a server-sent event stream), the model list and the health check."""
 
 from __future__ import annotations
 
@@ -24,6 +24,13 @@ from palaestra.scaffolds.proxy.openai_format import (
     llm_response_to_openai,
     openai_request_to_llm,
     openai_stream_chunks,
+)
+from palaestra.scaffolds.proxy.responses_input import ResponsesCall, responses_request_to_llm
+from palaestra.scaffolds.proxy.responses_output import (
+    new_id,
+    output_items,
+    response_object,
+    responses_stream_events,
 )
 
 #: While the policy thinks, a stream sends an SSE comment this often so idle-read timeouts
@@ -69,6 +76,7 @@ class LLMRoutes:
             routes += [
                 Route(f"{prefix}/v1/chat/completions", self._chat, methods=["POST"]),
                 Route(f"{prefix}/v1/messages", self._messages, methods=["POST"]),
+                Route(f"{prefix}/v1/responses", self._responses, methods=["POST"]),
                 Route(f"{prefix}/v1/models", self._models, methods=["GET"]),
             ]
         return [*routes, Route("/health", self._health, methods=["GET"])]
@@ -150,6 +158,53 @@ class LLMRoutes:
             return _anthropic_error(500, f"the policy failed: {type(e).__name__}: {e}", "api_error")
         return JSONResponse(llm_response_to_anthropic(response, model))
 
+    async def _responses(self, request: Request) -> Response:
+        try:
+            ep = self._episodes.for_request(request)
+            body = await read_json(request)
+            previous = body.get("previous_response_id") if isinstance(body, dict) else None
+            history = ep.responses.history(previous)
+            call = responses_request_to_llm(body, history, ep.responses.custom_arguments)
+        except ProxyRequestError as e:
+            return error_response(e.status, str(e), e.code)
+        model = body.get("model") or self.model_name
+        response_id = new_id("resp")
+
+        def answered(response: LLMResponse) -> list[dict[str, Any]]:
+            items = output_items(response, call)
+            _remember(ep, call, response, items, response_id, len(history))
+            return items
+
+        if body.get("stream"):
+
+            def encode(response: LLMResponse) -> Iterator[str]:
+                items = answered(response)
+                for event in responses_stream_events(call, response, items, response_id, model):
+                    yield f"event: {event['type']}\ndata: {json.dumps(event)}\n\n"
+
+            def encode_error(message: str) -> str:
+                failed = response_object(call, response_id, model, error=message)
+                event = {"type": "response.failed", "sequence_number": 0, "response": failed}
+                return f"event: response.failed\ndata: {json.dumps(event)}\n\n"
+
+            return self._stream(ep, call.request, encode, encode_error)
+        try:
+            response = await ep.complete(call.request)
+        except asyncio.CancelledError:
+            if ep.token in self._episodes:
+                raise
+            return error_response(
+                410, f"episode {ep.episode_id} ended during the call", "episode_ended"
+            )
+        except Exception as e:
+            return error_response(
+                500, f"the policy failed: {type(e).__name__}: {e}", "server_error", "server_error"
+            )
+        items = answered(response)
+        return JSONResponse(
+            response_object(call, response_id, model, response=response, items=items)
+        )
+
     def _stream(
         self,
         ep: ProxyEpisode,
@@ -203,3 +258,22 @@ def _sse_anthropic(response: LLMResponse, model: str) -> Iterator[str]:
 def _anthropic_stream_error(message: str) -> str:
     payload = {"type": "error", "error": {"type": "api_error", "message": message}}
     return f"event: error\ndata: {json.dumps(payload)}\n\n"
+
+
+def _remember(
+    ep: ProxyEpisode,
+    call: ResponsesCall,
+    response: LLMResponse,
+    items: list[dict[str, Any]],
+    response_id: str,
+    n_history: int,
+) -> None:
+    """Keep what later calls of the episode may need: the response's items unless the request
+    said ``store: false``, and the arguments of its custom tool calls."""
+    if call.body.get("store") is not False:
+        previous = call.body.get("previous_response_id")
+        ep.responses.keep(response_id, previous, call.items[n_history:], items)
+    calls = [i for i in items if i["type"] in ("function_call", "custom_tool_call")]
+    for item, tc in zip(calls, response.tool_calls, strict=True):
+        if item["type"] == "custom_tool_call":
+            ep.responses.custom_arguments[item["call_id"]] = tc.arguments
