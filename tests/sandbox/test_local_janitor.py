@@ -131,46 +131,58 @@ async def test_janitor_spares_directories_being_created(state_dir: Path) -> None
 
 
 REMOVER = """
-import os, sys
+import os, shutil, sys, time
 from pathlib import Path
 from palaestra.sandbox.janitor import SandboxMeta, process_start_time, remove_sandbox_dir
 
-sandbox_dir = Path(sys.argv[1])
+sandbox_dir, stop_after = Path(sys.argv[1]), int(sys.argv[2])
 SandboxMeta("sb-x", os.getpid(), process_start_time(os.getpid())).write(sandbox_dir)
 for d in range(100):
     (sandbox_dir / f"d{d:03}").mkdir()
     for f in range(5):
         (sandbox_dir / f"d{d:03}" / str(f)).write_bytes(b"x")
-print(flush=True)
+removed, rmtree = 0, shutil.rmtree
+
+def counted_rmtree(path, *args, **kwargs):
+    global removed
+    if removed == stop_after:
+        print("stopped", flush=True)  # the test kills this process here
+        time.sleep(600)
+    rmtree(path, *args, **kwargs)
+    removed += 1
+
+shutil.rmtree = counted_rmtree
+print("made", flush=True)
 remove_sandbox_dir(sandbox_dir)
+print("done", flush=True)
 """
 
 
-async def test_a_removal_cut_short_leaves_the_record_for_the_janitor(state_dir: Path) -> None:
+# After the 100th, only the record is left; it goes, then the empty directory: cut short there,
+# an empty directory is left, which the janitor takes once CREATION_GRACE_S has passed.
+@pytest.mark.parametrize("stop_after", [0, 1, 50, 99])
+async def test_a_removal_cut_short_leaves_the_record_for_the_janitor(
+    state_dir: Path, stop_after: int
+) -> None:
     """Seen in CI: a Ray actor killed while removing a sandbox left its directory without
-    meta.json, which the janitor spares as one being created. Killed at any point, a removal
-    leaves the directory whole or with its record, and the next janitor pass reclaims it."""
-    remaining: list[int] = []  # entries left by each removal cut short
-    for attempt in range(60):
-        sandbox_dir = state_dir / "run" / f"sb-{attempt}"
-        sandbox_dir.mkdir(parents=True)
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", REMOVER, str(sandbox_dir), stdout=asyncio.subprocess.PIPE
-        )
-        assert proc.stdout is not None
-        await asyncio.wait_for(proc.stdout.readline(), 60)  # the tree is made: removal starts
-        await asyncio.sleep((attempt % 10) * 0.002)
-        proc.kill()
-        await proc.wait()
-        if sandbox_dir.exists():
-            assert (sandbox_dir / META_FILE).is_file(), sorted(os.listdir(sandbox_dir))[:5]
-            if len(os.listdir(sandbox_dir)) < 101:
-                remaining.append(len(os.listdir(sandbox_dir)))
-            assert await asyncio.to_thread(reclaim_leftovers, state_dir) == 1
-            assert not sandbox_dir.exists()
-        if remaining and min(remaining) <= 25 and max(remaining) >= 75:
-            return  # cut short early and late in the removal
-    pytest.fail(f"kills did not land early and late in a removal: {remaining}")
+    meta.json, which the janitor spares as one being created. Killed at any point of a removal
+    (here: after ``stop_after`` of its 100 subdirectories went, the process stopped there and
+    killed: no timing involved), it leaves its record, and the next janitor pass reclaims it."""
+    sandbox_dir = state_dir / "run" / "sb-cut"
+    sandbox_dir.mkdir(parents=True)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", REMOVER, str(sandbox_dir), str(stop_after),
+        stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    assert await asyncio.wait_for(proc.stdout.readline(), 60) == b"made\n"
+    assert await asyncio.wait_for(proc.stdout.readline(), 60) == b"stopped\n"
+    proc.kill()
+    await proc.wait()
+    left = sorted(os.listdir(sandbox_dir))
+    assert META_FILE in left and len(left) == 1 + 100 - stop_after, left[:5]
+    assert await asyncio.to_thread(reclaim_leftovers, state_dir) == 1
+    assert not sandbox_dir.exists()
 
 
 async def test_janitor_unmounts_what_no_record_names(state_dir: Path) -> None:

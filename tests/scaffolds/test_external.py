@@ -241,11 +241,14 @@ async def test_idle_harness_is_stopped(make_task):
         "json.dumps({'messages':[{'role':'user','content':'hi'}]}).encode(), "
         "{'Content-Type':'application/json'}); u.urlopen(r).read()\" && sleep 600"
     )
-    scaffold = ExternalScaffold(command=command, idle_timeout_s=1.0)
+    # The idle clock also runs before the first call, while python3 starts in the sandbox: 4 s
+    # leaves room for that start on a loaded machine (at 1 s, a load of 10 ended the episode
+    # before its first request).
+    scaffold = ExternalScaffold(command=command, idle_timeout_s=4.0)
     async with CodeEnv(tasks, scaffold=scaffold) as env:
         episode = await rollout(env, ScriptedPolicy(["no bash block at all"]))
     assert episode.end_reason == "agent_timeout" and episode.truncated
-    assert "made no call for 1 s" in episode.info["trajectory"][-1]["message"]
+    assert "made no call for 4 s" in episode.info["trajectory"][-1]["message"]
     assert our_processes() == []
 
 
