@@ -224,6 +224,7 @@ async def test_a_streamable_http_server_is_reached_at_its_url(make_task):
 
 async def test_a_header_variable_missing_on_the_host_names_it(monkeypatch):
     monkeypatch.delenv("PALAESTRA_NO_SUCH_TOKEN", raising=False)
+    monkeypatch.setenv("PALAESTRA_MCP_HEADER_ENV", "PALAESTRA_NO_SUCH_TOKEN")  # allowed, unset
     server = MCPServerConfig(
         name="web",
         transport="streamable-http",

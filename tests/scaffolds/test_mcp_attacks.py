@@ -1,0 +1,117 @@
+"""Attacks on the MCP client of the ``tools`` scaffold (``scaffolds/mcp_client.py``), each a
+working exploit: by the agent (same sandbox, same user as a stdio server), by the task's
+server (written by an untrusted task author), by a task's http server on the host's network.
+Each test failed before the fix it names."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from palaestra import CodeEnv
+from palaestra.llm import ScriptedPolicy
+from palaestra.llm.types import LLMResponse, ToolCall
+from palaestra.run import rollout
+from palaestra.sandbox import default_backend
+from palaestra.sandbox.base import SandboxSpec
+from palaestra.scaffolds.mcp_client import open_mcp_tools
+from palaestra.tasks.config import MCPServerConfig
+from palaestra.tasks.source import TaskSet
+
+HERE = Path(__file__).parent
+NOTES = (HERE / "mcp_notes_server.py").read_text()
+HOSTILE = HERE / "mcp_hostile_server.py"
+DOCKERFILE = "FROM debian:bookworm-slim\nWORKDIR /app\nCOPY notes_server.py /app/notes_server.py\n"
+NOTES_TOML = """
+[[environment.mcp_servers]]
+name = "notes"
+transport = "stdio"
+command = "python3"
+args = ["/app/notes_server.py"]
+"""
+WRITE = "mcp__notes__write_note"
+PIPES = "$(ls -d /tmp/palaestra-mcp.*)"
+
+
+def call(name: str, call_id: str, **args: object) -> ToolCall:
+    return ToolCall(id=call_id, name=name, arguments=json.dumps(args))
+
+
+def act(*calls: ToolCall) -> LLMResponse:
+    return LLMResponse(tool_calls=list(calls), finish_reason="tool_calls")
+
+
+def replies(request) -> dict[str, str]:
+    return {m["tool_call_id"]: m["content"] for m in request.messages if m["role"] == "tool"}
+
+
+@pytest.mark.parametrize(
+    "sabotage",
+    [
+        f'd={PIPES}; rm "$d/in" && mkdir "$d/in"',  # the client's writes fail
+        # a line over 4 MiB, written while the client reads (it reads during a call only)
+        f'd={PIPES}; (head -c 4300000 /dev/zero | tr "\\0" a; echo) >"$d/out" 2>&1 </dev/null &',
+    ],
+    ids=["pipe-swapped-for-a-directory", "oversized-line"],
+)
+async def test_the_agent_cannot_turn_a_failing_episode_into_an_infrastructure_error(
+    make_task, sabotage
+):
+    """Before: the FIFO pump's failure (a write refused, an oversized line) cancelled the
+    whole scaffold as ``MCPServerError``: an infra error, the verifier never ran, and the
+    episode was dropped from training instead of scoring 0 (a policy learns to sabotage the
+    episodes it is failing). Now the server counts as gone: its calls are the agent's errors,
+    the episode goes on and is verified."""
+    task = make_task(
+        files={"notes_server.py": NOTES}, dockerfile=DOCKERFILE, extra_toml=NOTES_TOML
+    )
+    policy = ScriptedPolicy(
+        [
+            act(call("bash", "c1", command=sabotage)),
+            act(call(WRITE, "c2", path="/app/x", text="1")),
+            act(call("bash", "c3", command="echo 42 > /app/answer.txt")),
+            act(call("submit", "c4")),
+        ]
+    )
+    async with CodeEnv(TaskSet.from_dir(task.parent), scaffold="tools") as env:
+        episode = await rollout(env, policy)
+    assert episode.end.status == "passed", episode.end
+    assert replies(policy.requests[2])["c2"].startswith("Error: MCP server 'notes'")
+
+
+def hostile(mode: str) -> MCPServerConfig:
+    return MCPServerConfig(
+        name="h", transport="stdio", command="python3", args=["/app/h.py", mode, "/tmp/calls"]
+    )
+
+
+@pytest.fixture
+async def sandbox():
+    spec = SandboxSpec(workdir="/app", files={"/app/h.py": HOSTILE})
+    async with await default_backend("local").create(spec) as sb:
+        yield sb
+
+
+@pytest.mark.timeout(120)  # before the fix: the event loop blocked for hours, the test's end
+async def test_a_schema_pattern_never_runs_on_the_hosts_event_loop(sandbox):
+    """Before: the host checked the agent's arguments against the server's schema with
+    Python's backtracking ``re``: the agent's ``aaa...a!`` against the task's ``^(a+)+$``
+    blocked the trainer's event loop (every episode of the process) for ~2^40 steps. Now
+    patterns are the server's to judge; the host checks types, required and extra keys."""
+    word = "a" * 40 + "!"
+    async with open_mcp_tools([hostile("redos-in")], sandbox) as tools:
+        assert tools.check("mcp__h__match", json.dumps({"word": word})) == {"word": word}
+        with pytest.raises(ValueError, match="'word' is a required property"):
+            tools.check("mcp__h__match", "{}")
+        assert await tools.call("mcp__h__match", {"word": word}, 30) == ("done", False)
+
+
+@pytest.mark.timeout(120)
+async def test_an_output_schema_pattern_never_runs_on_the_hosts_event_loop(sandbox):
+    """Before: the SDK validated the server's structured content against its own output
+    schema on the event loop: the task's server alone froze the trainer. Now the client does
+    not validate output schemas (the policy reads the result's text)."""
+    async with open_mcp_tools([hostile("redos-out")], sandbox) as tools:
+        assert await tools.call("mcp__h__get", {}, 30) == ("done", False)
