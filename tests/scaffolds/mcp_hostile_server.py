@@ -63,8 +63,8 @@ def call(params):
         return {"resultType": "input_required", "requestState": "again"}
     if MODE == "flood":
         for i in range(200):
-            send({"jsonrpc": "2.0", "method": "notifications/message",
-                  "params": {"level": "info", "data": f"noise {i}"}})  # fmt: skip
+            noise = {"level": "info", "data": f"noise {i}"}
+            send({"jsonrpc": "2.0", "method": "notifications/message", "params": noise})
     return {"content": [text]}
 
 

@@ -38,7 +38,8 @@ def allowed_variables(environ: Mapping[str, str] | None = None) -> frozenset[str
 
 def check_header_variables(server: MCPServerConfig) -> None:
     """Raise :class:`HeaderVariableError` (one line) unless every ``${VAR}`` in ``server``'s
-    headers is allowed and set."""
+    headers is allowed (it need not be set: a harness may resolve it in its own
+    environment)."""
     allowed = allowed_variables()
     for header, value in server.headers.items():
         for name in VAR.findall(value):
@@ -48,18 +49,23 @@ def check_header_variables(server: MCPServerConfig) -> None:
                     f"environment variable {name}, which a task may not send to its url "
                     f"({server.url}); if you trust that url, allow it with {ALLOW_ENV}={name}"
                 )
-            if name not in os.environ:
-                raise HeaderVariableError(
-                    f"MCP server {server.name!r}: a header needs the host environment "
-                    f"variable {name}; set it"
-                )
 
 
 def resolve_headers(server: MCPServerConfig) -> dict[str, str]:
     """``server``'s headers with their ``${VAR}`` resolved from the host environment, once
-    :func:`check_header_variables` allows them."""
+    :func:`check_header_variables` allows them; one that is not set raises
+    :class:`HeaderVariableError` naming it."""
     check_header_variables(server)
-    return {k: VAR.sub(lambda m: os.environ[m.group(1)], v) for k, v in server.headers.items()}
+
+    def var(m: re.Match[str]) -> str:
+        if m.group(1) not in os.environ:
+            raise HeaderVariableError(
+                f"MCP server {server.name!r}: a header needs the host environment variable "
+                f"{m.group(1)}; set it"
+            )
+        return os.environ[m.group(1)]
+
+    return {k: VAR.sub(var, v) for k, v in server.headers.items()}
 
 
 __all__ = [
