@@ -20,11 +20,13 @@ from palaestra.llm.types import LLMResponse, ToolCall
 from palaestra.run import rollout
 from palaestra.sandbox import default_backend
 from palaestra.sandbox.base import SandboxSpec
+from palaestra.sandbox.docker import DEFAULT_IMAGE
 from palaestra.scaffolds.mcp_client import MAX_MESSAGE_BYTES, MCPServerError, open_mcp_tools
 from palaestra.scaffolds.mcp_config import render_mcp_config
 from palaestra.scaffolds.mcp_headers import ALLOW_ENV
 from palaestra.tasks.config import MCPServerConfig
 from palaestra.tasks.source import TaskSet
+from tests.sandbox.docker_support import needs_docker
 
 HERE = Path(__file__).parent
 NOTES = (HERE / "mcp_notes_server.py").read_text()
@@ -201,3 +203,28 @@ async def test_a_huge_http_answer_is_refused_not_read_into_the_trainer(monkeypat
             text, failed = await tools.call("mcp__web__big", {}, 30)
     assert failed
     assert f"the server's answer is over {MAX_MESSAGE_BYTES} bytes" in text
+
+
+@needs_docker
+async def test_a_stdio_server_on_the_docker_backend_and_the_agents_sabotage(make_task):
+    """The same stdio server in a Docker container (the task's image): the FIFOs, the
+    server's calls, the agent swapping a FIFO (the server is gone, the episode still
+    verified), and nothing left behind (tests/conftest.py checks the containers)."""
+    with_python = DOCKERFILE.replace("debian:bookworm-slim", DEFAULT_IMAGE)  # has python3
+    task = make_task(
+        files={"notes_server.py": NOTES}, dockerfile=with_python, extra_toml=NOTES_TOML
+    )
+    policy = ScriptedPolicy(
+        [
+            act(call(WRITE, "c1", path="/app/answer.txt", text="42")),
+            act(call("bash", "c2", command=f'd={PIPES}; rm "$d/in" && mkdir "$d/in"')),
+            act(call(WRITE, "c3", path="/app/answer.txt", text="0")),
+            act(call("submit", "c4")),
+        ]
+    )
+    env = CodeEnv(TaskSet.from_dir(task.parent), scaffold="tools", sandbox="docker")
+    async with env:
+        episode = await rollout(env, policy)
+    assert episode.end.status == "passed", episode.end
+    assert replies(policy.requests[1])["c1"] == "wrote /app/answer.txt"
+    assert replies(policy.requests[3])["c3"].startswith("Error: MCP server 'notes'")
