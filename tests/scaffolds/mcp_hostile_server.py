@@ -9,6 +9,8 @@ ship. ``argv[1]`` picks the attack; every ``tools/call`` it receives is appended
 * ``input-required``: every call is answered "input required" (state only), after 1 s, for
   ever: a client that retries does so past its timeout.
 * ``flood``: each call is answered after 200 notifications.
+* ``chatter``: 100 notifications once it has listed its tools, while no request is
+  outstanding.
 """
 
 import json
@@ -41,6 +43,7 @@ TOOLS = {
     ],
     "input-required": [{"name": "ask", "inputSchema": {"type": "object"}}],
     "flood": [{"name": "noisy", "inputSchema": {"type": "object"}}],
+    "chatter": [{"name": "noisy", "inputSchema": {"type": "object"}}],
 }
 MODE = sys.argv[1]
 LOG = sys.argv[2] if len(sys.argv) > 2 else None
@@ -62,10 +65,14 @@ def call(params):
         time.sleep(1)
         return {"resultType": "input_required", "requestState": "again"}
     if MODE == "flood":
-        for i in range(200):
-            noise = {"level": "info", "data": f"noise {i}"}
-            send({"jsonrpc": "2.0", "method": "notifications/message", "params": noise})
+        chatter(200)
     return {"content": [text]}
+
+
+def chatter(count):
+    for i in range(count):
+        noise = {"level": "info", "data": f"noise {i}"}
+        send({"jsonrpc": "2.0", "method": "notifications/message", "params": noise})
 
 
 def answer(request):
@@ -87,3 +94,5 @@ for line in sys.stdin:
     request = json.loads(line)
     if "id" in request and "method" in request:
         send({"jsonrpc": "2.0", "id": request["id"], "result": answer(request)})
+        if request["method"] == "tools/list" and MODE == "chatter":
+            chatter(100)

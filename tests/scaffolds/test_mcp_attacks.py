@@ -15,11 +15,12 @@ from pathlib import Path
 import pytest
 
 from palaestra import CodeEnv
+from palaestra.env.agent_user import AgentSandbox
 from palaestra.llm import ScriptedPolicy
 from palaestra.llm.types import LLMResponse, ToolCall
 from palaestra.run import rollout
 from palaestra.sandbox import default_backend
-from palaestra.sandbox.base import SandboxSpec
+from palaestra.sandbox.base import Command, ExecResult, Sandbox, SandboxSpec
 from palaestra.sandbox.docker import DEFAULT_IMAGE
 from palaestra.scaffolds.mcp_client import MAX_MESSAGE_BYTES, MCPServerError, open_mcp_tools
 from palaestra.scaffolds.mcp_config import render_mcp_config
@@ -203,6 +204,32 @@ async def test_a_huge_http_answer_is_refused_not_read_into_the_trainer(monkeypat
             text, failed = await tools.call("mcp__web__big", {}, 30)
     assert failed
     assert f"the server's answer is over {MAX_MESSAGE_BYTES} bytes" in text
+
+
+class CountingReads(AgentSandbox):
+    """The sandbox, counting the client's reads of a server's line (the layer below)."""
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        super().__init__(sandbox, user=0)
+        self.reads = 0
+
+    async def _run(self, command: Command) -> ExecResult:
+        self.reads += command.argv[3:4] == ["read"]
+        return await super()._run(command)
+
+
+async def test_a_server_chattering_between_calls_costs_the_host_nothing(sandbox):
+    """Before: the client read the server's stdout for ever, one sandbox exec a line, whether
+    or not it waited for an answer: a server (or the agent, writing into the FIFO) kept the
+    trainer busy for the whole episode. Now a line is read only while a request is
+    outstanding; during a call, its timeout bounds the reading."""
+    counting = CountingReads(sandbox)
+    async with open_mcp_tools([hostile("chatter")], counting) as tools:
+        opened = counting.reads
+        await asyncio.sleep(1)  # the server's 100 notifications wait in the pipe
+        assert counting.reads == opened
+        assert await tools.call("mcp__h__noisy", {}, 60) == ("done", False)
+        assert counting.reads > opened
 
 
 @needs_docker
