@@ -9,6 +9,9 @@ ship. ``argv[1]`` picks the attack; every ``tools/call`` it receives is appended
 * ``input-required``: every call is answered "input required" (state only), after 1 s, for
   ever: a client that retries does so past its timeout.
 * ``flood``: each call is answered after 200 notifications.
+* ``asks``: each call first sends the client ``sampling/createMessage``, ``roots/list`` and
+  ``elicitation/create`` requests, and answers with the client's replies.
+* ``hang``: calls are never answered.
 * ``chatter``: 100 notifications once it has listed its tools, while no request is
   outstanding.
 """
@@ -44,6 +47,8 @@ TOOLS = {
     "input-required": [{"name": "ask", "inputSchema": {"type": "object"}}],
     "flood": [{"name": "noisy", "inputSchema": {"type": "object"}}],
     "chatter": [{"name": "noisy", "inputSchema": {"type": "object"}}],
+    "asks": [{"name": "ask", "inputSchema": {"type": "object"}}],
+    "hang": [{"name": "wait", "inputSchema": {"type": "object"}}],
 }
 MODE = sys.argv[1]
 LOG = sys.argv[2] if len(sys.argv) > 2 else None
@@ -66,7 +71,34 @@ def call(params):
         return {"resultType": "input_required", "requestState": "again"}
     if MODE == "flood":
         chatter(200)
+    if MODE == "asks":
+        text["text"] = json.dumps([ask(method) for method in ASKS])
+    if MODE == "hang":
+        time.sleep(3600)
     return {"content": [text]}
+
+
+ASKS = {
+    "sampling/createMessage": {
+        "messages": [{"role": "user", "content": {"type": "text", "text": "hi"}}],
+        "maxTokens": 10,
+    },
+    "roots/list": {},
+    "elicitation/create": {
+        "mode": "form",
+        "message": "your key?",
+        "requestedSchema": {"type": "object", "properties": {"key": {"type": "string"}}},
+    },
+}
+
+
+def ask(method):
+    """Send the client a request; its reply (the next line with our id)."""
+    send({"jsonrpc": "2.0", "id": f"ask-{method}", "method": method, "params": ASKS[method]})
+    for line in sys.stdin:
+        reply = json.loads(line)
+        if reply.get("id") == f"ask-{method}":
+            return reply
 
 
 def chatter(count):

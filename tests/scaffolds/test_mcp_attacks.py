@@ -206,6 +206,33 @@ async def test_a_huge_http_answer_is_refused_not_read_into_the_trainer(monkeypat
     assert f"the server's answer is over {MAX_MESSAGE_BYTES} bytes" in text
 
 
+async def test_a_servers_requests_to_the_client_are_refused(sandbox):
+    """A server asking the client to sample from the policy (spending its tokens off the
+    episode's books), to list its roots (host paths) or to elicit input: each is refused."""
+    async with open_mcp_tools([hostile("asks")], sandbox) as tools:
+        text, failed = await tools.call("mcp__h__ask", {}, 60)
+    assert not failed
+    replies = json.loads(text)
+    assert [r["error"]["message"] for r in replies] == [
+        "Sampling not supported",
+        "List roots not supported",
+        "Elicitation not supported",
+    ]
+
+
+async def test_a_call_abandoned_mid_flight_leaves_nothing(sandbox):
+    """The episode ends (its task cancelled) while a call waits on a server that never
+    answers: the server, the reading exec and the FIFO directory are gone."""
+    async with open_mcp_tools([hostile("hang")], sandbox) as tools:
+        waiting = asyncio.create_task(tools.call("mcp__h__wait", {}, 600))
+        await sandbox.exec("while [ ! -s /tmp/calls ]; do sleep 0.05; done", timeout=60)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+    after = await sandbox.exec("pgrep -ax python3; pgrep -af '[p]alaestra-mcp'; ls -A /tmp")
+    assert after.stdout.split() == ["calls"]  # the server's log of the call, nothing else
+
+
 class CountingReads(AgentSandbox):
     """The sandbox, counting the client's reads of a server's line (the layer below)."""
 
