@@ -282,3 +282,47 @@ async def test_a_stdio_server_on_the_docker_backend_and_the_agents_sabotage(make
     assert episode.end.status == "passed", episode.end
     assert replies(policy.requests[1])["c1"] == "wrote /app/answer.txt"
     assert replies(policy.requests[3])["c3"].startswith("Error: MCP server 'notes'")
+
+
+def two_step_task(root: Path) -> Path:
+    """Two steps in one sandbox, the notes server declared for both: step "write" wants 42
+    in /app/answer.txt, step "again" wants it still there."""
+    test = '[ "$(cat /app/answer.txt)" = 42 ] && r=1 || r=0; echo $r > /logs/verifier/reward.txt\n'
+    files = {
+        "task.toml": (
+            '[agent]\ntimeout_sec = 600.0\n\n[[steps]]\nname = "write"\nmin_reward = 1.0\n\n'
+            '[[steps]]\nname = "again"\n' + NOTES_TOML
+        ),
+        "environment/Dockerfile": DOCKERFILE,
+        "environment/notes_server.py": NOTES,
+        "steps/write/instruction.md": "Write 42 to /app/answer.txt.\n",
+        "steps/again/instruction.md": "Keep 42 in /app/answer.txt.\n",
+        "tests/test.sh": "#!/bin/bash\n" + test,
+    }
+    for rel, text in files.items():
+        (root / "two" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / "two" / rel).write_text(text)
+    return root / "two"
+
+
+async def test_the_agent_cannot_make_a_later_steps_server_an_infrastructure_error(tmp_path):
+    """Before: in step one the agent deleted the server's script, so step two's server did
+    not start: an ``MCPServerError`` (infra_error), the episode dropped from training. A server
+    that does not start in a sandbox the agent has already acted in (a later step, a resumed
+    episode) is the agent's doing: the step runs without its tools, and is verified."""
+    task = two_step_task(tmp_path)
+    policy = ScriptedPolicy(
+        [
+            act(call("bash", "c1", command="echo 42 > /app/answer.txt; rm /app/notes_server.py")),
+            act(call("submit", "c2")),
+            act(call("submit", "c3")),
+        ]
+    )
+    async with CodeEnv(TaskSet.from_dir(task.parent), scaffold="tools") as env:
+        episode = await rollout(env, policy)
+    assert episode.end.status == "passed", episode.end
+    assert [s["reward"] for s in episode.info["steps"]] == [1.0, 1.0]
+    step_two = [t["function"]["name"] for t in policy.requests[2].tools]
+    assert step_two == ["bash", "view", "edit", "submit"]  # the broken server's tools are gone
+    first = [t["function"]["name"] for t in policy.requests[0].tools]
+    assert WRITE in first

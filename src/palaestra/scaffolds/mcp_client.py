@@ -144,6 +144,8 @@ class MCPTools:
         self._tools: dict[str, _Tool] = {}
         self._clients: dict[str, Client] = {}
         self._pipes: dict[str, SandboxStdio] = {}
+        #: The servers left out, each with why (see :func:`open_mcp_tools`'s ``agent_acted``).
+        self.unavailable: dict[str, str] = {}
 
     def __contains__(self, name: object) -> bool:
         return name in self._tools
@@ -164,6 +166,8 @@ class MCPTools:
         except MCPServerError:
             raise
         except Exception as e:  # any failure to start is the server's, named with its cause
+            if pipes is not None:
+                await pipes.settle()
             note = pipes.exit_note() if pipes is not None else None
             if note is None and isinstance(e, TimeoutError):
                 note = f"it did not answer initialize and tools/list within {START_TIMEOUT_S:g} s"
@@ -234,14 +238,26 @@ class MCPTools:
 
 @asynccontextmanager
 async def open_mcp_tools(
-    servers: Sequence[MCPServerConfig], sandbox: Sandbox
+    servers: Sequence[MCPServerConfig], sandbox: Sandbox, *, agent_acted: bool = False
 ) -> AsyncIterator[MCPTools]:
     """Start ``servers`` for one episode in ``sandbox`` (see the module docstring); leaving
-    closes every session and kills every server process."""
+    closes every session and kills every server process.
+
+    ``agent_acted``: the agent has already run commands in ``sandbox`` (a later step of a
+    multi-step task, a resumed episode), so a stdio server that does not start there may be
+    its doing (it deleted the server's script, filled the disk): then the server is left out
+    (:attr:`MCPTools.unavailable` says why) rather than failing the episode's
+    infrastructure, which would drop an episode the agent is failing from training."""
     tools = MCPTools(sandbox)
     async with AsyncExitStack() as stack:
         for server in servers:
-            await tools._connect(server, stack)
+            try:
+                await tools._connect(server, stack)
+            except MCPServerError as e:
+                if not (agent_acted and server.name in tools._pipes):
+                    raise
+                tools._pipes[server.name].fail(str(e))
+                tools.unavailable[server.name] = str(e)
         yield tools
 
 

@@ -124,9 +124,16 @@ class SandboxStdio:
             self.fail(f"it sent a message over {MAX_MESSAGE_BYTES} bytes")
             return None
         if result.exit_code != 0:
-            self.fail(f"its output could not be read ({result.stderr.strip()[-300:]})")
+            if why := result.stderr.strip()[-300:]:  # else the end of its output: it exited
+                self.fail(f"its output could not be read ({why})")
             return None
         return result.stdout.encode()
+
+    async def settle(self, timeout: float = 5.0) -> None:
+        """Wait up to ``timeout`` seconds for an ending server's process to end (its exit
+        status and stderr then name the cause)."""
+        if self.process is not None and not self.process.done():
+            await asyncio.wait({self.process}, timeout=timeout)
 
     async def write(self, data: bytes) -> None:
         """Send ``data``; a failure marks the server as gone (no raise)."""
