@@ -125,15 +125,21 @@ async def test_an_output_schema_pattern_never_runs_on_the_hosts_event_loop(sandb
 
 
 @asynccontextmanager
-async def http_mcp_server(pad: int = 0) -> AsyncIterator[tuple[str, list[dict[str, str]]]]:
+async def http_mcp_server(
+    pad: int = 0, hang_on_delete: bool = False
+) -> AsyncIterator[tuple[str, list[dict[str, str]]]]:
     """A minimal streamable-http MCP server on 127.0.0.1 (port 0): its url, and the headers of
-    every request it got. ``tools/call`` answers are padded with ``pad`` spaces (valid JSON)."""
+    every request it got. ``tools/call`` answers are padded with ``pad`` spaces (valid JSON).
+    ``hang_on_delete``: it gives a session id, and never answers the session's ``DELETE``."""
     seen: list[dict[str, str]] = []
+    done = asyncio.Event()
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = (await reader.readuntil(b"\r\n\r\n")).decode().split("\r\n")
         headers = dict(line.lower().split(": ", 1) for line in head[1:] if ": " in line)
         seen.append(headers)
+        if head[0].startswith("DELETE") and hang_on_delete:
+            await done.wait()  # until the test ends
         body = await reader.readexactly(int(headers.get("content-length", 0)))
         message = json.loads(body) if body else {}
         status, reply = "202 Accepted", b""
@@ -154,9 +160,10 @@ async def http_mcp_server(pad: int = 0) -> AsyncIterator[tuple[str, list[dict[st
         elif not head[0].startswith("POST"):
             status = "405 Method Not Allowed"
         kind = "application/json" if reply else "text/plain"
+        session = "Mcp-Session-Id: s1\r\n" if hang_on_delete else ""
         writer.write(
             f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(reply)}\r\n"
-            "Connection: close\r\n\r\n".encode()
+            f"{session}Connection: close\r\n\r\n".encode()
         )
         with contextlib.suppress(ConnectionError):
             writer.write(reply)
@@ -165,7 +172,10 @@ async def http_mcp_server(pad: int = 0) -> AsyncIterator[tuple[str, list[dict[st
 
     server = await asyncio.start_server(serve, "127.0.0.1", 0)
     async with server:
-        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/mcp", seen
+        try:
+            yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/mcp", seen
+        finally:
+            done.set()
 
 
 async def test_a_task_cannot_send_a_host_secret_to_its_url(monkeypatch):
@@ -192,6 +202,18 @@ async def test_a_task_cannot_send_a_host_secret_to_its_url(monkeypatch):
         async with open_mcp_tools([server], sandbox=None) as tools:  # type: ignore[arg-type]
             assert "mcp__web__big" in tools
     assert seen[0]["x-steal"] == "key sk-hunter2"
+
+
+@pytest.mark.timeout(120)  # before the fix: 300 s, the http client's read timeout
+async def test_a_server_that_never_answers_the_end_of_its_session_does_not_hold_the_episode():
+    """Before: leaving the episode sent the session's ``DELETE`` and waited for its answer as
+    long as the http client's read timeout (300 s), past every timeout of the episode. Now
+    closing a server takes at most ``CLOSE_TIMEOUT_S``."""
+    async with http_mcp_server(hang_on_delete=True) as (url, seen):
+        server = MCPServerConfig(name="web", transport="streamable-http", url=url)
+        async with open_mcp_tools([server], sandbox=None) as tools:  # type: ignore[arg-type]
+            assert await tools.call("mcp__web__big", {}, 30) == ("done", False)
+    assert any(h.get("mcp-session-id") == "s1" for h in seen)
 
 
 async def test_a_huge_http_answer_is_refused_not_read_into_the_trainer(monkeypatch):

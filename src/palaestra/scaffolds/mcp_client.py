@@ -32,6 +32,7 @@ Needs the ``mcp`` extra (``pip install 'palaestra[mcp]'``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -61,6 +62,8 @@ from palaestra.tasks.config import MCPServerConfig
 
 #: Seconds a server has to start and list its tools.
 START_TIMEOUT_S = 60.0
+#: Seconds closing one server may take (an http server may never answer its session's end).
+CLOSE_TIMEOUT_S = 10.0
 #: Tools taken from one server at most.
 MAX_TOOLS = 128
 #: What a tool name may be in OpenAI function calling.
@@ -101,6 +104,15 @@ async def _transport(
         return await http_transport(server, stack)
     except HeaderVariableError as e:
         raise MCPServerError(str(e)) from None
+
+
+async def _close_within(stack: AsyncExitStack, timeout: float) -> None:
+    """Close ``stack``, giving up on what is left of its waits after ``timeout`` seconds (an
+    http session's ``DELETE`` waited for the client's read timeout, 300 s): its process is
+    killed and its connections closed all the same, as the cancellation unwinds them."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout):
+            await stack.aclose()
 
 
 @dataclass(frozen=True)
@@ -151,17 +163,17 @@ class MCPTools:
         return name in self._tools
 
     async def _connect(self, server: MCPServerConfig, stack: AsyncExitStack) -> None:
+        own = AsyncExitStack()  # this server's session, client and process, closed in time
+        stack.push_async_callback(_close_within, own, CLOSE_TIMEOUT_S)
         pipes = None
         if server.transport == "stdio":
             pipes = self._pipes[server.name] = SandboxStdio(self.sandbox, server)
-            stack.push_async_callback(pipes.stop)
+            own.push_async_callback(pipes.stop)
             await pipes.start()
         try:
             async with asyncio.timeout(START_TIMEOUT_S):
-                transport = await _transport(server, pipes, stack)
-                client = await stack.enter_async_context(
-                    Client(transport, mode="legacy", cache=None)
-                )
+                transport = await _transport(server, pipes, own)
+                client = await own.enter_async_context(Client(transport, mode="legacy", cache=None))
                 listed = await client.list_tools()
         except MCPServerError:
             raise
@@ -264,6 +276,7 @@ async def open_mcp_tools(
 __all__ = [
     "MAX_MESSAGE_BYTES",
     "MAX_TOOLS",
+    "CLOSE_TIMEOUT_S",
     "START_TIMEOUT_S",
     "MCPServerError",
     "MCPTools",
