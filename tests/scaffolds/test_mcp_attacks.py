@@ -126,18 +126,30 @@ async def test_an_output_schema_pattern_never_runs_on_the_hosts_event_loop(sandb
 
 @asynccontextmanager
 async def http_mcp_server(
-    pad: int = 0, hang_on_delete: bool = False
+    pad: int = 0, hang_on_delete: bool = False, chatter_on_get: bool = False
 ) -> AsyncIterator[tuple[str, list[dict[str, str]]]]:
-    """A minimal streamable-http MCP server on 127.0.0.1 (port 0): its url, and the headers of
-    every request it got. ``tools/call`` answers are padded with ``pad`` spaces (valid JSON).
-    ``hang_on_delete``: it gives a session id, and never answers the session's ``DELETE``."""
+    """A minimal streamable-http MCP server on 127.0.0.1 (port 0): its url, and the first line
+    (``request``) and headers of every request it got. ``tools/call`` answers are padded with
+    ``pad`` spaces (valid JSON). With ``hang_on_delete`` or ``chatter_on_get`` it gives a
+    session id; then it never answers the session's ``DELETE``, or it answers each ``GET``
+    (the server-initiated stream) with a notification and ``retry: 0``, and closes it."""
     seen: list[dict[str, str]] = []
     done = asyncio.Event()
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = (await reader.readuntil(b"\r\n\r\n")).decode().split("\r\n")
         headers = dict(line.lower().split(": ", 1) for line in head[1:] if ": " in line)
-        seen.append(headers)
+        seen.append({**headers, "request": head[0]})
+        if head[0].startswith("GET") and chatter_on_get:
+            note = {"jsonrpc": "2.0", "method": "notifications/message", "params": {}}
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+                + f"retry: 0\ndata: {json.dumps(note)}\n\n".encode()
+            )
+            with contextlib.suppress(ConnectionError):
+                await writer.drain()
+            writer.close()
+            return
         if head[0].startswith("DELETE") and hang_on_delete:
             await done.wait()  # until the test ends
         body = await reader.readexactly(int(headers.get("content-length", 0)))
@@ -160,7 +172,7 @@ async def http_mcp_server(
         elif not head[0].startswith("POST"):
             status = "405 Method Not Allowed"
         kind = "application/json" if reply else "text/plain"
-        session = "Mcp-Session-Id: s1\r\n" if hang_on_delete else ""
+        session = "Mcp-Session-Id: s1\r\n" if hang_on_delete or chatter_on_get else ""
         writer.write(
             f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(reply)}\r\n"
             f"{session}Connection: close\r\n\r\n".encode()
@@ -214,6 +226,21 @@ async def test_a_server_that_never_answers_the_end_of_its_session_does_not_hold_
         async with open_mcp_tools([server], sandbox=None) as tools:  # type: ignore[arg-type]
             assert await tools.call("mcp__web__big", {}, 30) == ("done", False)
     assert any(h.get("mcp-session-id") == "s1" for h in seen)
+
+
+async def test_a_server_cannot_keep_the_client_reconnecting_between_calls():
+    """Before: the client opened the server-initiated event stream (``GET``) and reconnected
+    each time the server closed it, after the delay the server chose (``retry: 0``): a task's
+    server kept the trainer's event loop busy for the whole episode. The client needs no
+    server-initiated message, so it never opens that stream (a ``GET`` is answered 405, "no
+    stream", without reaching the server)."""
+    async with http_mcp_server(chatter_on_get=True) as (url, seen):
+        server = MCPServerConfig(name="web", transport="streamable-http", url=url)
+        async with open_mcp_tools([server], sandbox=None) as tools:  # type: ignore[arg-type]
+            await asyncio.sleep(1)
+            assert await tools.call("mcp__web__big", {}, 30) == ("done", False)
+        gets = [h for h in seen if h["request"].startswith("GET")]
+    assert gets == []
 
 
 async def test_a_huge_http_answer_is_refused_not_read_into_the_trainer(monkeypatch):
