@@ -165,7 +165,8 @@ SERVERS = [
 ]
 
 
-def test_claude_code_and_opencode_configs_keep_header_variables():
+def test_claude_code_and_opencode_configs_keep_header_variables(monkeypatch):
+    monkeypatch.setenv("PALAESTRA_MCP_HEADER_ENV", "MCP_TOKEN, MCP_KEY")
     claude = json.loads(render_mcp_config("claude-code", SERVERS))["mcpServers"]
     assert claude["notes"] == {"type": "stdio", "command": "python3", "args": ["/app/s.py"]}
     assert claude["web"]["type"] == "http"
@@ -181,6 +182,7 @@ def test_claude_code_and_opencode_configs_keep_header_variables():
 
 def test_codex_config_is_toml_with_env_headers(monkeypatch):
     monkeypatch.setenv("MCP_TOKEN", "t0k")
+    monkeypatch.setenv("PALAESTRA_MCP_HEADER_ENV", "MCP_TOKEN,MCP_KEY")
     codex = tomllib.loads(render_mcp_config("codex", SERVERS))["mcp_servers"]
     assert codex["notes"] == {"command": "python3", "args": ["/app/s.py"]}
     assert codex["web"]["env_http_headers"] == {"X-Key": "MCP_KEY"}
@@ -224,6 +226,7 @@ async def test_a_streamable_http_server_is_reached_at_its_url(make_task):
 
 async def test_a_header_variable_missing_on_the_host_names_it(monkeypatch):
     monkeypatch.delenv("PALAESTRA_NO_SUCH_TOKEN", raising=False)
+    monkeypatch.setenv("PALAESTRA_MCP_HEADER_ENV", "PALAESTRA_NO_SUCH_TOKEN")  # allowed, unset
     server = MCPServerConfig(
         name="web",
         transport="streamable-http",

@@ -6,14 +6,12 @@ server's command themselves, *inside the task's environment*, and reach an ``sse
 
 * **stdio**: the command runs in the episode's sandbox, as the agent's commands do (its user,
   the working directory, the sandbox's limits and network): it is the agent's to reach and
-  break, so everything it says is untrusted. The sandbox API has no process with open pipes,
-  so its stdin and stdout are two FIFOs in a private temporary directory: one long ``exec``
-  runs the server (it returns when the server exits, with its status and stderr), each message
-  to it is an ``exec`` writing one line into the first FIFO, and one ``exec`` at a time waits
-  for its next line on the second (bash's ``read`` takes a pipe a byte at a time, so nothing
-  past the line is consumed). The official ``mcp`` SDK's client runs over these streams.
+  break, so everything it says is untrusted. Its pipes are FIFOs driven by ``exec`` calls
+  (:mod:`palaestra.scaffolds.mcp_stdio`).
 * **sse / streamable-http**: the SDK's client connects to the url from the host, with the
-  task's ``headers`` (``${VAR}`` resolved from the host environment, as Harbor does).
+  task's ``headers`` (a ``${VAR}`` resolved from the host environment only when the operator
+  allows that variable: :mod:`palaestra.scaffolds.mcp_headers`; the answers' size bounded:
+  :mod:`palaestra.scaffolds.mcp_http`).
 
 :func:`open_mcp_tools` starts every server (initialize, then ``tools/list``), and gives an
 :class:`MCPTools`: the tools as OpenAI function specs named ``mcp__<server>__<tool>`` (they
@@ -21,7 +19,12 @@ cannot collide with a scaffold's built-ins) and :meth:`MCPTools.call`, which che
 arguments against the tool's input schema and forwards the call (``tools/call``). Leaving it
 closes every session and kills every server process. A server that does not start raises
 :class:`MCPServerError` naming the server and the cause: a sandbox-side (infrastructure)
-failure of the episode.
+failure of the episode. Once started, whatever a server does (or the agent does to it) is the
+agent's to read: a call answers within its timeout, as text, and never raises.
+
+The host trusts nothing of a server's: its schemas are checked without its regular
+expressions (:func:`_host_validator`), its output schemas are not used (the policy reads the
+result's text), a call ends at its timeout whatever the server sends meanwhile.
 
 Needs the ``mcp`` extra (``pip install 'palaestra[mcp]'``).
 """
@@ -29,190 +32,87 @@ Needs the ``mcp`` extra (``pip install 'palaestra[mcp]'``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-import os
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
-import httpx2
-import jsonschema
 import mcp_types
+from jsonschema import Draft202012Validator, ValidationError, validators
+from jsonschema.exceptions import best_match
+from jsonschema.protocols import Validator
+from jsonschema.validators import validator_for
 from mcp import Client
-from mcp.client.sse import sse_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.message import SessionMessage
+from referencing import Registry
 
-from palaestra.sandbox.base import ExecResult, Sandbox, SandboxError
+from palaestra.llm.types import ToolCall
+from palaestra.sandbox.base import Sandbox
+from palaestra.scaffolds.mcp_headers import HeaderVariableError, resolve_headers
+from palaestra.scaffolds.mcp_http import http_transport
+from palaestra.scaffolds.mcp_stdio import (
+    MAX_MESSAGE_BYTES,
+    MCPServerError,
+    SandboxStdio,
+    stdio_streams,
+)
 from palaestra.tasks.config import MCPServerConfig
 
 #: Seconds a server has to start and list its tools.
 START_TIMEOUT_S = 60.0
-#: Tools taken from one server at most, and the longest message read from a stdio server.
+#: Seconds closing one server may take (an http server may never answer its session's end).
+CLOSE_TIMEOUT_S = 10.0
+#: Tools taken from one server at most.
 MAX_TOOLS = 128
-MAX_MESSAGE_BYTES = 4 << 20
 #: What a tool name may be in OpenAI function calling.
 _NAME = re.compile(r"[^A-Za-z0-9_-]")
 
-# In the sandbox. $1: the directory of the two FIFOs, then the server's argv. The shell holds
-# both FIFOs open both ways, so the server's stdin never ends between messages and its
-# stdout never breaks between two readers.
-_MAKE_FIFOS = (
-    'd=$(mktemp -d "${TMPDIR:-/tmp}/palaestra-mcp.XXXXXX") && '
-    'mkfifo -m 600 "$d/in" "$d/out" && printf %s "$d"'
-)
-_SERVE = 'd=$1; shift; exec 3<>"$d/in" 4<>"$d/out"; "$@" <"$d/in" >"$d/out" 3<&- 4<&-'
-_READ_LINE = 'IFS= read -r line <"$1"; rc=$?; printf %s "$line"; exit $rc'
-_WRITE = 'cat >"$1"'
+
+def _skip(validator: Any, value: Any, instance: Any, schema: dict[str, Any]) -> Iterator[Any]:
+    return iter(())
 
 
-class MCPServerError(SandboxError):
-    """A task's MCP server did not start (its command failed, it did not answer, it is not
-    reachable): the episode's infrastructure failed, not the agent."""
+def _host_validator(schema: dict[str, Any]) -> Validator | None:
+    """A validator of a tool's arguments against the server's ``schema`` that runs no regular
+    expression of the server's (Python's ``re`` backtracks: a crafted pattern and string hold
+    the event loop for hours); None when the schema is not one jsonschema can check."""
+    try:
+        cls = validator_for(schema, default=Draft202012Validator)
+        cls.check_schema(schema)
+    except Exception:  # not a valid schema: the server judges the call itself
+        return None
+    additional = cls.VALIDATORS.get("additionalProperties")
 
+    def additional_properties(v: Any, value: Any, instance: Any, s: dict[str, Any]) -> Any:
+        if "patternProperties" in s or additional is None:
+            return iter(())
+        return additional(v, value, instance, s)
 
-def resolve_headers(server: MCPServerConfig) -> dict[str, str]:
-    """The server's headers, Harbor's ``${VAR}`` (anywhere in a value) resolved from the host
-    environment."""
-
-    def var(m: re.Match[str]) -> str:
-        if m.group(1) not in os.environ:
-            raise MCPServerError(
-                f"MCP server {server.name!r}: a header needs the host environment variable "
-                f"{m.group(1)}; set it"
-            )
-        return os.environ[m.group(1)]
-
-    pattern = r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}"
-    return {k: re.sub(pattern, var, v) for k, v in server.headers.items()}
-
-
-class _SandboxStdio:
-    """A stdio server running in the sandbox, its pipes as FIFOs (see the module docstring)."""
-
-    def __init__(self, sandbox: Sandbox, server: MCPServerConfig) -> None:
-        self.sandbox = sandbox
-        self.server = server
-        self.dir = ""
-        self.process: asyncio.Task[ExecResult] | None = None
-
-    async def start(self) -> None:
-        made = await self.sandbox.exec(["bash", "-c", _MAKE_FIFOS], timeout=30)
-        if not made.ok:
-            raise MCPServerError(
-                f"MCP server {self.server.name!r}: cannot make its pipes in the sandbox: "
-                f"{made.output.strip()}"
-            )
-        self.dir = made.stdout
-        argv = [
-            "bash",
-            "-c",
-            _SERVE,
-            "serve",
-            self.dir,
-            self.server.command or "",
-            *self.server.args,
-        ]
-        self.process = asyncio.ensure_future(self.sandbox.exec(argv, output_limit=64 << 10))
-
-    def exit_note(self) -> str | None:
-        """How the server ended (its status and stderr's tail), or None while it runs."""
-        if self.process is None or not self.process.done() or self.process.cancelled():
-            return None
-        if (error := self.process.exception()) is not None:
-            return f"{type(error).__name__}: {error}"
-        result = self.process.result()
-        note = f"its command exited with status {result.exit_code}"
-        if tail := result.stderr.strip()[-1500:]:
-            note += f": {tail}"
-        return note
-
-    async def read_line(self) -> bytes | None:
-        """The server's next line, None once it has ended."""
-        assert self.process is not None
-        reading = asyncio.ensure_future(
-            self.sandbox.exec(
-                ["bash", "-c", _READ_LINE, "read", f"{self.dir}/out"],
-                output_limit=MAX_MESSAGE_BYTES,
-            )
-        )
-        try:
-            await asyncio.wait((reading, self.process), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            if not reading.done():  # the server ended (no line will come), or we were cancelled
-                reading.cancel()
-                with anyio.CancelScope(shield=True):
-                    await asyncio.gather(reading, return_exceptions=True)
-        if reading.cancelled() or reading.exception() is not None:
-            return None
-        result = reading.result()
-        if result.truncated:
-            raise MCPServerError(
-                f"MCP server {self.server.name!r} sent a message over {MAX_MESSAGE_BYTES} bytes"
-            )
-        return result.stdout.encode() if result.exit_code == 0 else None
-
-    async def write(self, data: bytes) -> None:
-        res = await self.sandbox.exec(
-            ["bash", "-c", _WRITE, "write", f"{self.dir}/in"], stdin=data, timeout=60
-        )
-        if not res.ok:
-            raise MCPServerError(f"MCP server {self.server.name!r} does not take input")
-
-    async def stop(self) -> None:
-        if self.process is not None and not self.process.done():
-            self.process.cancel()  # the sandbox kills the command and everything it started
-        if self.process is not None:
-            await asyncio.gather(self.process, return_exceptions=True)
-        if self.dir and not self.sandbox.closed:
-            await self.sandbox.exec(["rm", "-rf", "--", self.dir], timeout=30)
-
-
-@asynccontextmanager
-async def _stdio_streams(pipes: _SandboxStdio) -> AsyncIterator[Any]:
-    """The SDK's transport streams over a :class:`_SandboxStdio`."""
-    read_in, read_out = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    write_in, write_out = anyio.create_memory_object_stream[SessionMessage](0)
-
-    async def reader() -> None:
-        async with read_in:
-            while (line := await pipes.read_line()) is not None:
-                try:
-                    message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                    await read_in.send(SessionMessage(message))
-                except ValueError as e:
-                    await read_in.send(e)
-
-    async def writer() -> None:
-        async with write_out:
-            async for item in write_out:
-                text = item.message.model_dump_json(by_alias=True, exclude_unset=True)
-                await pipes.write(text.encode() + b"\n")
-
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(reader)
-        tasks.start_soon(writer)
-        try:
-            yield read_out, write_in
-        finally:
-            tasks.cancel_scope.cancel()
+    skipped = ("pattern", "patternProperties", "unevaluatedProperties")
+    keywords = {k: _skip for k in skipped} | {"additionalProperties": additional_properties}
+    return validators.extend(cls, keywords)(schema, registry=Registry())
 
 
 async def _transport(
-    server: MCPServerConfig, pipes: _SandboxStdio | None, stack: AsyncExitStack
+    server: MCPServerConfig, pipes: SandboxStdio | None, stack: AsyncExitStack
 ) -> Any:
     if pipes is not None:
-        return _stdio_streams(pipes)
-    assert server.url is not None
-    headers = resolve_headers(server)
-    if server.transport == "sse":
-        return sse_client(server.url, headers=headers)
-    client = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0))
-    await stack.enter_async_context(client)  # the SDK leaves a client it is given open
-    return streamable_http_client(server.url, http_client=client)
+        return stdio_streams(pipes)
+    try:
+        return await http_transport(server, stack)
+    except HeaderVariableError as e:
+        raise MCPServerError(str(e)) from None
+
+
+async def _close_within(stack: AsyncExitStack, timeout: float) -> None:
+    """Close ``stack``, giving up on what is left of its waits after ``timeout`` seconds (an
+    http session's ``DELETE`` waited for the client's read timeout, 300 s): its process is
+    killed and its connections closed all the same, as the cancellation unwinds them."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout):
+            await stack.aclose()
 
 
 @dataclass(frozen=True)
@@ -220,6 +120,7 @@ class _Tool:
     server: str
     name: str
     schema: dict[str, Any]
+    validator: Validator | None
 
 
 def tool_name(server: str, tool: str) -> str:
@@ -254,27 +155,31 @@ class MCPTools:
         self.specs: list[dict[str, Any]] = []
         self._tools: dict[str, _Tool] = {}
         self._clients: dict[str, Client] = {}
-        self._pipes: dict[str, _SandboxStdio] = {}
+        self._pipes: dict[str, SandboxStdio] = {}
+        #: The servers left out, each with why (see :func:`open_mcp_tools`'s ``agent_acted``).
+        self.unavailable: dict[str, str] = {}
 
     def __contains__(self, name: object) -> bool:
         return name in self._tools
 
     async def _connect(self, server: MCPServerConfig, stack: AsyncExitStack) -> None:
+        own = AsyncExitStack()  # this server's session, client and process, closed in time
+        stack.push_async_callback(_close_within, own, CLOSE_TIMEOUT_S)
         pipes = None
         if server.transport == "stdio":
-            pipes = self._pipes[server.name] = _SandboxStdio(self.sandbox, server)
-            stack.push_async_callback(pipes.stop)
+            pipes = self._pipes[server.name] = SandboxStdio(self.sandbox, server)
+            own.push_async_callback(pipes.stop)
             await pipes.start()
         try:
             async with asyncio.timeout(START_TIMEOUT_S):
-                transport = await _transport(server, pipes, stack)
-                client = await stack.enter_async_context(
-                    Client(transport, mode="legacy", cache=None)
-                )
+                transport = await _transport(server, pipes, own)
+                client = await own.enter_async_context(Client(transport, mode="legacy", cache=None))
                 listed = await client.list_tools()
         except MCPServerError:
             raise
         except Exception as e:  # any failure to start is the server's, named with its cause
+            if pipes is not None:
+                await pipes.settle()
             note = pipes.exit_note() if pipes is not None else None
             if note is None and isinstance(e, TimeoutError):
                 note = f"it did not answer initialize and tools/list within {START_TIMEOUT_S:g} s"
@@ -289,7 +194,7 @@ class MCPTools:
             if name in self._tools:
                 continue  # two tools alike once sanitized: the first one keeps the name
             schema = tool.input_schema if isinstance(tool.input_schema, dict) else {}
-            self._tools[name] = _Tool(server.name, tool.name, schema)
+            self._tools[name] = _Tool(server.name, tool.name, schema, _host_validator(schema))
             description = f"[MCP server {server.name}] {tool.description or tool.name}"
             parameters = schema or {"type": "object"}
             function = {"name": name, "description": description[:2000], "parameters": parameters}
@@ -299,21 +204,19 @@ class MCPTools:
         """The call's arguments, checked against the tool's input schema; raises ValueError
         with guidance for the agent."""
         try:
-            args = json.loads(arguments or "{}")
-        except json.JSONDecodeError as e:
-            raise ValueError(f"Error: the arguments are not JSON ({e.msg}).") from None
-        if not isinstance(args, dict):
-            raise ValueError("Error: the arguments must be a JSON object.")
-        schema = self._tools[name].schema
+            args = ToolCall(id="", name=name, arguments=arguments).parsed_arguments()
+        except ValueError as e:
+            raise ValueError(f"Error: {e}.") from None
+        tool = self._tools[name]
         try:
-            jsonschema.validate(args, schema)
-        except jsonschema.ValidationError as e:
+            error = best_match(tool.validator.iter_errors(args)) if tool.validator else None
+        except Exception:  # an unresolvable $ref, a recursion: the server judges the call
+            error = None
+        if isinstance(error, ValidationError):
             raise ValueError(
-                f"Error: malformed call of {name!r}: {e.message}. Its arguments must match: "
-                f"{json.dumps(schema)[:4000]}"
-            ) from None
-        except jsonschema.SchemaError:
-            pass  # the server's schema is not valid: the server judges the call itself
+                f"Error: malformed call of {name!r}: {error.message}. Its arguments must "
+                f"match: {json.dumps(tool.schema)[:4000]}"
+            )
         return args
 
     async def call(self, name: str, args: dict[str, Any], timeout: float) -> tuple[str, bool]:
@@ -322,24 +225,63 @@ class MCPTools:
         note = self._pipes[tool.server].exit_note() if tool.server in self._pipes else None
         if note is not None:
             return f"Error: MCP server {tool.server!r} is no longer running ({note}).", True
+        # The session's request, not Client.call_tool: that one validates structured content
+        # against the server's output schema (its regular expressions, on the event loop) and
+        # retries "input required" answers, each round with a fresh timeout.
+        request = mcp_types.CallToolRequest(
+            params=mcp_types.CallToolRequestParams(name=tool.name, arguments=args)
+        )
+        session = self._clients[tool.server].session
         try:
-            result = await self._clients[tool.server].call_tool(
-                tool.name, args, read_timeout_seconds=timeout
-            )
+            async with asyncio.timeout(timeout):  # whatever the server sends meanwhile
+                result = await session.send_request(
+                    request, mcp_types.CallToolResult, request_read_timeout_seconds=timeout
+                )
+        except TimeoutError:
+            return f"Error: MCP server {tool.server!r} did not answer within {timeout:g} s.", True
         except Exception as e:  # the server's failure is the agent's to read, not the episode's
-            return f"Error: the MCP call failed: {type(e).__name__}: {e}", True
+            note = self._pipes[tool.server].exit_note() if tool.server in self._pipes else None
+            if note is not None:
+                return f"Error: MCP server {tool.server!r} is no longer running ({note}).", True
+            return f"Error: the MCP call failed: {type(e).__name__}: {e}"[:2000], True
         text = result_text(result)
         return (f"Error: {text}" if result.is_error else text), bool(result.is_error)
 
 
 @asynccontextmanager
 async def open_mcp_tools(
-    servers: Sequence[MCPServerConfig], sandbox: Sandbox
+    servers: Sequence[MCPServerConfig], sandbox: Sandbox, *, agent_acted: bool = False
 ) -> AsyncIterator[MCPTools]:
     """Start ``servers`` for one episode in ``sandbox`` (see the module docstring); leaving
-    closes every session and kills every server process."""
+    closes every session and kills every server process.
+
+    ``agent_acted``: the agent has already run commands in ``sandbox`` (a later step of a
+    multi-step task, a resumed episode), so a stdio server that does not start there may be
+    its doing (it deleted the server's script, filled the disk): then the server is left out
+    (:attr:`MCPTools.unavailable` says why) rather than failing the episode's
+    infrastructure, which would drop an episode the agent is failing from training."""
     tools = MCPTools(sandbox)
     async with AsyncExitStack() as stack:
         for server in servers:
-            await tools._connect(server, stack)
+            try:
+                await tools._connect(server, stack)
+            except MCPServerError as e:
+                if not (agent_acted and server.name in tools._pipes):
+                    raise
+                tools._pipes[server.name].fail(str(e))
+                tools.unavailable[server.name] = str(e)
         yield tools
+
+
+__all__ = [
+    "MAX_MESSAGE_BYTES",
+    "MAX_TOOLS",
+    "CLOSE_TIMEOUT_S",
+    "START_TIMEOUT_S",
+    "MCPServerError",
+    "MCPTools",
+    "open_mcp_tools",
+    "resolve_headers",
+    "result_text",
+    "tool_name",
+]

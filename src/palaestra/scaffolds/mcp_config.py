@@ -15,16 +15,21 @@ file: Claude Code expands ``${VAR}`` itself, Codex reads a header that is exactl
 from ``env_http_headers``, OpenCode reads ``{env:VAR}``; give the harness's process those
 variables. A header mixing text and a variable (``Bearer ${TOKEN}``) is written for Codex
 with the variable resolved from the host environment (Codex has no template form).
+
+A header may name only the variables the operator allows (``PALAESTRA_MCP_HEADER_ENV``,
+:mod:`palaestra.scaffolds.mcp_headers`): the harness would otherwise send whatever its own
+environment holds (its API key) to the task's url. Any other raises ``ValueError`` naming the
+variable and how to allow it.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Sequence
 from typing import Any
 
+from palaestra.scaffolds.mcp_headers import check_header_variables, resolve_headers
 from palaestra.tasks.config import MCPServerConfig
 
 HARNESSES = ("claude-code", "codex", "opencode")
@@ -66,7 +71,8 @@ def codex_config(servers: Sequence[MCPServerConfig]) -> str:
         else:
             lines.append(f"url = {_toml(s.url)}")
             from_env = {k: m.group(1) for k, v in s.headers.items() if (m := _VAR.fullmatch(v))}
-            literal = {k: _resolved(v) for k, v in s.headers.items() if k not in from_env}
+            mixed = {k: v for k, v in s.headers.items() if k not in from_env}
+            literal = resolve_headers(s.model_copy(update={"headers": mixed})) if mixed else {}
             if from_env:
                 lines.append(f"env_http_headers = {_toml_table(from_env)}")
             if literal:
@@ -78,6 +84,8 @@ def codex_config(servers: Sequence[MCPServerConfig]) -> str:
 def render_mcp_config(harness: str, servers: Sequence[MCPServerConfig]) -> str:
     """The text of ``harness``'s configuration file holding ``servers`` (a task's
     ``task.config.environment.mcp_servers``)."""
+    for server in servers:
+        check_header_variables(server)
     if harness == "claude-code":
         return json.dumps(claude_code_config(servers), indent=2) + "\n"
     if harness == "opencode":
@@ -85,15 +93,6 @@ def render_mcp_config(harness: str, servers: Sequence[MCPServerConfig]) -> str:
     if harness == "codex":
         return codex_config(servers)
     raise ValueError(f"no MCP configuration for harness {harness!r}; choose one of {HARNESSES}")
-
-
-def _resolved(value: str) -> str:
-    def var(m: re.Match[str]) -> str:
-        if m.group(1) not in os.environ:
-            raise ValueError(f"an MCP header needs the host environment variable {m.group(1)}")
-        return os.environ[m.group(1)]
-
-    return _VAR.sub(var, value)
 
 
 def _toml(value: Any) -> str:

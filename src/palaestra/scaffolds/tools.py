@@ -237,7 +237,10 @@ class ToolsTurns(TurnLoop["ToolsScaffold", LLMResponse]):
                 f"task {self.task.id!r} declares MCP servers: install the mcp extra "
                 "(pip install 'palaestra[mcp]')"
             ) from e
-        async with open_mcp_tools(servers, self.sandbox) as self.mcp:
+        steps = self.task.config.steps
+        later_step = self.task.step is not None and bool(steps) and steps[0].name != self.task.step
+        acted = resume is not None or later_step  # the agent has run commands in this sandbox
+        async with open_mcp_tools(servers, self.sandbox, agent_acted=acted) as self.mcp:
             self.tools = [*TOOL_SPECS, *self.mcp.specs]  # type: ignore[misc]
             return await super().run(llm, resume)
 

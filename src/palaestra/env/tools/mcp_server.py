@@ -24,6 +24,12 @@ over stdio (one session: the process's stdin and stdout) or streamable HTTP (``/
   holds the instruction.
 * **Closing a session** (the client's ``DELETE``, stdin's end, the HTTP session's idle timeout)
   closes its environment.
+* **Limits** (remote clients may be hostile): at most :data:`MAX_SESSIONS` sessions (each one
+  an environment) are open at once over HTTP, a new one beyond is refused (503) until one
+  closes; a session idle for :data:`IDLE_TIMEOUT_S` is closed; a request body is at most
+  4 MiB (the SDK's 413). A session's calls run one at a time, in the order they came, so
+  concurrent calls cannot interleave the steps of one episode. A malformed request gets a
+  JSON-RPC error, never a traceback.
 
 The protocol era is the handshake's (``initialize``, 2025 versions): an episode needs a
 session, which the 2026 per-request era does not have, so ``server/discover`` answers
@@ -53,6 +59,9 @@ from palaestra.env.tools.env import ToolEnv
 from palaestra.env.types import TimeStep
 from palaestra.llm.types import LLMRequest, LLMResponse, ToolCall
 
+#: Sessions (each an environment) open at once over HTTP, and the idle seconds that close one.
+MAX_SESSIONS = 256
+IDLE_TIMEOUT_S = 600.0
 EPISODE_URI = "palaestra://episode"
 INSTRUCTION_URI = "palaestra://instruction"
 _NO_SESSION = (
@@ -69,6 +78,7 @@ class Episode:
         self.env_id = env_id
         self.ts: TimeStep[LLMRequest] | None = None
         self.calls = 0
+        self.turn = asyncio.Lock()  # one step at a time: concurrent calls wait their turn
 
     async def start(self, seed: int | None, task_id: str | None) -> None:
         options = {"task_id": task_id} if task_id is not None else None
@@ -108,6 +118,10 @@ class Episode:
         return state
 
     async def call(self, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
+        async with self.turn:
+            return await self._step(name, arguments)
+
+    async def _step(self, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
         assert self.ts is not None
         if self.ts.last():
             end = self.ts.end
@@ -273,10 +287,19 @@ async def serve_stdio(server: Server[Any]) -> None:
         )
 
 
-def http_server(server: Server[Any]) -> uvicorn.Server:
-    """Streamable HTTP at ``/mcp``, one episode per session: ``await it.serve(sockets=[sock])``
-    on a socket bound to 127.0.0.1; ``it.should_exit = True`` stops it."""
-    app = server.streamable_http_app(host="127.0.0.1")
+def http_server(
+    server: Server[Any],
+    *,
+    max_sessions: int = MAX_SESSIONS,
+    idle_timeout: float = IDLE_TIMEOUT_S,
+) -> uvicorn.Server:
+    """Streamable HTTP at ``/mcp``, one episode per session, at most ``max_sessions`` open and
+    each closed after ``idle_timeout`` seconds without a request: ``await
+    it.serve(sockets=[sock])`` on a socket bound to 127.0.0.1; ``it.should_exit = True``
+    stops it."""
+    app = server.streamable_http_app(
+        host="127.0.0.1", max_sessions=max_sessions, session_idle_timeout=idle_timeout
+    )
     return uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
 
 
@@ -290,9 +313,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="HTTP port on 127.0.0.1 (0: any)")
     parser.add_argument("--seed", type=int, help="the first session's seed (then +1 each)")
     parser.add_argument("--task-id", help="every session's task")
+    parser.add_argument(
+        "--max-sessions",
+        type=int,
+        default=MAX_SESSIONS,
+        help=f"HTTP sessions (environments) open at once (default {MAX_SESSIONS})",
+    )
+    parser.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=IDLE_TIMEOUT_S,
+        help=f"seconds without a request that close an HTTP session (default {IDLE_TIMEOUT_S:g})",
+    )
     args = parser.parse_args(argv)
     try:
         check_env_id(args.env_id)  # an unknown or non-tool id: one line, before serving
+        if args.max_sessions < 1 or not 0 < args.idle_timeout < float("inf"):
+            raise ValueError("--max-sessions must be at least 1 and --idle-timeout positive")
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -313,7 +350,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
     print(f"serving {args.env_id} over MCP at {url}", file=sys.stderr, flush=True)
-    asyncio.run(http_server(server).serve(sockets=[sock]))
+    web = http_server(server, max_sessions=args.max_sessions, idle_timeout=args.idle_timeout)
+    asyncio.run(web.serve(sockets=[sock]))
     return 0
 
 
