@@ -15,7 +15,7 @@ from palaestra.cli_errors import fail
 from palaestra.cli_summary import console
 from palaestra.env.registry import spec as env_spec
 from palaestra.serve import PROTOCOLS, Served
-from palaestra.serve.server import MissingExtra, bind, check_protocol, serve
+from palaestra.serve.server import MissingExtra, bind, check_env_for, check_protocol, serve
 from palaestra.serve.sessions import Limits
 
 
@@ -25,7 +25,8 @@ def serve_cmd(
         typer.Argument(help="The environment: an env id as `palaestra eval` takes it."),
     ],
     protocol: Annotated[
-        str, typer.Option("--protocol", help=f"One of: {', '.join(PROTOCOLS)}.")
+        str,
+        typer.Option("--protocol", help=f"One of: {', '.join(PROTOCOLS)} (mcp: tool envs only)."),
     ] = "openenv",
     host: Annotated[str, typer.Option(help="The address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port (0: any free).")] = 8000,
@@ -48,6 +49,7 @@ def serve_cmd(
         fail(f"--protocol: {e}" if isinstance(e, ValueError) else str(e))
     try:
         env_spec(env_id)
+        check_env_for(protocol, env_id)
     except (KeyError, ValueError) as e:
         fail(str(e.args[0]) if e.args else str(e))
     try:

@@ -29,7 +29,7 @@ def test_bad_input_is_one_line_and_exit_2():
     assert unknown.returncode == 2 and unknown.stderr.count("\n") == 1
     assert "no environment or task 'no-such-env'" in unknown.stderr
     protocol = _serve("starter", "--protocol", "carrier-pigeon", "--port", "0")
-    assert protocol.returncode == 2 and "choose one of: openenv, ors" in protocol.stderr
+    assert protocol.returncode == 2 and "choose one of: mcp, openenv, ors" in protocol.stderr
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()

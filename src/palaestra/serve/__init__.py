@@ -34,6 +34,12 @@ PROTOCOLS: dict[str, Protocol] = {
     "ors": Protocol(
         "palaestra.serve.ors_adapter", "ors", client="AsyncORS('{url}').environment('{name}')"
     ),
+    "mcp": Protocol(
+        "palaestra.serve.mcp_adapter",
+        "mcp",
+        extra="mcp",
+        client="streamable_http_client('{url}/mcp') (tool environments only)",
+    ),
 }
 
 

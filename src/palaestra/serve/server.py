@@ -46,6 +46,14 @@ def check_protocol(protocol: str) -> None:
         )
 
 
+def check_env_for(protocol: str, env_id: str) -> None:
+    """ValueError (one line) when ``protocol``'s adapter cannot serve ``env_id`` (an adapter
+    with a ``check(env_id)``: MCP serves tool environments only)."""
+    check = getattr(importlib.import_module(PROTOCOLS[protocol].module), "check", None)
+    if check is not None:
+        check(env_id)
+
+
 def bind(host: str, port: int) -> socket.socket:
     """A listening TCP socket on ``host:port`` (0: any free port); OSError when taken."""
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
