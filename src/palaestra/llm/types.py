@@ -17,6 +17,16 @@ Message = dict[str, Any]
 """One chat message in OpenAI format: ``{"role": ..., "content": ..., ...}``."""
 
 
+def message_text(message: Message) -> str:
+    """A message's content as text (the text parts of a multi-part content; '' for none)."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
 class SamplingParams(BaseModel):
     """Sampling parameters a scaffold asks for; a policy may honour or override them."""
 
@@ -105,11 +115,7 @@ class LLMRequest(BaseModel):
         """The text of the latest user or tool message ('' when there is none)."""
         for m in reversed(self.messages):
             if m.get("role") in ("user", "tool"):
-                content = m.get("content")
-                if isinstance(content, str):
-                    return content
-                if isinstance(content, list):
-                    return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+                return message_text(m)
         return ""
 
 

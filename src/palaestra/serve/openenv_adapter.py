@@ -37,25 +37,16 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocketDisconnect
 
 from palaestra.env.types import EpisodeError, TimeStep
-from palaestra.llm.types import FinishReason, LLMRequest, LLMResponse, ToolCall, Usage
+from palaestra.llm.types import LLMRequest, LLMResponse
 from palaestra.serve import Served
 from palaestra.serve.sessions import Sessions
 from palaestra.serve.wire import step_fields
 
 
-class PalaestraAction(Action):
-    """An LLM response, the action of every palaestra environment."""
-
-    content: str | None = None
-    tool_calls: list[ToolCall] = Field(default_factory=list)
-    finish_reason: FinishReason = "stop"
-    usage: Usage = Field(default_factory=Usage)
-    cost_usd: float | None = None
-    model: str | None = None
-    prompt_token_ids: list[int] | None = None
-    completion_token_ids: list[int] | None = None
-    logprobs: list[float] | None = None
-    policy_version: int | None = None
+class PalaestraAction(LLMResponse, Action):
+    """An LLM response, the action of every palaestra environment: every field of
+    :class:`~palaestra.llm.types.LLMResponse` (inherited, so a field added there travels too)
+    and OpenEnv's ``metadata``."""
 
     def to_response(self) -> LLMResponse:
         return LLMResponse.model_validate(self.model_dump(exclude={"metadata"}))

@@ -42,10 +42,10 @@ from starlette.responses import JSONResponse  # noqa: E402
 from starlette.types import ASGIApp, Message, Receive, Scope, Send  # noqa: E402
 
 from palaestra.env.types import EpisodeError, TimeStep  # noqa: E402
-from palaestra.llm.types import LLMRequest, LLMResponse, ToolCall  # noqa: E402
+from palaestra.llm.types import LLMRequest, LLMResponse, ToolCall, message_text  # noqa: E402
 from palaestra.serve import Served  # noqa: E402
 from palaestra.serve.sessions import AtCapacity, SessionClosed, Sessions  # noqa: E402
-from palaestra.serve.wire import message_text, new_messages, request_json, step_fields  # noqa: E402
+from palaestra.serve.wire import new_messages, request_json, step_fields  # noqa: E402
 
 SPLIT = "train"
 #: The session id of the request being served (ORS's ``X-Session-ID``); an environment made

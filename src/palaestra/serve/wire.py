@@ -47,13 +47,3 @@ def new_messages(request: LLMRequest | None) -> list[Message]:
         if messages[i].get("role") == "assistant":
             return messages[i + 1 :]
     return messages
-
-
-def message_text(message: Message) -> str:
-    """A message's content as text (the text parts of a multi-part content)."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return ""
