@@ -13,7 +13,7 @@ A stdio server's command is the task's (the harness starts it, inside the sandbo
 values keep their ``${VAR}`` references, as Harbor does, so no credential is written into the
 file: Claude Code expands ``${VAR}`` itself, Codex reads a header that is exactly ``${VAR}``
 from ``env_http_headers``, OpenCode reads ``{env:VAR}``; give the harness's process those
-variables. A header mixing text and a variable (``Bearer ${TOKEN}``) is written for Codex
+variables (:func:`header_env` gives their host values). A header mixing text and a variable (``Bearer ${TOKEN}``) is written for Codex
 with the variable resolved from the host environment (Codex has no template form).
 
 A header may name only the variables the operator allows (``PALAESTRA_MCP_HEADER_ENV``,
@@ -25,6 +25,7 @@ variable and how to allow it.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -95,6 +96,21 @@ def render_mcp_config(harness: str, servers: Sequence[MCPServerConfig]) -> str:
     raise ValueError(f"no MCP configuration for harness {harness!r}; choose one of {HARNESSES}")
 
 
+def header_env(servers: Sequence[MCPServerConfig]) -> dict[str, str]:
+    """The host values of the variables ``servers``' headers name, for the harness's
+    environment (it expands them itself); each is checked against the allow-list first, and
+    one that is not set on the host is left out (the header then reaches the server empty or
+    unexpanded, as the harness does with a variable it lacks)."""
+    names: dict[str, str] = {}
+    for server in servers:
+        check_header_variables(server)
+        for value in server.headers.values():
+            for name in _VAR.findall(value):
+                if name in os.environ:
+                    names[name] = os.environ[name]
+    return names
+
+
 def _toml(value: Any) -> str:
     return json.dumps(value)  # a JSON string or list of strings is a valid TOML value
 
@@ -111,6 +127,7 @@ __all__ = [
     "HARNESSES",
     "claude_code_config",
     "codex_config",
+    "header_env",
     "opencode_config",
     "render_mcp_config",
 ]

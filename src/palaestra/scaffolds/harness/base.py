@@ -18,6 +18,12 @@ four methods, and add an instance to :data:`palaestra.scaffolds.harness.HARNESSE
   (the sandbox has no network), so what the harness still tries only slows it down.
 * :meth:`Harness.files`: configuration files to write in the sandbox before it starts
   (absolute path -> text), e.g. a provider definition pointing at the proxy.
+* The task's MCP servers (``[[environment.mcp_servers]]``) are in
+  :attr:`HarnessRun.mcp_servers`: a harness that speaks MCP writes them into its own MCP
+  configuration (:func:`palaestra.scaffolds.mcp_config.render_mcp_config`), so the CLI starts a
+  stdio server inside the sandbox itself and offers its tools. Their headers were checked
+  against ``PALAESTRA_MCP_HEADER_ENV`` before the run, and the allowed variables they name are
+  in the harness's environment.
 * :meth:`Harness.last_error`: the harness's own last error lines in its output, which become
   the first line of a failed episode's error message.
 
@@ -45,9 +51,14 @@ from palaestra.sandbox.base import Mount
 from palaestra.scaffolds.actions import SCRIPTED_MODEL, ProtocolActions, text_response
 from palaestra.scaffolds.external import SANDBOX_AGENT_DIR, ExternalScaffold, last_error_line
 from palaestra.scaffolds.harness.install import harness_dir, require_installed
+from palaestra.scaffolds.mcp_config import header_env
+from palaestra.scaffolds.mcp_headers import check_header_variables
+from palaestra.tasks.config import MCPServerConfig
 
 if TYPE_CHECKING:
     from palaestra.sandbox.base import Sandbox
+    from palaestra.scaffolds.proxy import ProxyEpisode
+    from palaestra.tasks import Task
 
 Wire = Literal["anthropic-messages", "openai-chat", "openai-responses"]
 
@@ -63,7 +74,8 @@ class HarnessRun:
 
     ``proxy_url`` is the episode's proxy root without ``/v1`` (``http://127.0.0.1:<port>/e/
     <token>``; the port is filled in by the forwarder, in argv and environment alike);
-    ``api_key`` the episode's token (the proxy also accepts it as the key)."""
+    ``api_key`` the episode's token (the proxy also accepts it as the key); ``mcp_servers``
+    the task's MCP servers."""
 
     executable: str
     install_dir: str
@@ -73,6 +85,7 @@ class HarnessRun:
     model: str
     proxy_url: str
     api_key: str
+    mcp_servers: tuple[MCPServerConfig, ...] = ()
 
 
 class ShellToolActions(ProtocolActions):
@@ -161,7 +174,17 @@ class HarnessScaffold(ExternalScaffold):
         require_installed(self.harness, self.install_dir)
         return super().sandbox_mounts()
 
+    def _values(self, task: Task, sandbox: Sandbox, ep: ProxyEpisode) -> dict[str, str]:
+        """The placeholders' values and the task's MCP servers (as JSON), their headers
+        checked against the allow-list before anything is written or started."""
+        servers = task.config.environment.mcp_servers
+        for server in servers:
+            check_header_variables(server)
+        dumped = json.dumps([s.model_dump(mode="json") for s in servers])
+        return {**super()._values(task, sandbox, ep), "mcp_servers": dumped}
+
     def _run_of(self, values: dict[str, str]) -> HarnessRun:
+        servers = json.loads(values.get("mcp_servers", "[]"))
         return HarnessRun(
             executable=self.config.command[0],
             install_dir=self._mounted,
@@ -171,6 +194,7 @@ class HarnessScaffold(ExternalScaffold):
             model=values["model"],
             proxy_url=posixpath.dirname(values["base_url"]),  # without /v1
             api_key=values["api_key"],
+            mcp_servers=tuple(MCPServerConfig.model_validate(s) for s in servers),
         )
 
     def argv(self, values: dict[str, str]) -> list[str]:
@@ -187,7 +211,8 @@ class HarnessScaffold(ExternalScaffold):
         (the user's) over both."""
         run = self._run_of(values)
         base = super().command_env(base_url, token, values)
-        return {**base, "HOME": run.home, **self.harness.env(run), **self.config.env}
+        mcp = header_env(run.mcp_servers)  # the allowed variables the servers' headers name
+        return {**base, "HOME": run.home, **mcp, **self.harness.env(run), **self.config.env}
 
     def last_error(self, output: str) -> str:
         return self.harness.last_error(output)

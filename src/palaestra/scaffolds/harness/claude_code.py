@@ -8,15 +8,25 @@ asking (``IS_SANDBOX=1`` allows that flag as root), ``--output-format json`` end
 run with one JSON object whose ``result`` is the harness's own error when it failed. Its
 telemetry, error reporting, update checks and other non-essential traffic are turned off by
 environment variables; its side requests for a small model name the same model, so every
-call it makes reaches the proxy and is one observation.
+call it makes reaches the proxy and is one observation. A task's MCP servers are written to a
+file for ``--mcp-config`` (with ``--strict-mcp-config``, and ``--allowedTools mcp__<server>``
+for each): Claude Code starts a stdio server in the sandbox and offers its tools as
+``mcp__<server>__<tool>``.
 """
 
 from __future__ import annotations
 
 import json
+import re
 
 from palaestra.scaffolds.external import last_error_line
 from palaestra.scaffolds.harness.base import Harness, HarnessRun, ShellToolActions
+from palaestra.scaffolds.mcp_config import render_mcp_config
+
+
+def mcp_file(run: HarnessRun) -> str:
+    """Where the task's MCP servers are written for ``--mcp-config``."""
+    return f"{run.home}/mcp.json"
 
 
 class ClaudeCode(Harness):
@@ -32,12 +42,27 @@ class ClaudeCode(Harness):
         return [
             "sh",
             "-c",
-            'exec "$0" -p "$(cat "$1")" --dangerously-skip-permissions '
-            '--no-session-persistence --output-format json --model "$2"',
+            'task="$(cat "$1")"; model="$2"; shift 2; exec "$0" -p "$task" '
+            "--dangerously-skip-permissions --no-session-persistence --output-format json "
+            '--model "$model" "$@"',
             run.executable,
             run.instruction_file,
             run.model,
+            *self.mcp_args(run),
         ]
+
+    def mcp_args(self, run: HarnessRun) -> list[str]:
+        """The task's MCP servers: only those in the file :meth:`files` writes (no project
+        ``.mcp.json`` of the agent's), their tools allowed without asking."""
+        if not run.mcp_servers:
+            return []
+        allowed = ",".join(f"mcp__{re.sub('[^A-Za-z0-9_-]', '_', s.name)}" for s in run.mcp_servers)
+        return ["--mcp-config", mcp_file(run), "--strict-mcp-config", "--allowedTools", allowed]
+
+    def files(self, run: HarnessRun) -> dict[str, str]:
+        if not run.mcp_servers:
+            return {}
+        return {mcp_file(run): render_mcp_config(self.name, run.mcp_servers)}
 
     def env(self, run: HarnessRun) -> dict[str, str]:
         return {
@@ -54,6 +79,7 @@ class ClaudeCode(Harness):
             "DISABLE_BUG_COMMAND": "1",
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
             "CLAUDE_CODE_DISABLE_TERMINAL_TITLE": "1",
+            **({"ENABLE_TOOL_SEARCH": "false"} if run.mcp_servers else {}),
         }
 
     def last_error(self, output: str) -> str:

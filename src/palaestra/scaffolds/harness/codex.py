@@ -9,7 +9,8 @@ as the custom provider ``palaestra`` (``wire_api = "responses"``, the key from
 ``OPENAI_API_KEY``, no request or stream retries, so a failed call ends the episode instead of
 asking the policy again); approvals and Codex's own sandbox off (palaestra's sandbox contains
 it); no update check, analytics, feedback or history; web search, apps, plugins, sub-agents,
-goals, memories, image generation and shell snapshots off. Its home is the episode's.
+goals, memories, image generation and shell snapshots off. Its home is the episode's; a
+task's MCP servers are ``[mcp_servers.<name>]`` tables of the config.toml there.
 
 With a model it has no metadata for, Codex 0.171.0 offers ``exec_command`` (``cmd``),
 ``write_stdin``, ``request_user_input`` and ``view_image``; files are edited by running
@@ -19,6 +20,7 @@ With a model it has no metadata for, Codex 0.171.0 offers ``exec_command`` (``cm
 from __future__ import annotations
 
 from palaestra.scaffolds.harness.base import Harness, HarnessRun, ShellToolActions
+from palaestra.scaffolds.mcp_config import render_mcp_config
 
 PROVIDER = "palaestra"
 #: The longest Codex waits for a command before answering with a session to poll (ms).
@@ -72,3 +74,9 @@ class Codex(Harness):
 
     def env(self, run: HarnessRun) -> dict[str, str]:
         return {"CODEX_HOME": run.home, "OPENAI_API_KEY": run.api_key}
+
+    def files(self, run: HarnessRun) -> dict[str, str]:
+        """The task's MCP servers as ``[mcp_servers.<name>]`` tables of its config.toml."""
+        if not run.mcp_servers:
+            return {}
+        return {f"{run.home}/config.toml": render_mcp_config(self.name, run.mcp_servers)}

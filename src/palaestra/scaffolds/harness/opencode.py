@@ -7,7 +7,9 @@ is fetched) defined in ``OPENCODE_CONFIG_CONTENT``; ``--title`` names the sessio
 request asks the model for a title; ``--auto`` approves its tools' permissions; ``--pure``
 loads no external plugin. Update checks, the models.dev catalogue, sharing, LSP downloads,
 default plugins and Claude Code compatibility (reading ``~/.claude``) are turned off by
-environment variables; its configuration, data and caches live in the episode's home.
+environment variables; its configuration, data and caches live in the episode's home. A
+task's MCP servers are the configuration's ``mcp`` key: OpenCode starts a stdio server in the
+sandbox and offers its tools as ``<server>_<tool>``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import json
 
 from palaestra.scaffolds.external import last_error_line
 from palaestra.scaffolds.harness.base import Harness, HarnessRun, ShellToolActions
+from palaestra.scaffolds.mcp_config import render_mcp_config
 
 PROVIDER = "palaestra"
 
@@ -56,7 +59,14 @@ class OpenCode(Harness):
             "autoupdate": False,
             "share": "disabled",
             "permission": {"edit": "allow", "bash": "allow", "webfetch": "deny"},
+            **self.mcp(run),
         }
+
+    def mcp(self, run: HarnessRun) -> dict[str, object]:
+        """The task's MCP servers as OpenCode's ``mcp`` key (none: no key)."""
+        if not run.mcp_servers:
+            return {}
+        return json.loads(render_mcp_config(self.name, run.mcp_servers))
 
     def env(self, run: HarnessRun) -> dict[str, str]:
         return {
