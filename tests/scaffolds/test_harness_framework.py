@@ -3,6 +3,7 @@ own error line, and the CLI's listing and checks of the harnesses."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -155,3 +156,22 @@ async def test_an_image_without_the_clis_c_library_is_one_clear_error(make_task,
     assert "claude-code 2.1.332 cannot run in this sandbox" in first, first
     assert musl in first and "glibc-based image" in first, first
     assert our_processes() == []
+
+
+async def test_an_episode_starting_while_the_last_one_stops_the_proxy_gets_a_live_socket():
+    """The scaffold's own proxy stops when its last episode ends; an episode that starts
+    during that stop gets a new proxy whose socket is in place (the old proxy's stop must not
+    unlink the new one's socket: concurrent episodes then failed with 'no proxy socket')."""
+    scaffold = ExternalScaffold(command=["true"])
+    try:
+        first = await scaffold._acquire()
+        stopping = asyncio.ensure_future(scaffold._release())
+        await asyncio.sleep(0)  # the release has begun stopping the first proxy
+        second = await scaffold._acquire()
+        await stopping
+        assert second is not first and second.unix_socket is not None
+        assert second.unix_socket.is_socket()
+        await scaffold._release()
+        assert scaffold._own_proxy is None and not second.unix_socket.exists()
+    finally:
+        await scaffold.aclose()

@@ -203,28 +203,27 @@ class ExternalScaffold:
         return (proxy_dir, *self.config.mounts)
 
     async def _acquire(self) -> ProxyServer:
+        """The proxy, started for the first user. Starting and stopping hold one lock: a
+        proxy stopping unlinks its socket path, which a new one must not bind before."""
         if self._proxy is not None:
             return self._proxy
-        self._users += 1
-        try:
-            async with self._start_lock:
-                if self._own_proxy is None:
-                    unix = self._socket_path() if self.config.where == "sandbox" else None
-                    proxy = ProxyServer(unix_socket=unix, model_name=self.config.model)
-                    await proxy.start()
-                    self._own_proxy = proxy
-        except BaseException:
-            self._users -= 1
-            raise
-        return self._own_proxy
+        async with self._start_lock:
+            if self._own_proxy is None:
+                unix = self._socket_path() if self.config.where == "sandbox" else None
+                proxy = ProxyServer(unix_socket=unix, model_name=self.config.model)
+                await proxy.start()
+                self._own_proxy = proxy
+            self._users += 1
+            return self._own_proxy
 
     async def _release(self) -> None:
         if self._proxy is not None:
             return
-        self._users -= 1
-        if self._users == 0 and self._own_proxy is not None:
-            proxy, self._own_proxy = self._own_proxy, None
-            await proxy.stop()
+        self._users -= 1  # at once: a release cancelled while it waits still counts
+        async with self._start_lock:
+            if self._users == 0 and self._own_proxy is not None:
+                proxy, self._own_proxy = self._own_proxy, None
+                await proxy.stop()
 
     async def aclose(self) -> None:
         """Stop the scaffold's own proxy if it still runs (it stops by itself when no episode
