@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import time
 
@@ -71,7 +72,11 @@ async def main(args: argparse.Namespace) -> None:
             rows[name]["nop"] += [e for e, _ in nop]
             rows[name]["wall"] += [s for _, s in oracle]
     base = statistics.median(rows["tools"]["wall"])
-    print(f"{args.env}: {len(tasks)} tasks x {args.rounds} round(s), -j {args.concurrency}")
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(
+        f"{args.env}: {len(tasks)} tasks x {args.rounds} round(s), -j {args.concurrency}, "
+        f"{os.cpu_count()} CPUs, load average {load} (1, 5, 15 min) at the end"
+    )
     print(
         f"{'scaffold':<14}{'oracle':>8}{'nop':>8}{'s/episode':>11}{'x tools':>9}"
         f"{'requests':>10}  token ids  errors"

@@ -3,6 +3,10 @@ own error line, and the CLI's listing and checks of the harnesses."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+from pathlib import Path
+
 import pytest
 from typer.testing import CliRunner
 
@@ -105,3 +109,69 @@ def test_install_without_npm_names_the_fix(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # no npm, no node
     with pytest.raises(HarnessNotReady, match="npm and Node.js are not installed"):
         install(HARNESSES["claude-code"])
+
+
+def test_interpreter_reads_an_executables_loader(tmp_path):
+    from palaestra.scaffolds.harness.install import interpreter
+
+    assert interpreter(Path(os.path.realpath("/bin/sh"))).startswith("/lib")
+    script = tmp_path / "run.sh"
+    script.write_text("#!/bin/sh\ntrue\n")
+    assert interpreter(script) is None
+
+
+def _with_loader(source: Path, target: Path, loader: str) -> None:
+    """A copy of the ELF executable ``source`` whose PT_INTERP names ``loader``; the
+    directories up to it made traversable."""
+    from palaestra.scaffolds.harness.install import interpreter
+
+    source = Path(os.path.realpath(source))
+    data = source.read_bytes()
+    old = interpreter(source)
+    assert old is not None and len(loader) <= len(old)
+    at = data.index(old.encode() + b"\0")
+    patched = loader.encode().ljust(len(old), b"\0")
+    target.parent.mkdir(parents=True)
+    target.write_bytes(data[:at] + patched + data[at + len(old) :])
+    target.chmod(0o755)
+    for d in target.parents[:3]:
+        d.chmod(0o755)
+
+
+async def test_an_image_without_the_clis_c_library_is_one_clear_error(make_task, tmp_path):
+    """A native CLI linked against glibc cannot start where the loader it names is missing (a
+    musl image): the episode's error is one line naming the loader and the fix, and the CLI
+    never starts (no proxy call)."""
+    from palaestra.scaffolds.harness import HarnessScaffold
+    from palaestra.scaffolds.harness.claude_code import ClaudeCode
+
+    install = tmp_path / "claude-code-fake"
+    musl = "/lib/ld-musl-x86_64.so.1"
+    _with_loader(Path("/bin/true"), install / "node_modules/.bin/claude", musl)
+    scaffold = HarnessScaffold(ClaudeCode(), install_dir=install)
+    async with CodeEnv(TaskSet.from_dir(make_task().parent), scaffold=scaffold) as env:
+        episode = await rollout(env, ScriptedPolicy([]))
+    assert episode.status == "error" and episode.turns == []
+    first = episode.end.error.splitlines()[0]
+    assert "claude-code 2.1.332 cannot run in this sandbox" in first, first
+    assert musl in first and "glibc-based image" in first, first
+    assert our_processes() == []
+
+
+async def test_an_episode_starting_while_the_last_one_stops_the_proxy_gets_a_live_socket():
+    """The scaffold's own proxy stops when its last episode ends; an episode that starts
+    during that stop gets a new proxy whose socket is in place (the old proxy's stop must not
+    unlink the new one's socket: concurrent episodes then failed with 'no proxy socket')."""
+    scaffold = ExternalScaffold(command=["true"])
+    try:
+        first = await scaffold._acquire()
+        stopping = asyncio.ensure_future(scaffold._release())
+        await asyncio.sleep(0)  # the release has begun stopping the first proxy
+        second = await scaffold._acquire()
+        await stopping
+        assert second is not first and second.unix_socket is not None
+        assert second.unix_socket.is_socket()
+        await scaffold._release()
+        assert scaffold._own_proxy is None and not second.unix_socket.exists()
+    finally:
+        await scaffold.aclose()

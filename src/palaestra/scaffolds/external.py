@@ -203,25 +203,23 @@ class ExternalScaffold:
         return (proxy_dir, *self.config.mounts)
 
     async def _acquire(self) -> ProxyServer:
+        """The proxy, started for the first user. Starting and stopping hold one lock: a
+        proxy stopping unlinks its socket path, which a new one must not bind before."""
         if self._proxy is not None:
             return self._proxy
-        self._users += 1
-        try:
-            async with self._start_lock:
-                if self._own_proxy is None:
-                    unix = self._socket_path() if self.config.where == "sandbox" else None
-                    proxy = ProxyServer(unix_socket=unix, model_name=self.config.model)
-                    await proxy.start()
-                    self._own_proxy = proxy
-        except BaseException:
-            self._users -= 1
-            raise
-        return self._own_proxy
+        async with self._start_lock:
+            if self._own_proxy is None:
+                unix = self._socket_path() if self.config.where == "sandbox" else None
+                proxy = ProxyServer(unix_socket=unix, model_name=self.config.model)
+                await proxy.start()
+                self._own_proxy = proxy
+            self._users += 1
+            return self._own_proxy
 
     async def _release(self) -> None:
         if self._proxy is not None:
             return
-        self._users -= 1
+        self._users -= 1  # at once: a release cancelled while it waits still counts
         # Under the start lock: an episode starting meanwhile waits for the stop, which would
         # otherwise unlink the socket the new proxy has just bound at the same path.
         async with self._start_lock:

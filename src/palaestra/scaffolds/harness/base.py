@@ -40,6 +40,7 @@ episode's agent part ends when the harness exits (status 0: submitted), and the 
 from __future__ import annotations
 
 import abc
+import asyncio
 import json
 import posixpath
 from dataclasses import dataclass
@@ -50,7 +51,13 @@ from palaestra.llm.types import LLMRequest, LLMResponse, ToolCall
 from palaestra.sandbox.base import Mount
 from palaestra.scaffolds.actions import SCRIPTED_MODEL, ProtocolActions, text_response
 from palaestra.scaffolds.external import SANDBOX_AGENT_DIR, ExternalScaffold, last_error_line
-from palaestra.scaffolds.harness.install import harness_dir, require_installed
+from palaestra.scaffolds.harness.install import (
+    HarnessNotReady,
+    executable,
+    harness_dir,
+    interpreter,
+    require_installed,
+)
 from palaestra.scaffolds.mcp_config import header_env
 from palaestra.scaffolds.mcp_headers import check_header_variables
 from palaestra.tasks.config import MCPServerConfig
@@ -169,6 +176,7 @@ class HarnessScaffold(ExternalScaffold):
         self.name = harness.name
         self.label = harness.label
         self.actions = harness.actions
+        self._loader: str | None = None
 
     def sandbox_mounts(self) -> tuple[Mount, ...]:
         require_installed(self.harness, self.install_dir)
@@ -182,6 +190,14 @@ class HarnessScaffold(ExternalScaffold):
             check_header_variables(server)
         dumped = json.dumps([s.model_dump(mode="json") for s in servers])
         return {**super()._values(task, sandbox, ep), "mcp_servers": dumped}
+
+    async def _needed_loader(self) -> str:
+        """The dynamic loader the harness's executable needs in the sandbox ("" for none),
+        read from the install once."""
+        if self._loader is None:
+            exe = executable(self.harness, self.install_dir).resolve()
+            self._loader = await asyncio.to_thread(interpreter, exe) or ""
+        return self._loader
 
     def _run_of(self, values: dict[str, str]) -> HarnessRun:
         servers = json.loads(values.get("mcp_servers", "[]"))
@@ -201,8 +217,25 @@ class HarnessScaffold(ExternalScaffold):
         return self.harness.command(self._run_of(values))
 
     async def prepare(self, sandbox: Sandbox, values: dict[str, str]) -> None:
+        """Make the run's home and check that the sandbox's image can run the executable: a
+        native CLI linked against glibc needs glibc's loader, which a musl image (Alpine)
+        lacks; that is one clear line rather than the shell's "not found"."""
         run = self._run_of(values)
-        await sandbox.exec(["mkdir", "-p", run.home], timeout=30)
+        loader = await self._needed_loader()
+        made = await sandbox.exec(
+            ["sh", "-c", 'mkdir -p "$1" && { [ -z "$2" ] || [ -e "$2" ] || exit 90; }', "sh"]
+            + [run.home, loader],
+            timeout=30,
+        )
+        if made.exit_code == 90:
+            raise HarnessNotReady(
+                f"--scaffold {self.harness.name}: {self.harness.label} cannot run in this "
+                f"sandbox: its executable needs the C library loader {loader}, which the "
+                "sandbox's image lacks (a musl image such as Alpine?); use a glibc-based image "
+                "(Debian, Ubuntu) for the task's environment"
+            )
+        if not made.ok:
+            raise RuntimeError(f"cannot make {run.home} in the sandbox: {made.output.strip()}")
         for path, text in self.harness.files(run).items():
             await sandbox.write_file(path, text)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import struct
 import subprocess
 import tempfile
 from pathlib import Path
@@ -66,6 +67,28 @@ def require_installed(harness: Harness, prefix: Path | None = None) -> Path:
             f"{_install_hint(harness)} again"
         )
     return prefix
+
+
+def interpreter(path: Path) -> str | None:
+    """The program interpreter an ELF executable names (``PT_INTERP``: the dynamic loader of
+    the C library it was linked against, e.g. glibc's ``/lib64/ld-linux-x86-64.so.2``), or
+    None for a static executable, a script, or a file that is not a 64-bit ELF. Reads the
+    headers only (blocking; a few kilobytes)."""
+    with open(path, "rb") as f:
+        head = f.read(64)
+        if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2:  # 64-bit ELF only
+            return None
+        order = "<" if head[5] == 1 else ">"
+        (phoff,) = struct.unpack_from(f"{order}Q", head, 0x20)
+        phentsize, phnum = struct.unpack_from(f"{order}HH", head, 0x36)
+        f.seek(phoff)
+        table = f.read(phentsize * phnum)
+        for i in range(phnum):
+            kind, _, offset, _, _, size = struct.unpack_from(f"{order}IIQQQQ", table, i * phentsize)
+            if kind == 3:  # PT_INTERP
+                f.seek(offset)
+                return f.read(size).rstrip(b"\0").decode(errors="replace")
+    return None
 
 
 def check_version(harness: Harness, prefix: Path) -> None:

@@ -10,6 +10,12 @@ default plugins and Claude Code compatibility (reading ``~/.claude``) are turned
 environment variables; its configuration, data and caches live in the episode's home. A
 task's MCP servers are the configuration's ``mcp`` key: OpenCode starts a stdio server in the
 sandbox and offers its tools as ``<server>_<tool>``.
+
+Start-up cost (``docs/proxy.md``): the models catalogue it reads is an empty one written in
+the home (``OPENCODE_MODELS_PATH``), not the models.dev snapshot bundled in the executable,
+whose hundreds of providers it would otherwise load and merge on every run (about a third of
+its start-up CPU and 110 MB of memory; the proxy's provider is defined by the configuration
+alone), and its file watcher is off (a one-shot run reacts to no file change).
 """
 
 from __future__ import annotations
@@ -68,9 +74,17 @@ class OpenCode(Harness):
             return {}
         return json.loads(render_mcp_config(self.name, run.mcp_servers))
 
+    def models_file(self, run: HarnessRun) -> str:
+        return f"{run.home}/.cache/palaestra-models.json"
+
+    def files(self, run: HarnessRun) -> dict[str, str]:
+        return {self.models_file(run): "{}\n"}
+
     def env(self, run: HarnessRun) -> dict[str, str]:
         return {
             "OPENCODE_CONFIG_CONTENT": json.dumps(self.config(run)),
+            "OPENCODE_MODELS_PATH": self.models_file(run),
+            "OPENCODE_EXPERIMENTAL_DISABLE_FILEWATCHER": "1",
             "XDG_CONFIG_HOME": f"{run.home}/.config",
             "XDG_DATA_HOME": f"{run.home}/.local/share",
             "XDG_CACHE_HOME": f"{run.home}/.cache",
