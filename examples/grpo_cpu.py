@@ -12,7 +12,7 @@ import asyncio
 from palaestra import make_policy
 from palaestra.llm import SamplingParams
 from palaestra.rl import Uniform
-from palaestra.rl.grpo import GRPOConfig, GRPOTrainer, train
+from palaestra.rl.trainer import GRPOConfig, GRPOTrainer, train
 from palaestra.scaffolds import make_scaffold
 from palaestra.tasks.generators import task_id, tier_difficulty
 
