@@ -33,7 +33,7 @@ async def main(model: str, steps: int) -> None:
             group_size=8,
             groups_per_step=2,
             mode="async",  # episodes keep running while a step trains
-            max_staleness=1,  # groups started two versions ago are dropped
+            max_staleness=1,  # no group trains weights 2 versions newer than its own
             sampler=Uniform(tasks),
             scaffold=scaffold,
             on_step=lambda s: print(

@@ -40,7 +40,23 @@ def test_no_evaluation_instruction_or_word_occurs_in_training(family, tier):
     assert not set(train) & set(held_out)
     # Quoted words shared by both splits are the task's fixed frame only (the same in every
     # task of a kind), never a word drawn from a vocabulary.
-    frame = {"", "app", "txt", "bash", "cat", "count", "found", "answer", "settings", "ini"}
+    frame = {
+        "",
+        "app",
+        "txt",
+        "bash",
+        "cat",
+        "mkdir",
+        "-p",
+        "echo",
+        "rm",
+        ">",
+        "count",
+        "found",
+        "answer",
+        "settings",
+        "ini",
+    }
     frame |= {
         "log",
         "py",
@@ -73,7 +89,7 @@ def test_the_vocabularies_of_the_splits_are_disjoint():
 
 @pytest.mark.parametrize(
     ("family", "held_out_kind"),
-    [("shell-warmup", "Move (rename) the file"), ("shell-lookup", "then delete that file")],
+    [("shell-warmup", "Move (rename) the file"), ("shell-lookup", "Delete that file and nothing else")],
 )
 def test_a_kind_of_task_occurs_only_in_evaluation(family, held_out_kind):
     train, held_out = instructions(family, TRAIN, "easy"), instructions(family, EVAL, "easy")

@@ -58,9 +58,11 @@ def _vocab(spec: GenSpec, lists: tuple[list[str], list[str]]) -> list[str]:
     return list(vocabulary(spec.seed, *lists))
 
 
-def _look(path: str) -> str:
-    """How the easy tier says to look (a small model needs the first command spelled out)."""
-    return f"Look at it first (`cat {path}`)"
+def _steps(path: str, then: str) -> str:
+    """The easy tier's two steps: a small model (SmolLM2-135M) needs the first command spelled
+    out and the second one's form named; the value it needs is only in the output of the
+    first."""
+    return f"1. Run `cat {path}` to read it.\n2. Then {then}."
 
 
 def _mkdir_named(spec: GenSpec) -> _Kind:
@@ -69,8 +71,8 @@ def _mkdir_named(spec: GenSpec) -> _Kind:
     name, other = rng.sample(_vocab(spec, _VALUES), 2)
     path = f"/app/{pointer}.txt"
     return _Kind(
-        f"The file `{path}` holds the path of a directory. {_look(path)}, then create that "
-        "directory.",
+        f"The file `{path}` holds the path of a directory to create.\n\n"
+        + _steps(path, "run `mkdir -p` with that path"),
         {"kind": "dir", "path": f"/app/{name}", "absent": [f"/app/{pointer}"]},
         f"mkdir -p /app/{name}",
         {
@@ -90,8 +92,8 @@ def _write_named(spec: GenSpec) -> _Kind:
     path = f"/app/{pointer}.txt"
     target = f"/app/{name}.txt"
     return _Kind(
-        f"The file `{path}` holds the path of a file. {_look(path)}, then write the word "
-        f"`{word}` into that file.",
+        f"The file `{path}` holds the path of a file. Write the word `{word}` into that file.\n\n"
+        + _steps(path, f"run `echo {word} >` followed by that path"),
         {"kind": "file", "path": target, "want": word, "unchanged": {path: target + "\n"}},
         f"echo {word} > {target}",
         {
@@ -110,8 +112,8 @@ def _remove_named(spec: GenSpec) -> _Kind:
     path = f"/app/{pointer}.txt"
     target, kept = f"/app/{name}.txt", f"/app/{keep}.txt"
     return _Kind(
-        f"The file `{path}` holds the path of a file that must go. {_look(path)}, then delete "
-        "that file and nothing else.",
+        f"The file `{path}` holds the path of a file that must go. Delete that file and nothing "
+        "else.\n\n" + _steps(path, "run `rm` followed by that path"),
         {"kind": "gone", "path": target, "unchanged": {path: target + "\n", kept: keep + "\n"}},
         f"rm {target}",
         {
@@ -188,7 +190,7 @@ def _solve_sh(command: str, note: str) -> str:
 )
 def generate(spec: GenSpec) -> GeneratedTask:
     kind = spec.rng.choice(kinds(spec.seed, *_TIER_KINDS[spec.tier]))(spec)
-    instruction = "# A look-up task\n\n" + kind.instruction + "\n"
+    instruction = kind.instruction + "\n"
     return GeneratedTask(
         instruction=instruction,
         workspace=kind.workspace,
