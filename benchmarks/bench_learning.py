@@ -310,7 +310,9 @@ async def main() -> None:
     if len(eval_tasks) < 200:
         print(f"note: {len(eval_tasks)} evaluation tasks, fewer than the 200 a claim needs")
     kinds = {
-        t.id: kind_of(generators.parse_task_id(t.id)[0], t.instruction)
+        t.id: kind_of(
+            generators.parse_task_id(t.id)[0], t.instruction, t.config.metadata.get("tags", [])
+        )
         for t in [*train_tasks, *eval_tasks]
     }
     trained_kinds = {kinds[t.id] for t in train_tasks}

@@ -62,9 +62,13 @@ def difference(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
     return {"mean": diff, "low": diff - t975(df) * se, "high": diff + t975(df) * se, "df": df}
 
 
-def kind_of(family: str, instruction: str) -> str:
-    """A task's kind: its family and the instruction's task line with every quoted value and
-    number elided (``shell-warmup: Create the directory `…` (and `…` if needed).``)."""
+def kind_of(family: str, instruction: str, tags: Iterable[str] = ()) -> str:
+    """A task's kind: its family and its ``kind:<name>`` tag when it has one, else the
+    instruction's task line with every quoted value and number elided
+    (``shell-warmup: Create the directory `…` (and `…` if needed).``)."""
+    for tag in tags:
+        if tag.startswith("kind:"):
+            return f"{family}: {tag.removeprefix('kind:')}"
     lines = [line for line in instruction.splitlines() if line.strip() and not line.startswith("#")]
     template = re.sub(r"`[^`]*`", "`…`", lines[0] if lines else "")
     return f"{family}: {re.sub(r'[0-9]+', 'N', template)}"

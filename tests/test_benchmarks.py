@@ -83,3 +83,4 @@ def test_learning_report_intervals_and_rates() -> None:
         report.kind_of("f", "# T\n\nWrite `7` to `/app/x` 3 times.\n")
         == "f: Write `…` to `…` N times."
     )
+    assert report.kind_of("f", "Do it.", ["shell", "kind:delete"]) == "f: delete"

@@ -1,15 +1,16 @@
 """shell-lookup: what to do is written in the sandbox, not in the prompt; read it, then act.
 
-Each task names a file to read and says what to do with what it holds; the value itself (a
-directory's name, a file's path, a word, a number) is drawn per task and lies only in the
-workspace, so copying the prompt cannot pass: the agent must look (``cat``) and use what it saw,
-over two responses (run it with a step limit of 2 or more), or in one command that reads it
-(``mkdir "$(cat /app/todo.txt)"``). The kinds, by tier:
+Each task names a file to read; what to do, or the value to act on, is drawn per task and lies
+only in the workspace, so copying the prompt cannot pass: the agent must look (``cat``) and use
+what it saw, over two responses (run it with a step limit of 2 or more). The kinds, by tier:
 
-* easy: create the directory a file names; write a given word into the file a file names;
-  (evaluation split only) delete the file a file names, and nothing else;
+* easy: the prompt only says where the task is written (``Run `cat /app/todo.txt` to read it,
+  then do what it says``); the file holds a one-line task: create a directory, write a word to a
+  file, (evaluation split only) delete a file and nothing else;
 * medium: copy the one file of a directory that contains a given word to a given path;
 * hard: write a setting's value, read from an ini-style file, plus a given number.
+
+Each task carries its kind as a ``kind:<name>`` tag (``task.toml``), for per-kind rates.
 
 Every name and value comes from the vocabulary of the task's split
 (:mod:`palaestra.tasks.generators.splits`): training and evaluation tasks share no word, and the
@@ -58,70 +59,76 @@ def _vocab(spec: GenSpec, lists: tuple[list[str], list[str]]) -> list[str]:
     return list(vocabulary(spec.seed, *lists))
 
 
-def _steps(path: str, then: str) -> str:
-    """The easy tier's two steps: a small model (SmolLM2-135M) needs the first command spelled
-    out and the second one's form named; the value it needs is only in the output of the
-    first."""
-    return f"1. Run `cat {path}` to read it.\n2. Then {then}."
+def _note(
+    spec: GenSpec,
+    note: str,
+    check: dict,
+    solve: str,
+    wrong: dict[str, str],
+    workspace: dict[str, str] | None = None,
+) -> _Kind:
+    """An easy task: the prompt only says where the task is written; ``note`` (the task) is
+    in that file, which must stay as it is. A small model (SmolLM2-135M) follows a command it
+    is given and a one-line task it reads, so the prompt spells out the first command and the
+    note reads like a ``shell-warmup`` instruction."""
+    pointer = spec.rng.choice(_vocab(spec, _POINTERS))
+    path = f"/app/{pointer}.txt"
+    check = {**check, "unchanged": {**check.get("unchanged", {}), path: note + "\n"}}
+    return _Kind(
+        f"Your task is written in `{path}`. Run `cat {path}` to read it, then do what it says.",
+        check,
+        solve,
+        wrong,
+        {f"{pointer}.txt": note + "\n", **(workspace or {})},
+    )
 
 
 def _mkdir_named(spec: GenSpec) -> _Kind:
-    rng = spec.rng
-    pointer = rng.choice(_vocab(spec, _POINTERS))
-    name, other = rng.sample(_vocab(spec, _VALUES), 2)
-    path = f"/app/{pointer}.txt"
-    return _Kind(
-        f"The file `{path}` holds the path of a directory to create.\n\n"
-        + _steps(path, "run `mkdir -p` with that path"),
-        {"kind": "dir", "path": f"/app/{name}", "absent": [f"/app/{pointer}"]},
-        f"mkdir -p /app/{name}",
-        {
-            "pointer-name": f"mkdir -p /app/{pointer}",
+    name, other = spec.rng.sample(_vocab(spec, _VALUES), 2)
+    return _note(
+        spec,
+        f"Create the directory `/app/{name}`.",
+        check={"kind": "dir", "path": f"/app/{name}"},
+        solve=f"mkdir -p /app/{name}",
+        wrong={
             "other-name": f"mkdir -p /app/{other}",
             "a-file": f"touch /app/{name}",
+            "nothing-read": "mkdir -p /app/task",
         },
-        {f"{pointer}.txt": f"/app/{name}\n"},
     )
 
 
 def _write_named(spec: GenSpec) -> _Kind:
-    rng = spec.rng
-    pointer = rng.choice(_vocab(spec, _POINTERS))
-    name, other = rng.sample(_vocab(spec, _VALUES), 2)
-    word, wrong_word = rng.sample(_vocab(spec, _WORDS), 2)
-    path = f"/app/{pointer}.txt"
+    name, other = spec.rng.sample(_vocab(spec, _VALUES), 2)
+    word, wrong_word = spec.rng.sample(_vocab(spec, _WORDS), 2)
     target = f"/app/{name}.txt"
-    return _Kind(
-        f"The file `{path}` holds the path of a file. Write the word `{word}` into that file.\n\n"
-        + _steps(path, f"run `echo {word} >` followed by that path"),
-        {"kind": "file", "path": target, "want": word, "unchanged": {path: target + "\n"}},
-        f"echo {word} > {target}",
-        {
-            "into-pointer": f"echo {word} > {path}",
+    return _note(
+        spec,
+        f"Create the file `{target}` containing the single word `{word}`.",
+        check={"kind": "file", "path": target, "want": word},
+        solve=f"echo {word} > {target}",
+        wrong={
             "other-file": f"echo {word} > /app/{other}.txt",
             "wrong-word": f"echo {wrong_word} > {target}",
+            "the-note": f"cat /app/*.txt > {target}",
         },
-        {f"{pointer}.txt": target + "\n"},
     )
 
 
 def _remove_named(spec: GenSpec) -> _Kind:
-    rng = spec.rng
-    pointer = rng.choice(_vocab(spec, _POINTERS))
-    name, keep = rng.sample(_vocab(spec, _VALUES), 2)
-    path = f"/app/{pointer}.txt"
+    name, keep = spec.rng.sample(_vocab(spec, _VALUES), 2)
     target, kept = f"/app/{name}.txt", f"/app/{keep}.txt"
-    return _Kind(
-        f"The file `{path}` holds the path of a file that must go. Delete that file and nothing "
-        "else.\n\n" + _steps(path, "run `rm` followed by that path"),
-        {"kind": "gone", "path": target, "unchanged": {path: target + "\n", kept: keep + "\n"}},
-        f"rm {target}",
-        {
-            "the-pointer": f"rm {path}",
+    return _note(
+        spec,
+        f"Delete the file `{target}`, and nothing else.",
+        check={"kind": "gone", "path": target, "unchanged": {kept: keep + "\n"}},
+        solve=f"rm {target}",
+        wrong={
             "the-other": f"rm {kept}",
             "emptied": f": > {target}",
+            "everything": "rm -f /app/*.txt",
         },
-        {f"{pointer}.txt": target + "\n", f"{name}.txt": name + "\n", f"{keep}.txt": keep + "\n"},
+        workspace={f"{name}.txt": name + "\n", f"{keep}.txt": keep + "\n"},
     )
 
 
@@ -172,6 +179,13 @@ def _setting_plus(spec: GenSpec) -> _Kind:
     )
 
 
+_KIND_NAMES = {
+    "_mkdir_named": "mkdir",
+    "_write_named": "write",
+    "_remove_named": "delete",
+    "_copy_matching": "copy-matching",
+    "_setting_plus": "setting-plus",
+}
 _TIER_KINDS: dict[str, tuple[list[Callable[[GenSpec], _Kind]], list]] = {
     "easy": ([_mkdir_named, _write_named], [_remove_named]),
     "medium": ([_copy_matching], []),
@@ -189,7 +203,8 @@ def _solve_sh(command: str, note: str) -> str:
     summary="read what to do in the sandbox, then do it (the value is never in the prompt)",
 )
 def generate(spec: GenSpec) -> GeneratedTask:
-    kind = spec.rng.choice(kinds(spec.seed, *_TIER_KINDS[spec.tier]))(spec)
+    make = spec.rng.choice(kinds(spec.seed, *_TIER_KINDS[spec.tier]))
+    kind = make(spec)
     instruction = kind.instruction + "\n"
     return GeneratedTask(
         instruction=instruction,
@@ -199,7 +214,7 @@ def generate(spec: GenSpec) -> GeneratedTask:
         wrong_solutions={
             name: {"solve.sh": _solve_sh(cmd, f"wrong: {name}")} for name, cmd in kind.wrong.items()
         },
-        tags=("shell", "observation"),
+        tags=("shell", "observation", f"kind:{_KIND_NAMES[make.__name__]}"),
         agent_timeout_sec=120.0,
         verifier_timeout_sec=90.0,
     )
