@@ -4,9 +4,9 @@ Each task names a file to read; what to do, or the value to act on, is drawn per
 only in the workspace, so copying the prompt cannot pass: the agent must look (``cat``) and use
 what it saw, over two responses (run it with a step limit of 2 or more). The kinds, by tier:
 
-* easy: the prompt only says where the task is written (``Run `cat /app/todo.txt` to read it,
-  then do what it says``); the file holds a one-line task: create a directory, write a word to a
-  file, (evaluation split only) delete a file and nothing else;
+* easy: the prompt only says where the task is written and shows the command that reads it
+  (``cat /app/todo.txt``); the file holds a one-line task: create a directory, write a word to
+  a file, (evaluation split only) delete a file and nothing else;
 * medium: copy the one file of a directory that contains a given word to a given path;
 * hard: write a setting's value, read from an ini-style file, plus a given number.
 
@@ -69,13 +69,14 @@ def _note(
 ) -> _Kind:
     """An easy task: the prompt only says where the task is written; ``note`` (the task) is
     in that file, which must stay as it is. A small model (SmolLM2-135M) follows a command it
-    is given and a one-line task it reads, so the prompt spells out the first command and the
-    note reads like a ``shell-warmup`` instruction."""
+    can copy and a one-line task it reads, so the prompt shows the first command as a code
+    block and the note reads like a ``shell-warmup`` instruction."""
     pointer = spec.rng.choice(_vocab(spec, _POINTERS))
     path = f"/app/{pointer}.txt"
     check = {**check, "unchanged": {**check.get("unchanged", {}), path: note + "\n"}}
     return _Kind(
-        f"Your task is written in `{path}`. Run `cat {path}` to read it, then do what it says.",
+        f"Your task is written in `{path}`. Read it, then do what it says. To read it:\n\n"
+        f"```bash\ncat {path}\n```",
         check,
         solve,
         wrong,
