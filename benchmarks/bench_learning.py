@@ -6,8 +6,9 @@ Asserts nothing. Run (defaults: SmolLM2-135M, ``shell-warmup`` and ``shell-looku
 ``bash-compact`` with two responses of 48 tokens, 60 minutes, 3 seeds x async and sync):
 
     .venv/bin/python benchmarks/bench_learning.py --device cuda      # 6 x 60 min, one process
-    .venv/bin/python benchmarks/bench_learning.py --minutes 2 --seeds 0 --variants async \\
-        --eval-tasks 16 --base-k 2 --out runs/learning-smoke          # a smoke run on a CPU
+    .venv/bin/python benchmarks/bench_learning.py --minutes 5 --seeds 0 --variants async \\
+        --eval-tasks 4 --base-k 2 --group-size 4 --groups-per-step 1 --concurrency 8 \\
+        --eval-every 150 --out runs/learning-smoke                  # a smoke run on a CPU
 
 What it does:
 
@@ -186,6 +187,7 @@ async def run_variant(
             print(f"  [{mode} {seed}] eval step {point['step']}: {result['pass_rate']:.3f}")
     shutil.rmtree(snapshots, ignore_errors=True)
     stream = history[-1].stream if history else None
+    updated = [s for s in history if s.updated]  # steps with no signal measure nothing
     trained_s = sum(s.train_s for s in history)
     return {
         "mode": mode,
@@ -201,8 +203,8 @@ async def run_variant(
         "trained_tokens_per_s": sum(s.tokens for s in history) / trained_s if trained_s else None,
         "dropped_stale": stream.dropped_stale if stream else 0,
         "admission_waits": stream.admission_waits if stream else 0,
-        "final_entropy": history[-1].entropy if history else None,
-        "final_kl": history[-1].kl if history else None,
+        "final_entropy": updated[-1].entropy if updated else None,
+        "final_kl": updated[-1].kl if updated else None,
     }
 
 
