@@ -41,6 +41,7 @@ BENCHMARKS: list[tuple[str, str, list[str]]] = [
     ("snapshot", "bench_snapshot.py", ["-n", "3"]),
     ("trajectory", "bench_trajectory.py", []),
     ("stream", "bench_stream.py", ["--episodes", "64", "--concurrency", "8", "32"]),
+    ("async", "bench_async.py", ["--latency", "1", "--concurrency", "1", "8", "--tasks", "16"]),
     ("store", "bench_store.py", ["-n", "500"]),
     ("report", "bench_report.py", ["-n", "2000"]),
     ("proxy", "bench_proxy.py", ["--calls", "100", "--calls-each", "10", "--clients", "httpx"]),

@@ -12,7 +12,7 @@ import asyncio
 from palaestra import make_policy
 from palaestra.llm import SamplingParams
 from palaestra.rl import Uniform
-from palaestra.rl.grpo import GRPOConfig, GRPOTrainer, train
+from palaestra.rl.trainer import GRPOConfig, GRPOTrainer, train
 from palaestra.scaffolds import make_scaffold
 from palaestra.tasks.generators import task_id, tier_difficulty
 
@@ -33,7 +33,7 @@ async def main(model: str, steps: int) -> None:
             group_size=8,
             groups_per_step=2,
             mode="async",  # episodes keep running while a step trains
-            max_staleness=1,  # groups started two versions ago are dropped
+            max_staleness=1,  # no group trains weights 2 versions newer than its own
             sampler=Uniform(tasks),
             scaffold=scaffold,
             on_step=lambda s: print(

@@ -51,3 +51,36 @@ async def test_bench_env_null_sandbox_is_a_complete_sandbox() -> None:
     assert (await sandbox.exec(["true"])).exit_code == 0
     assert await sandbox.changed_paths(("/usr",)) == []
     await sandbox.close()
+
+
+def test_bench_learning_refuses_evaluation_tasks_that_occur_in_training() -> None:
+    overlapping = ["--eval-first-seed", "0", "--train-tasks", "10", "--eval-tasks", "5"]
+    res = subprocess.run(
+        [sys.executable, "bench_learning.py", *overlapping],
+        cwd=BENCHMARKS,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert res.returncode == 2 and res.stdout == ""
+    (line,) = res.stderr.strip().splitlines()
+    assert line.startswith("error: ") and "evaluation instructions occur among the training" in line
+
+
+def test_learning_report_intervals_and_rates() -> None:
+    report = load("learning_report")
+    iv = report.interval([0.2, 0.3, 0.4])
+    assert iv["mean"] == 0.3 and iv["low"] == iv["mean"] - 4.303 * 0.1 / 3**0.5
+    diff = report.difference([0.5, 0.6, 0.7], [0.2, 0.3, 0.4])
+    assert round(diff["mean"], 9) == 0.3 and diff["low"] < 0.3 < diff["high"]
+    kinds = {"t1": "f: Copy `…`.", "t2": "f: Move `…`."}
+    records = [{"task_id": "t1", "status": s} for s in ("passed", "failed")]
+    records += [{"task_id": "t2", "status": s} for s in ("failed", "failed")]
+    got = report.rates(records, kinds)
+    assert got["pass_rate"] == 0.25 and got["per_kind"] == {"f: Copy `…`.": 0.5, "f: Move `…`.": 0}
+    assert got["pass_at_k"] == {1: 0.25, 2: 0.5}
+    assert (
+        report.kind_of("f", "# T\n\nWrite `7` to `/app/x` 3 times.\n")
+        == "f: Write `…` to `…` N times."
+    )
+    assert report.kind_of("f", "Do it.", ["shell", "kind:delete"]) == "f: delete"

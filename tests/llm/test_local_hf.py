@@ -110,6 +110,23 @@ async def test_tiny_top_p_keeps_only_the_top_token(policy, reference):
     assert response.logprobs == [0.0] * len(completion)  # the renormalised nucleus of one
 
 
+async def test_top_k_samples_among_the_k_likeliest_and_is_reported(policy, reference):
+    response = await policy.complete(ask("top k", top_k=3, max_tokens=12, temperature=0.8))
+    prompt, completion = response.prompt_token_ids, response.completion_token_ids
+    with torch.inference_mode():
+        logits = reference(torch.tensor([prompt + completion])).logits[0].float()
+    steps = logits[len(prompt) - 1 : -1] / 0.8
+    top3 = steps.topk(3, dim=-1)
+    assert all(t in row for t, row in zip(completion, top3.indices.tolist(), strict=True))
+    renormalised = torch.log_softmax(top3.values, dim=-1)  # over the three, not the vocabulary
+    rows = top3.indices.tolist()
+    picked = [renormalised[i, rows[i].index(t)] for i, t in enumerate(completion)]
+    assert torch.allclose(torch.tensor(response.logprobs), torch.stack(picked), atol=1e-4)
+    assert response.sampling == SamplingParams(temperature=0.8, top_p=1.0, top_k=3, max_tokens=12)
+    default = await policy.complete(ask("defaults", max_tokens=4))
+    assert default.sampling == SamplingParams(temperature=1.0, top_p=1.0, max_tokens=4)
+
+
 async def test_seed_makes_sampling_repeatable(policy):
     a = await policy.complete(ask("seeded", seed=7, max_tokens=16))
     b = await policy.complete(ask("seeded", seed=7, max_tokens=16))

@@ -163,6 +163,20 @@ async def test_request_and_response_mapping(server):
     assert response.prompt_token_ids == [1, 2, 3] and response.completion_token_ids == [7, 8]
 
 
+async def test_a_response_says_which_sampling_parameters_it_was_sent_with(server):
+    """top_k is no OpenAI parameter: it goes in the body, where vLLM and SGLang read it; a
+    parameter not sent is None (the server's default applied, unknown here)."""
+    policy = policy_for(server, sampling={"top_p": 0.9})
+    request = LLMRequest(messages=USER.messages, sampling=SamplingParams(temperature=0.7, top_k=20))
+    async with policy:
+        response = await policy.complete(request)
+        default = await policy_for(server).complete(USER)
+    body = server.received[0]["body"]
+    assert body["top_k"] == 20 and body["top_p"] == 0.9 and body["temperature"] == 0.7
+    assert response.sampling == SamplingParams(temperature=0.7, top_p=0.9, top_k=20)
+    assert default.sampling == SamplingParams()
+
+
 async def test_tool_call_round_trip_keeps_history_verbatim(server):
     """Turn 2 sends the assistant's tool call and the tool result back exactly as OpenAI wants."""
     policy = policy_for(server)

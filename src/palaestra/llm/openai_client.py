@@ -17,7 +17,9 @@ A reasoning server's ``reasoning_content`` (or ``reasoning``) becomes ``LLMRespo
 Each response carries ``policy_version``: the version current when the request was sent. An
 RL trainer bumps it with :meth:`OpenAIChatPolicy.sync_weights` (which also makes a vLLM server
 load the new weights: :mod:`palaestra.llm.vllm_sync`) or sets ``policy.policy_version`` itself
-when it updates the server some other way.
+when it updates the server some other way. It also carries ``sampling``: the temperature, top_p,
+top_k (sent in the body, as vLLM and SGLang read it) and max_tokens it was sent with, None where
+the server's default applied.
 """
 
 from __future__ import annotations
@@ -33,7 +35,14 @@ from typing import Any
 import openai
 
 from palaestra.llm.pricing import cost_usd, file_pricing
-from palaestra.llm.types import FinishReason, LLMRequest, LLMResponse, ToolCall, Usage
+from palaestra.llm.types import (
+    FinishReason,
+    LLMRequest,
+    LLMResponse,
+    SamplingParams,
+    ToolCall,
+    Usage,
+)
 from palaestra.llm.vllm_sync import vllm_reload_weights
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})
@@ -98,6 +107,18 @@ def _server_message(error: openai.APIStatusError) -> str:
     return error.message
 
 
+def _sent_sampling(params: dict[str, Any]) -> SamplingParams:
+    """The sampling parameters a request was sent with (None where the server's default
+    applied: the server, not this client, knows it)."""
+    extra = params.get("extra_body", {})
+    return SamplingParams(
+        temperature=params.get("temperature"),
+        top_p=params.get("top_p"),
+        top_k=extra.get("top_k"),
+        max_tokens=params.get("max_tokens", params.get("max_completion_tokens")),
+    )
+
+
 class OpenAIChatPolicy:
     """Sends each observation to ``/v1/chat/completions`` and returns the first choice.
 
@@ -159,6 +180,8 @@ class OpenAIChatPolicy:
             params["tools"] = request.tools
         asked = request.sampling.model_dump(exclude_none=True)
         params.update({**asked, **self.sampling})
+        if "top_k" in params:  # not an OpenAI parameter: vLLM and SGLang read it from the body
+            params["extra_body"] = {**params.get("extra_body", {}), "top_k": params.pop("top_k")}
         if self.logprobs:
             params["logprobs"] = True
         if self.return_token_ids:
@@ -231,7 +254,8 @@ class OpenAIChatPolicy:
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
         version = self.policy_version
-        completion = await self._create(self._params(request))
+        params = self._params(request)
+        completion = await self._create(params)
         if not completion.choices:
             raise LLMAPIError(
                 f"{self.base_url} returned no choices for model {self.model!r}",
@@ -279,6 +303,7 @@ class OpenAIChatPolicy:
             completion_token_ids=extra.get("token_ids"),
             logprobs=logprobs,
             policy_version=version,
+            sampling=_sent_sampling(params),
         )
 
     async def aclose(self) -> None:

@@ -28,12 +28,15 @@ def message_text(message: Message) -> str:
 
 
 class SamplingParams(BaseModel):
-    """Sampling parameters a scaffold asks for; a policy may honour or override them."""
+    """Sampling parameters. On a request, what the scaffold asks for (a policy may honour or
+    override them); on a response (``LLMResponse.sampling``), what the policy drew it with."""
 
     model_config = ConfigDict(extra="allow")
 
     temperature: float | None = None
     top_p: float | None = None
+    top_k: int | None = None
+    """Keep only the ``top_k`` likeliest tokens; None or 0: no limit."""
     max_tokens: int | None = None
     stop: list[str] | None = None
     seed: int | None = None
@@ -144,6 +147,10 @@ class LLMResponse(BaseModel):
     completion_token_ids: list[int] | None = None
     logprobs: list[float] | None = None
     policy_version: int | None = None
+    sampling: SamplingParams | None = None
+    """The sampling parameters this response was drawn with: the values the policy used (its
+    defaults filled in) when it knows them, else what it sent; None when it does not say. A
+    trainer compares them with its own (:mod:`palaestra.rl.behaviour`)."""
     activations: dict[str, list[list[float]]] | None = None
     """Recorded activations, module name -> positions x hidden values (a local policy with
     ``record_activations``; :mod:`palaestra.llm.local_hf.activations`)."""

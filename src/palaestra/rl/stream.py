@@ -24,10 +24,12 @@
   the staleness check. Without a sampler, draw ``i`` resets with ``seed + i`` and the env
   picks the task from that seed (every member of a group the same one).
 * **Filter.** ``group_filter(outcome)`` False drops the group (``has_reward_variance``...).
-* **Staleness** (:mod:`palaestra.rl.versions`). With ``max_staleness=k``, an episode whose
-  first turn is more than ``k`` policy versions behind the policy when it finishes is stale:
-  dropped with its group (``stale="drop"``) or kept and marked (``stale="keep"``). Updates
-  never interrupt episodes in flight.
+* **Staleness** (:mod:`palaestra.rl.admission`). With ``max_staleness=k``, a group whose
+  oldest first turn is more than ``k`` policy versions behind the policy when it is handed to
+  the consumer (or already when it finishes) is stale: dropped (``stale="drop"``) or kept and
+  marked (``stale="keep"``). With ``update_every=G`` (the consumer's items per update) draws
+  that would be taken after more than ``k`` updates wait to start. Updates never interrupt
+  episodes in flight.
 * **Cancellation.** Leaving the ``async with`` block, ``aclose()``, a cancelled consumer or a
   consumer breaking out of a ``groups()`` loop it closes cancels every episode in flight; each
   closes its sandbox; no row of an unfinished group is written.
@@ -46,7 +48,7 @@ import random
 import time
 from collections import Counter, deque
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -56,10 +58,12 @@ from palaestra.env.types import Environment, EpisodeStatus
 from palaestra.llm.client import LLMClient
 from palaestra.llm.types import LLMRequest, LLMResponse
 from palaestra.llm.versions import current_version
-from palaestra.rl.sampling import GroupFilter, GroupOutcome, TaskDraw, TaskSampler
-from palaestra.rl.stream_store import StreamRecorder
+from palaestra.rl.admission import StalenessGate
+from palaestra.rl.sampling import GroupFilter, TaskDraw, TaskSampler
+from palaestra.rl.stream_store import StreamRecorder, number_rows, stream_identity
+from palaestra.rl.stream_types import Group, StreamStats
 from palaestra.rl.sync_iter import SyncIterator
-from palaestra.rl.versions import StalePolicy, check_staleness_options, staleness
+from palaestra.rl.versions import StalePolicy, check_staleness_options, first_version
 from palaestra.run.ray_executor import RayExecutor, RayOptions
 from palaestra.run.rollout import Episode, rollout
 from palaestra.run.rows import episode_row
@@ -69,47 +73,16 @@ OnError = Literal["retry", "drop_group"]
 EnvFactory = Callable[[], Environment[LLMRequest, LLMResponse]]
 
 
-@dataclass
-class Group:
-    """``n`` episodes of one draw (same task, same seed), all finished without error."""
-
-    draw: TaskDraw
-    episodes: list[Episode]
-    stale: bool = False
-    """Some episode was more than ``max_staleness`` versions behind (kept: ``stale="keep"``)."""
-
-    @property
-    def rewards(self) -> list[float]:
-        return [e.reward for e in self.episodes]
-
-    @property
-    def outcome(self) -> GroupOutcome:
-        return GroupOutcome(
-            self.draw,
-            tuple(self.rewards),
-            tuple(e.status == EpisodeStatus.PASSED for e in self.episodes),
-        )
+__all__ = ["Group", "RolloutStream", "StreamStats"]
 
 
 @dataclass
-class StreamStats:
-    """What a stream did so far. Episode counts are tries; group counts are draws."""
+class _Ready:
+    """A finished item waiting in the buffer, with its episodes' first-turn versions."""
 
-    started: int = 0
-    finished: int = 0
-    errors: int = 0
-    retried: int = 0
-    completed_groups: int = 0
-    dropped_error: int = 0
-    filtered: int = 0
-    stale: int = 0
-    dropped_stale: int = 0
-    yielded: int = 0
-    in_flight: int = 0
-    buffered: int = 0
-    max_in_flight: int = 0
-    max_buffered: int = 0
-    error_classes: Counter[str] = field(default_factory=Counter)
+    item: Group | Episode
+    first_versions: list[int | None]
+    stale: bool
 
 
 @dataclass
@@ -152,7 +125,8 @@ class RolloutStream:
     ``env``: an env id (``palaestra.make(env, **env_kwargs)``, one environment per episode in
     flight) or a factory returning a fresh environment. ``policy``: the
     :class:`~palaestra.llm.client.LLMClient` every episode uses. ``seed`` seeds the sampler's
-    RNG and the seeds of draws that carry none.
+    RNG and the seeds of draws that carry none. ``update_every``: how many items the consumer
+    takes per policy update at most, for admission control (:mod:`palaestra.rl.admission`).
     """
 
     def __init__(
@@ -168,6 +142,7 @@ class RolloutStream:
         max_retries: int = 2,
         max_staleness: int | None = None,
         stale: StalePolicy = "drop",
+        update_every: int | None = None,
         seed: int = 0,
         out_dir: Path | str | None = None,
         executor: Literal["local", "ray"] | RayOptions = "local",
@@ -193,6 +168,7 @@ class RolloutStream:
         self.max_retries = max_retries
         self.max_staleness = max_staleness
         self.stale = stale
+        self._gate = StalenessGate(max_staleness, stale, update_every)
         self.seed = seed
         self.out_dir = out_dir
         self.env_kwargs = env_kwargs
@@ -205,8 +181,10 @@ class RolloutStream:
                                        env_overrides=env_kwargs)  # fmt: skip
         self.stats = StreamStats()
         self._rng = random.Random(seed)
-        self._items: deque[Group | Episode] = deque()
+        self._items: deque[_Ready] = deque()
         self._free = concurrency
+        self._outstanding = 0  # draws started and not yet handed over or dropped
+        self._consumer_waiting = False
         self._signal: _Signal | None = None
         self._producer: asyncio.Task[None] | None = None
         self._idle: list[Environment[LLMRequest, LLMResponse]] = []
@@ -279,18 +257,43 @@ class RolloutStream:
                 await self._recorder.aclose(stop_reason)
 
     async def _next(self) -> Group | Episode | None:
+        """The next item to hand over, judged for staleness against the policy now."""
         assert self._signal is not None and self._producer is not None
         producer = self._producer
-        await self._signal.wait_for(lambda: bool(self._items) or producer.done())
-        if self._items:
-            item = self._items.popleft()
+        while True:
+            self._consumer_waiting = True
+            self._signal.notify()  # no update of the consumer's is pending: admission may go on
+            try:
+                await self._signal.wait_for(lambda: bool(self._items) or producer.done())
+            finally:
+                self._consumer_waiting = False
+            if not self._items:
+                break
+            ready = self._items.popleft()
+            self._outstanding -= 1
             self.stats.buffered = len(self._items)
-            self.stats.yielded += 1
             self._signal.notify()
-            return item
+            if self._judge_stale(ready) and self.stale == "drop":
+                continue
+            self.stats.yielded += 1
+            return ready.item
         if not producer.cancelled() and producer.exception() is not None:
             raise _unwrap(producer.exception())
         return None
+
+    def _judge_stale(self, ready: _Ready) -> bool:
+        """Whether ``ready`` is stale now; counted the first time it is found so."""
+        if ready.stale:
+            return True
+        stale = self._gate.stale_count(ready.first_versions, current_version(self.policy))
+        if stale:
+            ready.stale = True
+            self.stats.stale += stale
+            if isinstance(ready.item, Group):
+                ready.item.stale = True
+            if self.stale == "drop":
+                self.stats.dropped_stale += 1
+        return ready.stale
 
     # -- producing --------------------------------------------------------------------------
 
@@ -319,16 +322,33 @@ class RolloutStream:
             self._idle.append(env)
             planned = None if draws is None else draws * size
             self._recorder = await StreamRecorder.open(
-                self.out_dir, self._identity(env, size), {"planned": planned}
+                self.out_dir,
+                stream_identity(self.env, self.policy, env, size, self.seed),
+                {"planned": planned},
             )
         async with asyncio.TaskGroup() as group:
             for index in itertools.count() if draws is None else range(draws):
                 await self._signal.wait_for(
                     lambda: self._free >= size and len(self._items) < self.buffer
                 )
+                if not self._admits():
+                    self.stats.admission_waits += 1
+                    await self._signal.wait_for(
+                        lambda: (
+                            self._admits() and self._free >= size and len(self._items) < self.buffer
+                        )
+                    )
                 draw = self._draw(index)
                 self._free -= size
+                self._outstanding += 1
                 group.create_task(self._run_draw(draw, size, grouped))
+
+    def _admits(self) -> bool:
+        return self._gate.admits(
+            taken=self.stats.yielded,
+            outstanding=self._outstanding,
+            consumer_waiting=self._consumer_waiting,
+        )
 
     def _draw(self, index: int) -> TaskDraw:
         if self.sampler is None:
@@ -337,21 +357,6 @@ class RolloutStream:
         if draw.seed is None:
             draw = TaskDraw(draw.task_id, self.seed + index, draw.difficulty)
         return draw
-
-    def _identity(self, env: Any, size: int) -> dict[str, Any]:
-        scaffold = getattr(env, "scaffold", None)
-        backend = getattr(env, "backend", None)
-        return {
-            "env_id": self.env if isinstance(self.env, str) else getattr(env, "env_id", "env"),
-            "policy": self.policy
-            if isinstance(self.policy, str)
-            else getattr(self.policy, "name", type(self.policy).__name__),
-            "scaffold": getattr(scaffold, "name", "unknown"),
-            "sandbox": getattr(backend, "name", "unknown"),
-            "attempts": size,  # per draw; the report's "planned" reads attempts x tasks
-            "tasks": [],  # a stream draws its tasks as it goes
-            "stream": {"seed": self.seed},
-        }
 
     async def _acquire_env(self) -> Environment[LLMRequest, LLMResponse]:
         if self._idle:
@@ -407,6 +412,7 @@ class RolloutStream:
     async def _run_draw(self, draw: TaskDraw, size: int, grouped: bool) -> None:
         """Run one draw's group, then buffer it (or drop it); hold ``size`` slots until then."""
         assert self._signal is not None
+        buffered = False
         try:
             results: list[tuple[Episode, int | None] | None] = [None] * size
             rows: list[list[EpisodeRow]] = [[] for _ in range(size)]
@@ -444,15 +450,17 @@ class RolloutStream:
             if item is not None:
                 await self._signal.wait_for(lambda: len(self._items) < self.buffer)
                 self._items.append(item)
+                buffered = True
                 self.stats.buffered = len(self._items)
                 self.stats.max_buffered = max(self.stats.max_buffered, self.stats.buffered)
         finally:
             self._free += size
+            self._outstanding -= not buffered  # a buffered item counts until it is taken
             self._signal.notify()
 
     def _complete(
         self, draw: TaskDraw, finished: list[tuple[Episode, int | None]], grouped: bool
-    ) -> Group | Episode | None:
+    ) -> _Ready | None:
         """Feed the sampler, then apply the staleness check and the filter."""
         episodes = [episode for episode, _ in finished]
         task_ids = {e.task_id for e in episodes}
@@ -463,38 +471,20 @@ class RolloutStream:
             )
         if not draw.task_id:
             draw = TaskDraw(str(episodes[0].task_id), draw.seed, draw.difficulty)
-        group = Group(draw, episodes)
+        versions = [first_version(e, started) for e, started in finished]
+        group = Group(draw, episodes, first_versions=versions)
         self.stats.completed_groups += 1
         if self.sampler is not None:
             self.sampler.update(group.outcome)
-        current = current_version(self.policy)
-        if self.max_staleness is not None and current is not None:
-            lags = [staleness(e, current, started) for e, started in finished]
-            stale = sum(1 for lag in lags if lag is not None and lag > self.max_staleness)
-            self.stats.stale += stale
-            group.stale = stale > 0
-            if group.stale and self.stale == "drop":
-                self.stats.dropped_stale += 1
-                return None
+        ready = _Ready(group if grouped else episodes[0], versions, stale=False)
+        if self._judge_stale(ready) and self.stale == "drop":
+            return None
         if self.group_filter is not None and not self.group_filter(group.outcome):
             self.stats.filtered += 1
             return None
-        return group if grouped else episodes[0]
+        return ready
 
     async def _record(self, draw: TaskDraw, rows: list[list[EpisodeRow]]) -> None:
-        """Write a finished draw's tries: each member's tries share one ``attempt`` number."""
-        if self._recorder is None:
-            return
-        known = [r.values["task_id"] for member in rows for r in member if r.values["task_id"]]
-        task_id = draw.task_id or (known[0] if known else "unknown")
-        flat: list[EpisodeRow] = []
-        for member in rows:
-            if not member:
-                continue
-            attempt = self._attempts[task_id]
-            self._attempts[task_id] += 1
-            for row in member:
-                row.values.update(task_id=row.values["task_id"] or task_id, attempt=attempt,
-                                  seed=draw.seed)  # fmt: skip
-                flat.append(row)
-        await self._recorder.write(flat)
+        """Write a finished draw's tries (:func:`~palaestra.rl.stream_store.number_rows`)."""
+        if self._recorder is not None:
+            await self._recorder.write(number_rows(draw.task_id, draw.seed, rows, self._attempts))

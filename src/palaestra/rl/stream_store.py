@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -60,3 +61,40 @@ class StreamRecorder:
             await self._store.finish_run(time.time(), stop_reason)
         finally:
             await self._store.aclose()
+
+
+def stream_identity(env_id: Any, policy: Any, env: Any, size: int, seed: int) -> dict[str, Any]:
+    """The ``runs`` row's identity of a stream of ``env_id`` (an id or a factory) with
+    ``policy`` (a name or a client), ``env`` one of its environments, groups of ``size``."""
+    scaffold = getattr(env, "scaffold", None)
+    backend = getattr(env, "backend", None)
+    return {
+        "env_id": env_id if isinstance(env_id, str) else getattr(env, "env_id", "env"),
+        "policy": policy
+        if isinstance(policy, str)
+        else getattr(policy, "name", type(policy).__name__),
+        "scaffold": getattr(scaffold, "name", "unknown"),
+        "sandbox": getattr(backend, "name", "unknown"),
+        "attempts": size,  # per draw; the report's "planned" reads attempts x tasks
+        "tasks": [],  # a stream draws its tasks as it goes
+        "stream": {"seed": seed},
+    }
+
+
+def number_rows(
+    task_id: str, seed: int, rows: list[list[EpisodeRow]], attempts: Counter[str]
+) -> list[EpisodeRow]:
+    """A finished draw's tries, one list per group member, flattened and numbered: each
+    member's tries share one ``attempt`` number (``attempts`` counts them per task)."""
+    known = [r.values["task_id"] for member in rows for r in member if r.values["task_id"]]
+    task_id = task_id or (known[0] if known else "unknown")
+    flat: list[EpisodeRow] = []
+    for member in rows:
+        if not member:
+            continue
+        attempt = attempts[task_id]
+        attempts[task_id] += 1
+        for row in member:
+            row.values.update(task_id=row.values["task_id"] or task_id, attempt=attempt, seed=seed)
+            flat.append(row)
+    return flat

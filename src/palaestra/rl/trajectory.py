@@ -14,8 +14,8 @@ Per sample:
 * ``logprobs``: aligned with ``token_ids``, the policy's log-probability on mask-1 tokens and
   ``0.0`` on mask-0 tokens (a float everywhere, so the list converts to a tensor as is; multiply
   by the mask, never trust a prompt position). ``None`` when the policy reported no logprobs;
-* ``spans``: per turn, where its prompt extension and its completion lie, and its policy
-  version; :meth:`Trajectory.token_versions` gives the version per token (-1 off the mask).
+* ``spans``: per turn, where its prompt extension and its completion lie, its policy
+  version and the sampling parameters its completion was drawn with; :meth:`Trajectory.token_versions` gives the version per token (-1 off the mask).
 
 **Breaks.** When turn ``t``'s prompt ids do not start with the sequence so far, the template or
 server re-rendered history (templates that drop earlier ``<think>`` blocks, truncated tool
@@ -32,7 +32,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from palaestra.llm.types import LLMResponse
+from palaestra.llm.types import LLMResponse, SamplingParams
 from palaestra.run.rollout import Episode
 
 BreakMode = Literal["split", "error"]
@@ -63,6 +63,7 @@ class TurnSpan:
     completion_start: int
     completion_end: int
     version: int | None  # the policy version that wrote the completion, when reported
+    sampling: SamplingParams | None = None  # what the completion was drawn with, when reported
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +103,11 @@ class Trajectory:
     def versions(self) -> list[int | None]:
         """The policy version of each turn of this sample."""
         return [s.version for s in self.spans]
+
+    @property
+    def samplings(self) -> list[SamplingParams | None]:
+        """The sampling parameters of each turn of this sample (None where not reported)."""
+        return [s.sampling for s in self.spans]
 
     @property
     def prompt_length(self) -> int:
@@ -268,6 +274,7 @@ def _append_turn(
             completion_start=completion_start,
             completion_end=completion_start + len(completion),
             version=action.policy_version,
+            sampling=action.sampling,
         )
     )
 

@@ -20,6 +20,14 @@ reward functions as a keyword argument. :class:`PalaestraRollout` is such a func
 
 An episode that ends in an error (sandbox, verifier) is run again, up to ``max_retries`` times;
 then the batch fails with the error named (TRL has no way to drop one completion).
+
+TRL recomputes the completions' log-probabilities at ``GRPOConfig.temperature`` over the whole
+vocabulary. Every turn must therefore have been sampled at that temperature with no top_p or
+top_k (the policy reports what it used, :mod:`palaestra.rl.behaviour`): a batch that was not
+fails in one line naming the turn and the fix. On the first call the TRL model's
+log-probabilities of the first episodes' tokens are compared with the ones the policy sampled
+with (their mean ``|log r|`` must stay within ``ratio_tolerance``): another checkpoint, dtype or
+chat template fails there, before any step.
 """
 
 from __future__ import annotations
@@ -32,7 +40,9 @@ from typing import Any
 from palaestra.env.registry import make
 from palaestra.env.types import EpisodeStatus
 from palaestra.llm.local_hf import HFLocalPolicy
-from palaestra.rl.trajectory import to_trajectory
+from palaestra.rl.behaviour import check_ratio, check_sampling
+from palaestra.rl.loss import sample_logprobs
+from palaestra.rl.trajectory import Trajectory, to_trajectory
 from palaestra.run.rollout import Episode, rollout
 
 
@@ -57,6 +67,7 @@ class PalaestraRollout:
         concurrency: int = 8,
         max_retries: int = 2,
         seed: int = 0,
+        ratio_tolerance: float = 0.05,
         **env_kwargs: Any,
     ) -> None:
         if concurrency < 1 or max_retries < 0:
@@ -64,6 +75,7 @@ class PalaestraRollout:
         self.env, self.env_kwargs = env, env_kwargs
         self.policy, self.concurrency, self.max_retries = policy, concurrency, max_retries
         self.seed = seed
+        self.ratio_tolerance = ratio_tolerance
         self.calls = 0
         self._synced_step: int | None = None
         self._loop = asyncio.new_event_loop()
@@ -85,8 +97,12 @@ class PalaestraRollout:
             "prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [],
             "palaestra_reward": [],
         }  # fmt: skip
-        for episode in episodes:
-            sample = to_trajectory(episode)
+        samples = [to_trajectory(episode) for episode in episodes]
+        temperature = float(trainer.args.temperature)
+        check_sampling(samples, temperature, setting="trl.GRPOConfig(temperature={:g})")
+        if self.calls == 1:
+            self._check_ratio(trainer, samples[:4], temperature)
+        for episode, sample in zip(episodes, samples, strict=True):
             cut = sample.prompt_length
             out["prompt_ids"].append(sample.token_ids[:cut])
             out["completion_ids"].append(sample.token_ids[cut:])
@@ -94,6 +110,24 @@ class PalaestraRollout:
             out["env_mask"].append(sample.loss_mask[cut:])
             out["palaestra_reward"].append(episode.reward)
         return out
+
+    def _check_ratio(self, trainer: Any, samples: list[Trajectory], temperature: float) -> None:
+        """The TRL model's logprobs of the sampled tokens must be the policy's (ratio 1)."""
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        diffs = [
+            abs(now - then)
+            for sample in samples
+            if sample.logprobs is not None
+            for now, then, m in zip(
+                sample_logprobs(model, sample, temperature),
+                sample.logprobs,
+                sample.loss_mask,
+                strict=True,
+            )
+            if m
+        ]
+        if diffs:
+            check_ratio(sum(diffs) / len(diffs), len(diffs), self.ratio_tolerance)
 
     def _run(self, coro: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()

@@ -5,15 +5,18 @@
 * **Batching.** Requests that arrive within ``batch_window_s`` of each other, or while a batch is
   generating, are generated together (up to ``max_batch_size``), left-padded. All model and
   tokenizer work runs in one worker thread, never on the event loop.
-* **Sampling per request.** ``temperature`` (0 = greedy), ``top_p``, ``max_tokens``, ``stop``
-  and ``seed`` come from each request's :class:`~palaestra.llm.types.SamplingParams`; each row of
-  a batch samples with its own parameters and its own seeded generator.
+* **Sampling per request.** ``temperature`` (0 = greedy), ``top_p``, ``top_k``, ``max_tokens``,
+  ``stop`` and ``seed`` come from each request's :class:`~palaestra.llm.types.SamplingParams`;
+  each row of a batch samples with its own parameters and its own seeded generator. Every
+  response says what it was drawn with (``LLMResponse.sampling``: the values used, the
+  policy's defaults filled in), so a trainer can check it recomputes the same distribution.
 * **Token ids and logprobs.** Every response carries ``prompt_token_ids``,
   ``completion_token_ids`` (the end-of-sequence token included when generated) and ``logprobs``:
   the log-probability of each sampled token **under the distribution it was sampled from**, i.e.
-  ``log_softmax(logits / temperature)`` restricted to the top-p nucleus and renormalised. With
-  ``temperature=0`` (greedy) it is the plain ``log_softmax(logits)``. With temperature 1 and
-  top_p 1 this is exactly the model's own log-probability, what an RL trainer recomputes.
+  ``log_softmax(logits / temperature)`` restricted to the top-k tokens and the top-p nucleus and
+  renormalised. With
+  ``temperature=0`` (greedy) it is the plain ``log_softmax(logits)``. With temperature 1, top_p 1
+  and no top_k this is exactly the model's own log-probability, what an RL trainer recomputes.
 * **No retokenisation drift.** The chat template is applied to a conversation once. When a
   request extends one this policy answered before (same ``episode_id`` in the metadata, same
   messages up to the assistant turn it produced), its prompt ids are the earlier prompt ids +

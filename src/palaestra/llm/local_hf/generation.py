@@ -23,6 +23,7 @@ class Row:
     rendered: str
     temperature: float
     top_p: float
+    top_k: int  # 0: no limit
     max_new: int
     stop: list[str]
     generator: torch.Generator
@@ -43,6 +44,9 @@ def sampling_logprobs(logits: torch.Tensor, rows: list[Row]) -> torch.Tensor:
     ).unsqueeze(1)
     logp = torch.log_softmax(logits / temperature, dim=-1)
     for i, r in enumerate(rows):
+        if r.temperature and 0 < r.top_k < logp.shape[-1]:
+            kth = torch.topk(logp[i], r.top_k).values[-1]
+            logp[i] = torch.log_softmax(logp[i].masked_fill(logp[i] < kth, -torch.inf), dim=-1)
         if r.temperature and r.top_p < 1.0:
             sorted_logp, order = torch.sort(logp[i], descending=True)
             probs = sorted_logp.exp()

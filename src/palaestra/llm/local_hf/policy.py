@@ -22,7 +22,7 @@ from palaestra.llm.local_hf.loading import (
     model_source,
     require_local_extra,
 )
-from palaestra.llm.types import LLMRequest, LLMResponse, Usage
+from palaestra.llm.types import LLMRequest, LLMResponse, SamplingParams, Usage
 
 
 class HFLocalPolicy:
@@ -182,8 +182,12 @@ class HFLocalPolicy:
             raise ValueError(f"max_tokens={max_new} must be >= 1")
         temperature = 1.0 if s.temperature is None else s.temperature
         top_p = 1.0 if s.top_p is None else s.top_p
-        if temperature < 0 or not 0 < top_p <= 1:
-            raise ValueError(f"temperature={temperature} must be >= 0 and top_p={top_p} in (0, 1]")
+        top_k = s.top_k or 0
+        if temperature < 0 or not 0 < top_p <= 1 or top_k < 0:
+            raise ValueError(
+                f"temperature={temperature} must be >= 0, top_p={top_p} in (0, 1] and "
+                f"top_k={top_k} >= 0"
+            )
         generator = torch.Generator(device=self.device)
         generator.manual_seed(s.seed if s.seed is not None else self._rng.getrandbits(63))
         return Row(
@@ -191,6 +195,7 @@ class HFLocalPolicy:
             rendered=rendered,
             temperature=temperature,
             top_p=top_p,
+            top_k=top_k,
             max_new=max_new if room is None else min(max_new, room),
             stop=list(s.stop or []),
             generator=generator,
@@ -242,5 +247,11 @@ class HFLocalPolicy:
             completion_token_ids=row.tokens,
             logprobs=row.logprobs,
             policy_version=version,
+            sampling=SamplingParams(
+                temperature=row.temperature,
+                top_p=row.top_p,
+                top_k=row.top_k or None,
+                max_tokens=row.max_new,
+            ),
             activations=row.activations,
         )

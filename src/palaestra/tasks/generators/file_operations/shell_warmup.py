@@ -13,6 +13,11 @@ which file to touch:
 The difficulty picks the kind (from its tier) and scales the inputs (lines, files, depth). The
 checker is cheap: it reads the named file (never through a symlink), or runs the fixed script or
 function as ``nobody`` on inputs drawn from a secret.
+
+Held out by construction (:mod:`palaestra.tasks.generators.splits`): evaluation seeds (100000
+on) draw every word, file name, directory, extension, log tag and function name from their own
+vocabulary, disjoint from the training seeds', and their easy tier has a fourth kind that
+training seeds never get: move (rename) a file.
 """
 
 from __future__ import annotations
@@ -23,13 +28,59 @@ from dataclasses import dataclass, field
 
 from palaestra.tasks.generators import family, python_test_sh
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
+from palaestra.tasks.generators.splits import kinds, split_of
 
-_WORDS = ["apple", "river", "copper", "violet", "harbor", "maple", "falcon", "quartz",
-          "meadow", "ember", "tundra", "cobalt", "lantern", "pebble", "saffron", "willow"]  # fmt: skip
-_NAMES = ["notes", "result", "answer", "output", "label", "token", "status", "summary",
-          "record", "entry"]  # fmt: skip
+_WORDS = [
+    *("apple", "river", "copper", "violet", "harbor", "maple", "falcon", "quartz"),
+    *("meadow", "ember", "tundra", "cobalt", "lantern", "pebble", "saffron", "willow"),
+]
+_NAMES = ["notes", "result", "answer", "output", "label", "token", "status", "summary"]
+_NAMES += ["record", "entry"]
 _DIRS = ["data", "logs", "build", "cache", "docs", "assets", "reports", "backup"]
 _EXTS = ["txt", "csv", "log", "md", "json"]
+_TAGS = ["ERROR", "WARN", "INFO", "DEBUG"]
+_OPS = {
+    "add": ("+", "the sum of `a` and `b`"),
+    "sub": ("-", "`a` minus `b`"),
+    "mul": ("*", "the product of `a` and `b`"),
+}
+
+
+@dataclass(frozen=True)
+class _Vocab:
+    """The words a split's tasks are made of (the two splits share none)."""
+
+    words: list[str]
+    names: list[str]
+    dirs: list[str]
+    exts: list[str]
+    tags: list[str]
+    ops: dict[str, tuple[str, str]]  # function name -> (operator, what it returns)
+    module: str  # the Python module of the fix-a-function kind
+
+
+_TRAIN = _Vocab(_WORDS, _NAMES, _DIRS, _EXTS, _TAGS, _OPS, "calc")
+_HELD_OUT = _Vocab(
+    words=[
+        *("anchor", "birch", "canyon", "dune", "glacier", "hazel", "indigo", "juniper"),
+        *("kelp", "lotus", "marble", "nectar", "orchid", "prairie", "quill", "raven"),
+    ],
+    names=["memo", "digest", "report", "draft", "ledger", "receipt", "journal", "outline"]
+    + ["sketch", "verdict"],
+    dirs=["media", "vendor", "scripts", "configs", "exports", "archive", "staging", "samples"],
+    exts=["yaml", "ini", "tsv", "xml", "cfg"],
+    tags=["FATAL", "NOTICE", "TRACE", "ALERT"],
+    ops={
+        "plus": ("+", "the sum of `a` and `b`"),
+        "minus": ("-", "`a` minus `b`"),
+        "times": ("*", "the product of `a` and `b`"),
+    },
+    module="arith",
+)
+
+
+def _vocab(spec: GenSpec) -> _Vocab:
+    return _HELD_OUT if split_of(spec.seed) == "eval" else _TRAIN
 
 
 @dataclass
@@ -52,8 +103,9 @@ def _lines(rng, n: int, words: list[str]) -> list[str]:
 
 
 def _write(spec: GenSpec) -> _Kind:
-    word, other = _pick(spec.rng, _WORDS, 2)
-    name, other_name = _pick(spec.rng, _NAMES, 2)
+    v = _vocab(spec)
+    word, other = _pick(spec.rng, v.words, 2)
+    name, other_name = _pick(spec.rng, v.names, 2)
     path = f"/app/{name}.txt"
     return _Kind(
         f"Create the file `{path}` containing the single word `{word}`.",
@@ -68,7 +120,7 @@ def _write(spec: GenSpec) -> _Kind:
 
 
 def _mkdir(spec: GenSpec) -> _Kind:
-    a, b = _pick(spec.rng, _DIRS, 2)
+    a, b = _pick(spec.rng, _vocab(spec).dirs, 2)
     return _Kind(
         f"Create the directory `/app/{a}/{b}` (and `/app/{a}` if needed).",
         {"kind": "dir", "path": f"/app/{a}/{b}"},
@@ -82,8 +134,9 @@ def _mkdir(spec: GenSpec) -> _Kind:
 
 
 def _copy(spec: GenSpec) -> _Kind:
-    src, dst, other = _pick(spec.rng, _NAMES, 3)
-    body = "\n".join(_lines(spec.rng, spec.iscale(3, 8), _WORDS)) + "\n"
+    v = _vocab(spec)
+    src, dst, other = _pick(spec.rng, v.names, 3)
+    body = "\n".join(_lines(spec.rng, spec.iscale(3, 8), v.words)) + "\n"
     return _Kind(
         f"Copy the file `/app/{src}.txt` to `/app/{dst}.txt`. Keep the original.",
         {"kind": "files", "want": {f"/app/{src}.txt": body, f"/app/{dst}.txt": body}},
@@ -97,10 +150,28 @@ def _copy(spec: GenSpec) -> _Kind:
     )
 
 
+def _move(spec: GenSpec) -> _Kind:
+    v = _vocab(spec)
+    src, dst, other = _pick(spec.rng, v.names, 3)
+    body = "\n".join(_lines(spec.rng, spec.iscale(3, 8), v.words)) + "\n"
+    return _Kind(
+        f"Move (rename) the file `/app/{src}.txt` to `/app/{dst}.txt`.",
+        {"kind": "files", "want": {f"/app/{dst}.txt": body}, "absent": [f"/app/{src}.txt"]},
+        f"mv /app/{src}.txt /app/{dst}.txt",
+        {
+            "copied": f"cp /app/{src}.txt /app/{dst}.txt",
+            "wrong-name": f"mv /app/{src}.txt /app/{other}.txt",
+            "emptied": f"touch /app/{dst}.txt && rm /app/{src}.txt",
+        },
+        {f"{src}.txt": body},
+    )
+
+
 def _append(spec: GenSpec) -> _Kind:
-    name = spec.rng.choice(_NAMES)
-    word, other = _pick(spec.rng, _WORDS, 2)
-    lines = _lines(spec.rng, spec.iscale(3, 10), _WORDS)
+    v = _vocab(spec)
+    name = spec.rng.choice(v.names)
+    word, other = _pick(spec.rng, v.words, 2)
+    lines = _lines(spec.rng, spec.iscale(3, 10), v.words)
     body = "\n".join(lines) + "\n"
     path = f"/app/{name}.txt"
     return _Kind(
@@ -117,9 +188,9 @@ def _append(spec: GenSpec) -> _Kind:
 
 
 def _count_lines(spec: GenSpec) -> _Kind:
-    rng = spec.rng
-    name = rng.choice(_NAMES)
-    word, other = _pick(rng, ["ERROR", "WARN", "INFO", "DEBUG"], 2)
+    rng, v = spec.rng, _vocab(spec)
+    name = rng.choice(v.names)
+    word, other = _pick(rng, v.tags, 2)
     n = spec.iscale(6, 40)
     hits = rng.randint(2, n // 2)
     others = rng.randint(1, n - hits - 1)
@@ -127,7 +198,7 @@ def _count_lines(spec: GenSpec) -> _Kind:
         others += 1 if hits + others < n else -1
     tags = [word] * hits + [other] * others + ["OK"] * (n - hits - others)
     rng.shuffle(tags)
-    body = "".join(f"{i:04d} {t} {' '.join(_pick(rng, _WORDS, 2))}\n" for i, t in enumerate(tags))
+    body = "".join(f"{i:04d} {t} {' '.join(_pick(rng, v.words, 2))}\n" for i, t in enumerate(tags))
     path = f"/app/{name}.log"
     return _Kind(
         f"Write the number of lines of `{path}` that contain `{word}` to `/app/count.txt` "
@@ -144,9 +215,9 @@ def _count_lines(spec: GenSpec) -> _Kind:
 
 
 def _fix_echo(spec: GenSpec) -> _Kind:
-    rng = spec.rng
-    right, wrong, third = (w.capitalize() for w in _pick(rng, _WORDS, 3))
-    words = _pick(rng, _WORDS, spec.iscale(1, 5))
+    rng, v = spec.rng, _vocab(spec)
+    right, wrong, third = (w.capitalize() for w in _pick(rng, v.words, 3))
+    words = _pick(rng, v.words, spec.iscale(1, 5))
     extra = [f"echo 'line {i}: {w}'" for i, w in enumerate(words)]
     script = "#!/bin/bash\n" + "\n".join([f'echo "Hello, {wrong}!"', *extra]) + "\n"
     want = f"Hello, {right}!\n" + "".join(f"line {i}: {w}\n" for i, w in enumerate(words))
@@ -165,10 +236,10 @@ def _fix_echo(spec: GenSpec) -> _Kind:
 
 
 def _replace_all(spec: GenSpec) -> _Kind:
-    rng = spec.rng
-    name = rng.choice(_NAMES)
-    old, new, third = _pick(rng, _WORDS, 3)
-    lines = _lines(rng, spec.iscale(4, 16), [w for w in _WORDS if w not in (old, new, third)])
+    rng, v = spec.rng, _vocab(spec)
+    name = rng.choice(v.names)
+    old, new, third = _pick(rng, v.words, 3)
+    lines = _lines(rng, spec.iscale(4, 16), [w for w in v.words if w not in (old, new, third)])
     lines[0] = f"{old} and {old} again"
     lines[rng.randrange(1, len(lines))] += f" {old}"
     body = "\n".join(lines) + "\n"
@@ -186,67 +257,61 @@ def _replace_all(spec: GenSpec) -> _Kind:
     )
 
 
-_OPS = {
-    "add": ("+", "the sum of `a` and `b`"),
-    "sub": ("-", "`a` minus `b`"),
-    "mul": ("*", "the product of `a` and `b`"),
-}
-
-
 def _fix_python(spec: GenSpec) -> _Kind:
-    rng = spec.rng
-    names = sorted(_OPS)
+    rng, v = spec.rng, _vocab(spec)
+    ops, module = v.ops, v.module
+    names = sorted(ops)
     broken = rng.choice(names)
-    bad_op = rng.choice([_OPS[n][0] for n in names if n != broken])
+    bad_op = rng.choice([ops[n][0] for n in names if n != broken])
     body = ['"""Small arithmetic helpers."""', ""]
     for n in names:
-        op = bad_op if n == broken else _OPS[n][0]
+        op = bad_op if n == broken else ops[n][0]
         body += [
             "",
             f"def {n}(a, b):",
-            f'    """Return {_OPS[n][1]}."""',
+            f'    """Return {ops[n][1]}."""',
             f"    return a {op} b",
             "",
         ]
     source = "\n".join(body).strip() + "\n"
-    good, bad = f"return a {_OPS[broken][0]} b", f"return a {bad_op} b"
+    good, bad = f"return a {ops[broken][0]} b", f"return a {bad_op} b"
     pattern = bad.replace("*", "\\*")  # a sed pattern: `*` is special there
     # The same line may be right in another function: every command edits `broken`'s only.
     other = rng.choice([n for n in names if n != broken])
-    third_op = next(o for o, _ in _OPS.values() if o not in (_OPS[broken][0], bad_op))
+    third_op = next(o for o, _ in ops.values() if o not in (ops[broken][0], bad_op))
     return _Kind(
-        f"In `/app/calc.py` the function `{broken}(a, b)` should return {_OPS[broken][1]} but "
+        f"In `/app/{module}.py` the function `{broken}(a, b)` should return {ops[broken][1]} but "
         "its one line of code is wrong. Fix that line.",
         {
             "kind": "python",
-            "module": "calc",
-            "ops": {n: _OPS[n][0] for n in names},
+            "module": module,
+            "ops": {n: ops[n][0] for n in names},
             "secret": rng.randrange(2**31),
             "trials": spec.iscale(3, 8),
         },
-        f"sed -i '/def {broken}/,+2 s/{pattern}/{good}/' /app/calc.py",
+        f"sed -i '/def {broken}/,+2 s/{pattern}/{good}/' /app/{module}.py",
         {
-            "other-function": f"sed -i '/def {other}/,+2 s/return a .* b/{good}/' /app/calc.py",
+            "other-function": f"sed -i '/def {other}/,+2 s/return a .* b/{good}/' /app/{module}.py",
             "third-operator": f"sed -i '/def {broken}/,+2 s/{pattern}/return a {third_op} b/' "
-            "/app/calc.py",
+            f"/app/{module}.py",
             "commented-out": f"sed -i '/def {broken}/,+2 s/{pattern}/return 0  # {good}/' "
-            "/app/calc.py",
+            f"/app/{module}.py",
         },
-        {"calc.py": source},
+        {f"{module}.py": source},
     )
 
 
 def _count_files(spec: GenSpec) -> _Kind:
-    rng = spec.rng
-    top = rng.choice(_DIRS)
-    ext, other = _pick(rng, _EXTS, 2)
+    rng, v = spec.rng, _vocab(spec)
+    top = rng.choice(v.dirs)
+    ext, other = _pick(rng, v.exts, 2)
     depth = spec.iscale(2, 4)
     files: dict[str, str] = {}
     for i in range(spec.iscale(6, 20)):
-        sub = "/".join(_pick(rng, _DIRS, rng.randint(0, depth - 1)))
+        sub = "/".join(_pick(rng, v.dirs, rng.randint(0, depth - 1)))
         e = ext if i % 2 == 0 else rng.choice([other, ext, "bak"])
-        files[f"{top}/{sub}/f{i}.{e}".replace("//", "/")] = rng.choice(_WORDS) + "\n"
-    files[f"{top}/{rng.choice(_DIRS)}/deep{len(files)}.{ext}"] = "nested\n"
+        files[f"{top}/{sub}/f{i}.{e}".replace("//", "/")] = rng.choice(v.words) + "\n"
+    files[f"{top}/{rng.choice(v.dirs)}/deep{len(files)}.{ext}"] = "nested\n"
     files[f"{top}/top.{other}"] = "other\n"
     want = sum(1 for p in files if p.endswith(f".{ext}"))
     if want == sum(1 for p in files if p.endswith(f".{other}")):  # keep `other-ext` wrong
@@ -270,6 +335,8 @@ _TIER_KINDS: dict[str, list[Callable[[GenSpec], _Kind]]] = {
     "medium": [_append, _count_lines, _fix_echo],
     "hard": [_replace_all, _fix_python, _count_files],
 }
+#: Kinds only evaluation seeds get: never trained on.
+_HELD_OUT_KINDS: dict[str, list[Callable[[GenSpec], _Kind]]] = {"easy": [_move]}
 
 
 def _solve_sh(command: str, note: str) -> str:
@@ -282,7 +349,8 @@ def _solve_sh(command: str, note: str) -> str:
     summary="one shell command or a one-line fix (a warm-up curriculum rung for small models)",
 )
 def generate(spec: GenSpec) -> GeneratedTask:
-    kind = spec.rng.choice(_TIER_KINDS[spec.tier])(spec)
+    choices = kinds(spec.seed, _TIER_KINDS[spec.tier], _HELD_OUT_KINDS.get(spec.tier, []))
+    kind = spec.rng.choice(choices)(spec)
     instruction = (
         "# A one-command task\n\n" + kind.instruction + "\n\nOne shell command is enough.\n"
     )
@@ -334,6 +402,8 @@ if kind == "file":
 elif kind == "files":
     for path, want in sorted(CHECK["want"].items()):
         ck.equal(path + " content", read(path), want)
+    for path in CHECK.get("absent", []):
+        ck.check(path + " is gone", not os.path.lexists(path))
 elif kind == "dir":
     path = CHECK["path"]
     ck.check(path + " is a directory", os.path.isdir(path) and not linked(path))

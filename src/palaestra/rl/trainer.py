@@ -1,11 +1,13 @@
 """GRPO for the local Hugging Face policy: groups in, weights updated in process.
 
-:class:`GRPOTrainer` keeps its own copy of the policy's model (float32, in training mode) and an
-AdamW optimiser. :meth:`GRPOTrainer.step` takes finished :class:`~palaestra.rl.stream.Group` s,
-turns each episode into token-exact samples (:func:`~palaestra.rl.trajectory.to_trajectories`:
-the ids the policy saw and wrote, the loss mask, the logprobs it sampled with), gives every
-sample its group-relative advantage (:func:`~palaestra.rl.advantages.group_advantages`) and
-takes one optimiser step on the clipped surrogate
+:class:`GRPOTrainer` keeps its own copy of the policy's model (float32, in ``eval`` mode: no
+dropout, so a token the current weights sampled has ratio 1) and an AdamW optimiser.
+:meth:`GRPOTrainer.step` takes finished :class:`~palaestra.rl.stream.Group` s, turns each
+episode into token-exact samples (:func:`~palaestra.rl.trajectory.to_trajectories`: the ids the
+policy saw and wrote, the loss mask, the logprobs it sampled with, the sampling parameters it
+used), gives every sample its group-relative advantage
+(:func:`~palaestra.rl.advantages.group_advantages`) and takes one optimiser step on the clipped
+surrogate (:mod:`palaestra.rl.loss`)
 
     loss = - sum_t mask_t * min(r_t A, clip(r_t, 1 - eps, 1 + eps) A) / sum_t mask_t,
     r_t = exp(logp_now(t) - logp_rollout(t))
@@ -15,10 +17,19 @@ behaviour policy's, so an episode sampled a few versions ago is corrected by the
 bounded by the clip. The new weights go to the policy with
 :meth:`~palaestra.llm.local_hf.HFLocalPolicy.load_weights`, which bumps its version.
 
+Two checks keep the ratio honest: every sample trained on must have been drawn at the
+trainer's temperature with no top_p or top_k (:mod:`palaestra.rl.behaviour`, one line naming
+the turn and the fix), and on the first update the tokens the current weights sampled must have
+a ratio of 1 within ``ratio_tolerance`` (mean ``|log r|``): another model, dtype or template
+fails there, before any weight moves. Each step logs the clip fraction (TRL's count), the mean
+token entropy and a KL estimate to the initial weights; a step whose groups carry no signal
+makes no update, so ``updates`` are counted apart from steps.
+
 The backward pass runs in a thread (:meth:`GRPOTrainer.astep`), off the event loop, so the
 stream keeps running episodes while the trainer learns: rollouts overlap training, and the
-stream's ``max_staleness`` drops groups that started too many versions ago. :func:`train`
-runs the whole loop, async (one stream, overlapping) or sync (a stream per step, no overlap).
+stream's ``max_staleness`` bounds how many versions old a group may be when it is trained on
+(:mod:`palaestra.rl.admission`). :func:`train` runs the whole loop, async (one stream,
+overlapping) or sync (a stream per step, no overlap).
 
 LoRA (``lora_rank``) needs ``peft``; the adapter is merged into the weights sent to the policy.
 """
@@ -35,9 +46,11 @@ from typing import Any, Literal
 from palaestra.llm.local_hf import HFLocalPolicy
 from palaestra.llm.local_hf.loading import default_device, load_model
 from palaestra.rl.advantages import Estimator, group_advantages
+from palaestra.rl.behaviour import RatioCheckFailed, check_ratio, check_sampling
+from palaestra.rl.loss import LossParts, micro_batches, surrogate_backward
 from palaestra.rl.sampling import TaskSampler, has_reward_variance
 from palaestra.rl.stream import Group, RolloutStream, StreamStats
-from palaestra.rl.trajectory import Trajectory, collate, to_trajectories
+from palaestra.rl.trajectory import Trajectory, to_trajectories
 
 Mode = Literal["async", "sync"]
 
@@ -45,11 +58,15 @@ Mode = Literal["async", "sync"]
 @dataclass(frozen=True)
 class GRPOConfig:
     """The trainer's knobs. ``temperature`` must be the one the policy sampled with, and the
-    policy must sample with ``top_p`` 1 (the default): the ratio compares logprobs of the same
-    distribution, and a nucleus is not recomputed here. ``micro_batch_tokens`` bounds the
-    padded tokens of one forward and backward pass (memory), not the step's size: the pass keeps
-    the logits' log-softmax (tokens x vocabulary floats, 200 MB per 1,024 tokens of a 49k
-    vocabulary) and every layer's activations, so a 135M model peaks near 2 GB at 1,024."""
+    policy must sample with ``top_p`` 1 and no ``top_k`` (the defaults): the ratio compares
+    logprobs of the same distribution (the trainer checks, :mod:`palaestra.rl.behaviour`).
+    ``ratio_tolerance``: the mean ``|log r|`` over the tokens the current weights sampled that
+    the first update accepts. ``log_kl``: keep a frozen copy of the initial weights and log a KL
+    estimate to it (one more forward pass per micro batch, no gradient).
+    ``micro_batch_tokens`` bounds the padded tokens of one forward and backward pass (memory),
+    not the step's size: the pass keeps the logits' log-softmax (tokens x vocabulary floats,
+    200 MB per 1,024 tokens of a 49k vocabulary) and every layer's activations, so a 135M model
+    peaks near 2 GB at 1,024."""
 
     lr: float = 1e-5
     advantage: Estimator = "grpo"
@@ -60,12 +77,15 @@ class GRPOConfig:
     micro_batch_tokens: int = 1024
     lora_rank: int | None = None
     lora_alpha: float = 16.0
+    ratio_tolerance: float = 0.05
+    log_kl: bool = True
 
 
 @dataclass
 class StepStats:
     """What one step did. ``updated`` is False when no group had any signal (all rewards of
-    each group equal): no optimiser step, no new version."""
+    each group equal): no optimiser step, no new version; ``updates`` counts the trainer's
+    updates so far (steps with signal), ``step`` its steps."""
 
     step: int
     version: int
@@ -79,9 +99,18 @@ class StepStats:
     loss: float
     grad_norm: float
     clip_fraction: float
+    """Trained tokens whose ratio the clip cut off the gradient (TRL's and verl's count)."""
     train_s: float
     lag: int = 0
-    """How many versions the oldest turn trained on was behind the policy (0: on-policy)."""
+    """How many versions the oldest turn trained on was behind the weights trained (0:
+    on-policy); at most the stream's ``max_staleness``."""
+    updates: int = 0
+    entropy: float = 0.0
+    """Mean entropy (nats) of the distributions the trained tokens were drawn from."""
+    kl: float | None = None
+    """Mean k3 estimate of KL(policy || initial weights) per trained token (``log_kl``)."""
+    lag0_log_ratio: float | None = None
+    """Mean ``|log r|`` over trained tokens the current weights sampled (None: none did)."""
     stream: StreamStats | None = None
     """A copy of the stream's counters after this step (set by :func:`train`)."""
 
@@ -105,8 +134,11 @@ class GRPOTrainer:
         if self.config.temperature <= 0:
             raise ValueError("GRPOConfig.temperature must be > 0 (the sampling temperature)")
         self.steps = 0
+        self.updates = 0
         self.model: Any = None
+        self.reference: Any = None
         self._optimizer: Any = None
+        self._ratio_checked = False
 
     async def load(self) -> None:
         """Load the trainer's copy of the model (off the event loop)."""
@@ -118,9 +150,11 @@ class GRPOTrainer:
 
         device = self.policy.device or default_device()
         model = load_model(self.policy.source, dtype="float32", device=device)
+        if self.config.log_kl:
+            self.reference = copy.deepcopy(model).eval().requires_grad_(False)
         if self.config.lora_rank is not None:
             model = _with_lora(model, self.config)
-        model.train()
+        model.eval()  # no dropout: the loss's forward pass is the sampler's distribution
         params = [p for p in model.parameters() if p.requires_grad]
         self._optimizer = torch.optim.AdamW(
             params, lr=self.config.lr, weight_decay=self.config.weight_decay
@@ -139,32 +173,21 @@ class GRPOTrainer:
 
     def step(self, groups: Sequence[Group]) -> StepStats:
         """One optimiser step on ``groups`` (blocking: run it off the event loop). Does not
-        touch the policy; :meth:`astep` does."""
+        touch the policy; :meth:`astep` does. Raises
+        :class:`~palaestra.rl.behaviour.SamplingMismatch` for a sample drawn with other
+        sampling parameters, :class:`RatioCheckFailed` when the first update's ratio check
+        fails (no weight moves in either case)."""
         import torch
 
         if self.model is None:
             self._load()
         started = time.perf_counter()
-        samples: list[Trajectory] = []
-        rows: list[list[float]] = []
-        rewards: list[float] = []
-        for group in groups:
-            attempts = [to_trajectories(e) for e in group.episodes]
-            rewards += [a.reward for a in attempts]
-            if not has_reward_variance(group.outcome):
-                continue  # equal rewards: zero advantage everywhere, nothing to learn
-            for sample, row in zip(
-                [s for a in attempts for s in a],
-                group_advantages(attempts, self.config.advantage),
-                strict=True,
-            ):
-                if sample.completion_tokens:
-                    samples.append(sample)
-                    rows.append(row)
+        samples, rows, rewards = self._samples(groups)
+        version = self.policy.policy_version
         self.steps += 1
         stats = StepStats(
             step=self.steps,
-            version=self.policy.policy_version,
+            version=version,
             updated=False,
             groups=len(groups),
             samples=len(samples),
@@ -176,81 +199,79 @@ class GRPOTrainer:
             grad_norm=0.0,
             clip_fraction=0.0,
             train_s=0.0,
-            lag=max(
-                (
-                    self.policy.policy_version - v
-                    for s in samples
-                    for v in s.versions
-                    if v is not None
-                ),
-                default=0,
-            ),
+            lag=max((version - v for s in samples for v in s.versions if v is not None), default=0),
+            updates=self.updates,
         )
         if not samples:
             stats.train_s = time.perf_counter() - started
             return stats
         self._optimizer.zero_grad(set_to_none=True)
-        loss_sum, clipped = 0.0, 0.0
-        for chunk in _micro_batches(samples, rows, self.config.micro_batch_tokens):
-            part_loss, part_clipped = self._backward(chunk, stats.completion_tokens)
-            loss_sum += part_loss
-            clipped += part_clipped
+        parts = LossParts()
+        for chunk in micro_batches(samples, rows, self.config.micro_batch_tokens):
+            parts += surrogate_backward(
+                self.model,
+                chunk,
+                temperature=self.config.temperature,
+                clip=self.config.clip,
+                total_tokens=stats.completion_tokens,
+                version=version,
+                reference=self.reference,
+            )
+        if parts.lag0_tokens:
+            stats.lag0_log_ratio = parts.lag0_abs_log_ratio / parts.lag0_tokens
+            self._check_ratio(stats.lag0_log_ratio, parts.lag0_tokens)
         params = [p for p in self.model.parameters() if p.requires_grad]
         norm = torch.nn.utils.clip_grad_norm_(params, self.config.max_grad_norm)
         self._optimizer.step()
-        stats.updated = True
-        stats.loss = loss_sum
-        stats.grad_norm = float(norm)
-        stats.clip_fraction = clipped / stats.completion_tokens
+        self.updates += 1
+        n = stats.completion_tokens
+        stats.updated, stats.updates = True, self.updates
+        stats.loss, stats.grad_norm = parts.loss, float(norm)
+        stats.clip_fraction, stats.entropy = parts.clipped / n, parts.entropy / n
+        stats.kl = parts.kl / n if self.reference is not None else None
         stats.train_s = time.perf_counter() - started
         return stats
 
-    def _backward(
-        self, chunk: list[tuple[Trajectory, list[float]]], total_tokens: int
-    ) -> tuple[float, float]:
-        import torch
+    def _samples(
+        self, groups: Sequence[Group]
+    ) -> tuple[list[Trajectory], list[list[float]], list[float]]:
+        """The samples with signal, their advantage rows, and every episode's reward."""
+        samples: list[Trajectory] = []
+        rows: list[list[float]] = []
+        rewards: list[float] = []
+        for group in groups:
+            attempts = [to_trajectories(e) for e in group.episodes]
+            rewards += [a.reward for a in attempts]
+            for attempt in attempts:  # every sample, signal or not: a wrong set-up shows at once
+                check_sampling(attempt, self.config.temperature)
+            if not has_reward_variance(group.outcome):
+                continue  # equal rewards: zero advantage everywhere, nothing to learn
+            for sample, row in zip(
+                [s for a in attempts for s in a],
+                group_advantages(attempts, self.config.advantage),
+                strict=True,
+            ):
+                if sample.completion_tokens:
+                    samples.append(sample)
+                    rows.append(row)
+        return samples, rows, rewards
 
-        device = next(self.model.parameters()).device
-        batch = collate([s for s, _ in chunk], pad_id=0, advantages=[r for _, r in chunk])
-        ids = torch.tensor(batch.input_ids, device=device)
-        attention = torch.tensor(batch.attention_mask, device=device)
-        mask = torch.tensor(batch.loss_mask, device=device, dtype=torch.float32)[:, 1:]
-        adv = torch.tensor(batch.advantages, device=device)[:, 1:]
-        logits = self.model(input_ids=ids, attention_mask=attention).logits[:, :-1].float()
-        logp = torch.log_softmax(logits / self.config.temperature, dim=-1)
-        logp = logp.gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
-        if batch.logprobs is None:  # no behaviour logprobs: on-policy (ratio 1, gradient kept)
-            old = logp.detach()
-        else:
-            old = torch.tensor(batch.logprobs, device=device)[:, 1:]
-        ratio = torch.exp(logp - old)
-        eps = self.config.clip
-        surrogate = torch.minimum(ratio * adv, ratio.clamp(1 - eps, 1 + eps) * adv)
-        loss = -(surrogate * mask).sum() / total_tokens
-        loss.backward()
-        outside = ((ratio - 1).abs() > eps).float() * mask
-        return float(loss.detach()), float(outside.sum())
+    def _check_ratio(self, mean_abs_log_ratio: float, tokens: int) -> None:
+        """On the first update: the tokens the current weights sampled must have ratio 1."""
+        if self._ratio_checked:
+            return
+        try:
+            check_ratio(mean_abs_log_ratio, tokens, self.config.ratio_tolerance)
+        except RatioCheckFailed:
+            self._optimizer.zero_grad(set_to_none=True)
+            raise
+        self._ratio_checked = True
 
     def policy_state(self) -> dict[str, Any]:
         """The weights the policy serves: the model's state dict (LoRA merged in)."""
         if self.config.lora_rank is None:
             return {k: v.detach() for k, v in self.model.state_dict().items()}
         return _merged_lora_state(self.model)
-
-
-def _micro_batches(
-    samples: list[Trajectory], rows: list[list[float]], budget: int
-) -> list[list[tuple[Trajectory, list[float]]]]:
-    """Samples grouped by length so each chunk's padded size stays within ``budget`` tokens
-    (a sample longer than the budget is a chunk of its own)."""
-    pairs = sorted(zip(samples, rows, strict=True), key=lambda p: len(p[0]))
-    chunks: list[list[tuple[Trajectory, list[float]]]] = []
-    for pair in pairs:
-        if chunks and len(pair[0]) * (len(chunks[-1]) + 1) <= budget:
-            chunks[-1].append(pair)
-        else:
-            chunks.append([pair])
-    return chunks
 
 
 def _with_lora(model: Any, config: GRPOConfig) -> Any:
@@ -308,8 +329,10 @@ async def train(
 ) -> list[StepStats]:
     """Train for ``steps`` steps of ``groups_per_step`` groups of ``group_size`` attempts.
 
-    ``mode="async"``: one stream runs episodes all along, also while a step trains; groups
-    that started more than ``max_staleness`` versions ago are dropped. ``mode="sync"``: each
+    ``mode="async"``: one stream runs episodes all along, also while a step trains; no group
+    is trained on weights more than ``max_staleness`` versions newer than its first turn's
+    (the stream drops it when it would be, and holds back draws that would be:
+    :mod:`palaestra.rl.admission`). ``mode="sync"``: each
     step runs its groups to the end, then trains, with no episode in flight (on-policy, no
     overlap). With ``time_limit_s`` training also stops after the first step that ends past
     that many seconds. ``on_step`` is called (and awaited when it returns an awaitable) after each step,
@@ -348,6 +371,7 @@ async def train(
             sampler=sampler,
             seed=step_seed,
             max_staleness=staleness,
+            update_every=None if staleness is None else groups_per_step,
             **stream_kwargs,
         )
 
