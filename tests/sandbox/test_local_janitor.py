@@ -171,9 +171,13 @@ async def test_a_removal_cut_short_leaves_the_record_for_the_janitor(
     sandbox_dir = state_dir / "run" / "sb-cut"
     sandbox_dir.mkdir(parents=True)
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", REMOVER, str(sandbox_dir), str(stop_after),
+        sys.executable,
+        "-c",
+        REMOVER,
+        str(sandbox_dir),
+        str(stop_after),
         stdout=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+    )
     assert proc.stdout is not None
     assert await asyncio.wait_for(proc.stdout.readline(), 60) == b"made\n"
     assert await asyncio.wait_for(proc.stdout.readline(), 60) == b"stopped\n"

@@ -132,10 +132,22 @@ def install(harness: Harness, *, force: bool = False) -> Path:
     try:
         spec = f"{harness.package}@{harness.version}"
         done = subprocess.run(
-            [npm, "install", "--prefix", str(tmp), "--no-audit", "--no-fund", "--no-save",
-             "--loglevel=error", spec],
-            capture_output=True, text=True, timeout=900, check=False,
-        )  # fmt: skip
+            [
+                npm,
+                "install",
+                "--prefix",
+                str(tmp),
+                "--no-audit",
+                "--no-fund",
+                "--no-save",
+                "--loglevel=error",
+                spec,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
         if done.returncode != 0:
             lines = (done.stderr or done.stdout).strip().splitlines()
             raise HarnessNotReady(

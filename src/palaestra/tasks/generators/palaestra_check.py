@@ -264,6 +264,21 @@ sys.exit(1 if bad else 0)
 """
 
 
+def linked(path):
+    """Whether the absolute ``path``, or a directory on it, is a symlink."""
+    parts = path.strip("/").split("/")
+    return any(os.path.islink("/" + "/".join(parts[:i])) for i in range(1, len(parts) + 1))
+
+
+def read_regular(path, limit=1 << 20):
+    """The file's text (its first ``limit`` bytes), or None: missing, not a regular file, or
+    reached through a symlink (the agent's links never lead the checker elsewhere)."""
+    if linked(path) or not os.path.isfile(path):
+        return None
+    with open(path, "rb") as f:
+        return f.read(limit).decode("utf-8", "replace")
+
+
 def python_files(root):
     """Every ``.py`` file under ``root`` (or ``root`` itself), sorted: what to compile."""
     if os.path.isfile(root):

@@ -224,23 +224,7 @@ def generate(spec: GenSpec) -> GeneratedTask:
 _CHECKER = r'''
 import os
 
-from palaestra_check import Checker
-
-LIMIT = 1 << 20
-
-
-def linked(path):
-    """Whether the path, or a directory on it, is a symlink."""
-    parts = path.strip("/").split("/")
-    return any(os.path.islink("/" + "/".join(parts[:i])) for i in range(1, len(parts) + 1))
-
-
-def read(path):
-    """The file's text, or None: missing, not a regular file, or reached through a symlink."""
-    if linked(path) or not os.path.isfile(path):
-        return None
-    with open(path, "rb") as f:
-        return f.read(LIMIT).decode("utf-8", "replace")
+from palaestra_check import Checker, linked, read_regular
 
 
 ck = Checker()
@@ -248,13 +232,13 @@ kind, path = CHECK["kind"], CHECK["path"]
 if kind == "dir":
     ck.check(path + " is a directory", os.path.isdir(path) and not linked(path))
 elif kind == "file":
-    ck.equal(path + " content", (read(path) or "").strip(), CHECK["want"])
+    ck.equal(path + " content", (read_regular(path) or "").strip(), CHECK["want"])
 elif kind == "gone":
     ck.check(path + " is gone", not os.path.lexists(path))
 for gone in CHECK.get("absent", []):
     ck.check(gone + " was not made", not os.path.lexists(gone))
 for other, want in sorted(CHECK.get("unchanged", {}).items()):
-    ck.equal(other + " unchanged", read(other), want)
+    ck.equal(other + " unchanged", read_regular(other), want)
 ck.finish()
 '''
 

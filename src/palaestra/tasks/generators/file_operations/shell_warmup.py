@@ -373,42 +373,27 @@ import operator
 import os
 import random
 
-from palaestra_check import Checker, run_command, run_python
+from palaestra_check import Checker, linked, read_regular, run_command, run_python
 
-LIMIT = 1 << 20
 OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul}
-
-
-def linked(path):
-    """Whether the path, or a directory on it, is a symlink."""
-    parts = path.strip("/").split("/")
-    return any(os.path.islink("/" + "/".join(parts[:i])) for i in range(1, len(parts) + 1))
-
-
-def read(path):
-    """The file's text, or None: missing, not a regular file, or reached through a symlink."""
-    if linked(path) or not os.path.isfile(path):
-        return None
-    with open(path, "rb") as f:
-        return f.read(LIMIT).decode("utf-8", "replace")
 
 
 ck = Checker()
 kind = CHECK["kind"]
 if kind == "file":
-    got = read(CHECK["path"])
+    got = read_regular(CHECK["path"])
     ck.check(CHECK["path"] + " exists", got is not None)
     ck.equal(CHECK["path"] + " content", (got or "").rstrip("\n"), CHECK["want"].rstrip("\n"))
 elif kind == "files":
     for path, want in sorted(CHECK["want"].items()):
-        ck.equal(path + " content", read(path), want)
+        ck.equal(path + " content", read_regular(path), want)
     for path in CHECK.get("absent", []):
         ck.check(path + " is gone", not os.path.lexists(path))
 elif kind == "dir":
     path = CHECK["path"]
     ck.check(path + " is a directory", os.path.isdir(path) and not linked(path))
 elif kind == "number":
-    got = (read(CHECK["path"]) or "").strip()
+    got = (read_regular(CHECK["path"]) or "").strip()
     ck.equal(CHECK["path"] + " holds the count", got, str(CHECK["want"]))
 elif kind == "script":
     res = run_command(["bash", CHECK["path"]], timeout=10)
