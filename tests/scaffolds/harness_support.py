@@ -5,6 +5,7 @@ harness that re-renders earlier turns shows up as a break, as with a real server
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -13,7 +14,11 @@ from typing import Any
 
 import pytest
 
+from palaestra import CodeEnv
+from palaestra.env.registry import load_tasks
 from palaestra.llm.types import LLMRequest, LLMResponse, ToolCall
+from palaestra.run import Episode, rollout
+from palaestra.scaffolds import NopPolicy, OraclePolicy, Scaffold
 from palaestra.scaffolds.harness import HARNESSES, HarnessNotReady, install
 
 CI = os.environ.get("CI", "").lower() == "true"
@@ -31,6 +36,21 @@ def installed(name: str) -> None:
         install(HARNESSES[name])
     except HarnessNotReady as e:
         pytest.fail(str(e))
+
+
+async def oracle_and_nop(scaffold: Scaffold, sandbox: str = "local") -> tuple[Episode, Episode]:
+    """The first starter task through ``scaffold``, once with the oracle and once with nop,
+    at the same time (one scaffold, so one shared proxy)."""
+    tasks = load_tasks("starter:0:1")
+
+    async def episode(policy: Callable[[Any], Any]) -> Episode:
+        async with CodeEnv(tasks, sandbox=sandbox, scaffold=scaffold) as env:
+            return await rollout(env, policy(env.tasks))
+
+    oracle, nop = await asyncio.gather(
+        episode(OraclePolicy.from_tasks), episode(lambda _: NopPolicy())
+    )
+    return oracle, nop
 
 
 def call(name: str, turn: int, **arguments: Any) -> LLMResponse:

@@ -4,20 +4,23 @@ its own tools (Bash, Write, Read, Edit)."""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from palaestra import CodeEnv
-from palaestra.env.registry import load_tasks
 from palaestra.llm.types import LLMResponse
 from palaestra.rl.trajectory import to_trajectories
 from palaestra.run import rollout
-from palaestra.scaffolds import NopPolicy, OraclePolicy, make_scaffold
+from palaestra.scaffolds import NopPolicy, make_scaffold
 from palaestra.scaffolds.harness import HarnessScaffold
 from palaestra.scaffolds.harness.claude_code import ClaudeCode
 from palaestra.tasks.source import TaskSet
-from tests.scaffolds.harness_support import ProtocolScript, TokenPolicy, call, installed
+from tests.scaffolds.harness_support import (
+    ProtocolScript,
+    TokenPolicy,
+    call,
+    installed,
+    oracle_and_nop,
+)
 from tests.scaffolds.test_external import our_processes
 
 
@@ -27,16 +30,8 @@ def claude_code() -> None:
 
 
 async def test_starter_oracle_passes_and_nop_fails_through_claude_code():
-    tasks = load_tasks("starter:0:1")
     scaffold = make_scaffold("claude-code")
-
-    async def episode(policy):
-        async with CodeEnv(tasks, scaffold=scaffold) as env:
-            return await rollout(env, policy(env.tasks))
-
-    oracle, nop = await asyncio.gather(
-        episode(OraclePolicy.from_tasks), episode(lambda _: NopPolicy())
-    )
+    oracle, nop = await oracle_and_nop(scaffold)
     assert oracle.reward == 1.0 and oracle.end_reason == "submitted", oracle.end.error
     assert nop.reward == 0.0 and nop.status == "failed", nop.end.error
     # two requests (the Bash call, then the answer that ends it); one for nop

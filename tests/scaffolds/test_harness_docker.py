@@ -5,29 +5,16 @@ mounted socket and the in-sandbox forwarder, and solves the starter task (oracle
 
 from __future__ import annotations
 
-import asyncio
-
-from palaestra import CodeEnv
-from palaestra.env.registry import load_tasks
-from palaestra.run import rollout
-from palaestra.scaffolds import NopPolicy, OraclePolicy, make_scaffold
+from palaestra.scaffolds import make_scaffold
 from tests.sandbox.docker_support import labelled_containers, needs_docker
-from tests.scaffolds.harness_support import installed
+from tests.scaffolds.harness_support import installed, oracle_and_nop
 
 
 @needs_docker
 async def test_starter_oracle_passes_and_nop_fails_through_claude_code_on_docker():
     installed("claude-code")
-    tasks = load_tasks("starter:0:1")
     scaffold = make_scaffold("claude-code")
-
-    async def episode(policy):
-        async with CodeEnv(tasks, sandbox="docker", scaffold=scaffold) as env:
-            return await rollout(env, policy(env.tasks))
-
-    oracle, nop = await asyncio.gather(
-        episode(OraclePolicy.from_tasks), episode(lambda _: NopPolicy())
-    )
+    oracle, nop = await oracle_and_nop(scaffold, sandbox="docker")
     assert oracle.reward == 1.0 and oracle.end_reason == "submitted", oracle.end.error
     assert nop.reward == 0.0 and nop.status == "failed", nop.end.error
     assert len(oracle.turns) == 2 and len(nop.turns) == 1

@@ -3,15 +3,10 @@ chat-completions calls, streamed with tool calls, are the observations."""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
-from palaestra import CodeEnv
-from palaestra.env.registry import load_tasks
-from palaestra.run import rollout
-from palaestra.scaffolds import NopPolicy, OraclePolicy, make_scaffold
-from tests.scaffolds.harness_support import installed
+from palaestra.scaffolds import make_scaffold
+from tests.scaffolds.harness_support import installed, oracle_and_nop
 from tests.scaffolds.test_external import our_processes
 
 
@@ -21,16 +16,8 @@ def opencode() -> None:
 
 
 async def test_starter_oracle_passes_and_nop_fails_through_opencode():
-    tasks = load_tasks("starter:0:1")
     scaffold = make_scaffold("opencode")
-
-    async def episode(policy):
-        async with CodeEnv(tasks, scaffold=scaffold) as env:
-            return await rollout(env, policy(env.tasks))
-
-    oracle, nop = await asyncio.gather(
-        episode(OraclePolicy.from_tasks), episode(lambda _: NopPolicy())
-    )
+    oracle, nop = await oracle_and_nop(scaffold)
     assert oracle.reward == 1.0 and oracle.end_reason == "submitted", oracle.end.error
     assert nop.reward == 0.0 and nop.status == "failed", nop.end.error
     # no side request (a session title): the bash call and the answer; one for nop
