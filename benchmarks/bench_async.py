@@ -25,15 +25,14 @@ import argparse
 import asyncio
 import json
 import os
-import random
 import time
 from pathlib import Path
 
+from bench_stream import InOrder
 from headline import headline
 
 from palaestra.env.registry import load_tasks
 from palaestra.llm import LLMRequest, LLMResponse
-from palaestra.rl.sampling import GroupOutcome, TaskDraw
 from palaestra.rl.stream import RolloutStream
 from palaestra.scaffolds.oracle import NopPolicy
 
@@ -52,24 +51,10 @@ class FixedLatency:
         return await self.nop.complete(request)
 
 
-class Cycle:
-    """Draws the given tasks in turn."""
-
-    def __init__(self, ids: list[str]) -> None:
-        self.ids, self.n = ids, 0
-
-    def draw(self, rng: random.Random) -> TaskDraw:
-        self.n += 1
-        return TaskDraw(self.ids[(self.n - 1) % len(self.ids)])
-
-    def update(self, outcome: GroupOutcome) -> None:
-        pass
-
-
 async def rate(env: str, ids: list[str], policy: object, concurrency: int, n: int) -> float:
     """Episodes per second of ``n`` episodes at ``concurrency``."""
     stream = RolloutStream(
-        env, policy, concurrency=concurrency, buffer=concurrency, sampler=Cycle(ids)
+        env, policy, concurrency=concurrency, buffer=concurrency, sampler=InOrder(ids)
     )
     started = time.perf_counter()
     async with stream:
