@@ -22,6 +22,8 @@ import signal
 import subprocess
 from typing import Any
 
+from palaestra.sandbox.helper_runtime import setids_argv
+
 
 class _Pipe(asyncio.StreamReaderProtocol):
     """A pipe's stream protocol that tells when the pipe is closed."""
@@ -92,11 +94,13 @@ async def start_piped(
     :class:`PipedProcess`, or asyncio's ``Process`` where pidfds are missing. Raises OSError
     when it cannot be started.
 
-    The ids are changed by util-linux's ``setpriv`` exec'd first, not by ``Popen(user=...)``:
-    Python forks for that instead of vforking, which copies this process's page tables (about
-    4 ms a start for a process of a few hundred MiB), where ``setpriv`` costs one exec."""
+    The ids are changed by a launcher exec'd first (the runtime bundle's static
+    ``palaestra-setids``, else ``setpriv``: :func:`~palaestra.sandbox.helper_runtime.
+    setids_argv`), not by ``Popen(user=...)``: Python forks for that instead of vforking, which
+    copies this process's page tables (about 4 ms a start for a process of a few hundred MiB),
+    where the launcher costs one exec."""
     if uid is not None:
-        argv = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *argv]
+        argv = [*setids_argv(uid), *argv]
     if not _pidfds():
         return await asyncio.create_subprocess_exec(
             *argv,
