@@ -31,8 +31,9 @@ from palaestra.sandbox.local.bwrap import bwrap_command
 from palaestra.sandbox.local.layout import (
     bind_sources,
     files_to_copy,
+    fill,
     open_to_the_sandboxes,
-    populate,
+    prepare,
     writable_binds,
     writable_dirs,
 )
@@ -173,26 +174,32 @@ class LocalBackend(SandboxBackend):
         )
         self._open.add(sandbox)
         _live.add(sandbox)
-        populating = asyncio.ensure_future(
-            asyncio.to_thread(populate, spec, sandbox_dir, meta, writable, files, seed)
-        )
+        preparing = asyncio.ensure_future(asyncio.to_thread(prepare, spec, sandbox_dir, meta))
+        filling: asyncio.Future[None] | None = None
         try:
-            sandbox._limits = await await_to_the_end(populating)
-            meta = dataclasses.replace(
-                meta,
-                cgroups=sandbox._limits.cgroups,
-                mounts=sandbox._limits.mounts,
-            )
+            sandbox._limits = limits = await await_to_the_end(preparing)
             root = sandbox_dir / "root" if spec.rootfs is not None else None
             binds = writable_binds(sandbox_dir, writable)
             sources = bind_sources(spec, sandbox_dir)
-            command = bwrap_command(spec, root, binds, sources, sandbox._limits)
-            await sandbox._start(command)
-            sandbox._meta = meta = dataclasses.replace(meta, bwrap_pid=sandbox.bwrap_pid)
+            # The sandbox's files are made while bwrap starts (it waits for its maps first),
+            # except a root filesystem's overlay: a mount, which must exist before bwrap's
+            # mount namespace is copied from this one (and a snapshot's seed holds its layer).
+            filling = asyncio.ensure_future(
+                asyncio.to_thread(fill, spec, sandbox_dir, meta, writable, files, seed, limits)
+            )
+            if spec.rootfs is not None or seed is not None:
+                await await_to_the_end(filling)
+            command = bwrap_command(spec, root, binds, sources, limits)
+            await sandbox._start(command, filling)
+            sandbox._meta = meta = dataclasses.replace(
+                meta, cgroups=limits.cgroups, mounts=limits.mounts, bwrap_pid=sandbox.bwrap_pid
+            )
             await in_thread(meta.write, sandbox_dir)
         except BaseException:
-            if populating.done() and not populating.cancelled() and not populating.exception():
-                sandbox._limits = populating.result()  # cancelled meanwhile: release them too
+            if preparing.done() and not preparing.cancelled() and not preparing.exception():
+                sandbox._limits = preparing.result()  # cancelled meanwhile: release them too
+            if filling is not None:  # what it makes must be there before close removes it
+                await _finished(filling)
             await sandbox.close()
             raise
         return sandbox
@@ -231,6 +238,19 @@ class LocalBackend(SandboxBackend):
     def _closed(self, sandbox: LocalSandbox) -> None:
         self._open.discard(sandbox)
         _live.discard(sandbox)
+
+
+async def _finished(work: asyncio.Future[None]) -> None:
+    """Wait for ``work`` to end, however often the caller is cancelled meanwhile, and
+    whatever it gives (a failure is reported by what waited for it first, or lost with the
+    start it belonged to)."""
+    while not work.done():
+        try:
+            await asyncio.wait([work])
+        except asyncio.CancelledError:
+            pass
+    if not work.cancelled():
+        work.exception()  # retrieved: a start that failed first has said why already
 
 
 def _warm_from_env() -> int:

@@ -83,7 +83,7 @@ def _backing(sandbox_dir: Path, path: str) -> Path:
 
 def open_to_the_sandboxes(state_dir: Path) -> None:
     """Let the sandboxes' uid (bwrap runs as it) pass through ``state_dir`` to the
-    directories bound from it, without listing it: mode 0711, as :func:`populate` makes it
+    directories bound from it, without listing it: mode 0711, as :func:`prepare` makes it
     (and as a state directory made before sandboxes had a uid of their own becomes here).
     Raises SandboxError when a directory above it is closed to others. Blocking."""
     real = Path(os.path.realpath(state_dir))
@@ -101,20 +101,16 @@ def open_to_the_sandboxes(state_dir: Path) -> None:
         pass
 
 
-def populate(
-    spec: SandboxSpec,
-    sandbox_dir: Path,
-    meta: SandboxMeta,
-    writable: list[str],
-    files: dict[str, Path],
-    seed: Path | None = None,
-) -> SandboxLimits:
-    """Create the sandbox's directory, its meta.json, its limits (cgroups, disk quota) and
-    backing directories; copy files in. ``seed`` is a snapshot's copy of a sandbox's ``fs/``
-    (:mod:`.snapshot`) to start from, copied in first.
+def prepare(spec: SandboxSpec, sandbox_dir: Path, meta: SandboxMeta) -> SandboxLimits:
+    """The first half of a sandbox's files, what its bubblewrap command needs: the sandbox's
+    directory, its meta.json, its limits (cgroups, disk quota) and the binds of the sources
+    its uid cannot reach. Blocking.
 
-    Runs before the sandbox starts, when nothing inside can have planted links yet.
-    """
+    :func:`fill` does the rest, while bubblewrap starts when the sandbox has no root
+    filesystem: bwrap touches no path of the sandbox until its user namespace's maps are
+    written, which waits for ``fill``. Mounts cannot wait: bwrap's mount namespace is a copy
+    of this one made when it starts, so a mount made later is not in it (hence the binds here,
+    and a root filesystem's overlay made by ``fill`` before bwrap starts)."""
     state_dir = sandbox_dir.parent.parent
     state_dir.mkdir(mode=0o711, parents=True, exist_ok=True)
     for attempt in range(3):
@@ -134,26 +130,8 @@ def populate(
     else:
         _check_rootfs(Path(spec.rootfs))
     run_id = meta.labels[RUN_ID_LABEL]
-    fs = sandbox_dir / "fs"
-    limits = apply_limits(spec, f"{run_id}.{meta.sandbox_id}", fs, owner=id_base())
+    limits = apply_limits(spec, f"{run_id}.{meta.sandbox_id}", sandbox_dir / "fs", owner=id_base())
     try:
-        fs.mkdir(exist_ok=True)
-        if seed is not None:
-            copy_into([seed / name for name in os.listdir(seed)], fs)
-        layer = fs / OVERLAY_DIR
-        if spec.rootfs is not None:
-            # The writable layer lives in fs/ (under the disk quota when there is one); it
-            # disappears with the sandbox, the shared read-only rootfs stays as it was.
-            (layer / "upper").mkdir(parents=True, exist_ok=True)
-        _make_backing(sandbox_dir, writable, files)
-        # All the sandbox may write belongs to its ids: nothing in it is the host root's.
-        shift_into_range(fs)
-        # Closed to the host's other users: root inside makes set-id files here, set-id to
-        # the range's first uid on the host (bwrap's binds are nosuid only inside).
-        fs.chmod(0o700)
-        if spec.rootfs is not None:
-            (layer / "work").mkdir()  # overlayfs's own, used with the mounter's rights only
-            _mount_root(Path(spec.rootfs).resolve(), sandbox_dir, layer, limits)
         for source, staged in zip(
             _bind_sources(spec), bind_sources(spec, sandbox_dir), strict=True
         ):
@@ -161,11 +139,49 @@ def populate(
                 staged.mkdir(parents=True)
                 mount_fs(str(source), staged, "", "", _MS_BIND | _MS_REC)
                 limits.mounts.append(str(staged))
-        dataclasses.replace(meta, cgroups=limits.cgroups, mounts=limits.mounts).write(sandbox_dir)
     except BaseException:
         release_limits(limits)
         raise
     return limits
+
+
+def fill(
+    spec: SandboxSpec,
+    sandbox_dir: Path,
+    meta: SandboxMeta,
+    writable: list[str],
+    files: dict[str, Path],
+    seed: Path | None,
+    limits: SandboxLimits,
+) -> None:
+    """The second half (see :func:`prepare`): the backing directories of the writable ones,
+    the spec's files copied in, a root filesystem's overlay, the binds of unreachable
+    sources; meta.json rewritten with the cgroups and mounts. ``seed`` is a snapshot's copy of
+    a sandbox's ``fs/`` (:mod:`.snapshot`) to start from, copied in first. Blocking. Every
+    mount made is recorded in ``limits`` at once, so closing the sandbox undoes it whatever
+    fails.
+
+    Runs before the sandbox's processes do, when nothing inside can have planted links yet.
+    """
+    fs = sandbox_dir / "fs"
+    fs.mkdir(exist_ok=True)
+    if seed is not None:
+        copy_into([seed / name for name in os.listdir(seed)], fs)
+    layer = fs / OVERLAY_DIR
+    if spec.rootfs is not None:
+        # The writable layer lives in fs/ (under the disk quota when there is one); it
+        # disappears with the sandbox, the shared read-only rootfs stays as it was.
+        (layer / "upper").mkdir(parents=True, exist_ok=True)
+    _make_backing(sandbox_dir, writable, files)
+    # All the sandbox may write belongs to its ids: nothing in it is the host root's.
+    shift_into_range(fs)
+    # Closed to the host's other users: root inside makes set-id files here, set-id to
+    # the range's first uid on the host (bwrap's binds are nosuid only inside).
+    fs.chmod(0o700)
+    if spec.rootfs is not None:
+        (layer / "work").mkdir()  # overlayfs's own, used with the mounter's rights only
+        _mount_root(Path(spec.rootfs).resolve(), sandbox_dir, layer, limits)
+    dataclasses.replace(meta, cgroups=limits.cgroups, mounts=limits.mounts).write(sandbox_dir)
 
 
 def _bind_sources(spec: SandboxSpec) -> list[Path]:
@@ -177,7 +193,7 @@ def _bind_sources(spec: SandboxSpec) -> list[Path]:
 def bind_sources(spec: SandboxSpec, sandbox_dir: Path) -> list[Path]:
     """Where bwrap finds each of :func:`_bind_sources`: the source itself, or, when the
     sandbox's unprivileged uid cannot reach it (a directory on the way, such as root's home,
-    is closed to others), a bind mount of it that :func:`populate` makes in the sandbox's
+    is closed to others), a bind mount of it that :func:`fill` makes in the sandbox's
     directory (bwrap resolves every source as that uid, even one passed as a descriptor)."""
     found = []
     for index, source in enumerate(_bind_sources(spec)):
@@ -250,7 +266,7 @@ def overlay_changes(sandbox_dir: Path, under: tuple[str, ...]) -> list[str]:
 
 
 def hand_out(sandbox_dir: Path, files: dict[str, Path], meta: SandboxMeta) -> None:
-    """Copy a spec's files into a warm sandbox (owned by its ids, as :func:`populate` leaves
+    """Copy a spec's files into a warm sandbox (owned by its ids, as :func:`fill` leaves
     them) and record its labels. Blocking; only before anything but the helper has run in the
     sandbox (no planted links)."""
     copy_files(sandbox_dir, files)

@@ -122,10 +122,11 @@ class LocalSandbox(ChannelSandbox):
 
     # -- lifecycle -----------------------------------------------------------------------------
 
-    async def _start(self, command: BwrapCommand) -> None:
+    async def _start(self, command: BwrapCommand, files_made: asyncio.Future[None]) -> None:
         """Launch bwrap as the sandbox's root uid, map the sandbox's ids into its user
-        namespace, move it into its cgroups, let it go on, and wait for the helper's greeting.
-        Takes ``command``'s descriptors (closed here, whatever happens)."""
+        namespace once ``files_made`` (the work making the sandbox's files, which runs
+        meanwhile) is over, move it into its cgroups, let it go on, and wait for the helper's
+        greeting. Takes ``command``'s descriptors (closed here, whatever happens)."""
         info_r, info_w = os.pipe()
         limits = self._limits
         assert limits is not None
@@ -171,6 +172,9 @@ class LocalSandbox(ChannelSandbox):
                 child_pid = self._adopt_helper(info)
             except (ValueError, KeyError):
                 raise await self._death_report() from None  # no child pid: bwrap failed early
+            _, cancelled = await outcome(files_made)  # its failure propagates from here
+            if cancelled is not None:
+                raise cancelled
             try:
                 # Before the helper runs: everything it starts inherits the ids and cgroups.
                 await asyncio.to_thread(_prepare_child, child_pid, limits)

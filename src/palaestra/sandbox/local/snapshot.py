@@ -6,7 +6,7 @@ writable directories and, on a root filesystem, the overlay's writable layer (se
 sandbox's cgroups are frozen (nothing inside can change or swap a file under the copy), into
 ``<state_dir>/<run_id>/snap-<id>/fs`` beside the run's sandboxes, with a ``meta.json`` naming its
 owner: the janitor reclaims a dead run's snapshots as it reclaims its sandboxes. Restoring copies
-it into the new sandbox's ``fs/`` before the sandbox starts (:func:`.layout.populate`). Copies are
+it into the new sandbox's ``fs/`` before the sandbox starts (:func:`.layout.fill`). Copies are
 ``cp -a --reflink=auto``: a reflink where the file system has them (btrfs, xfs), a copy
 elsewhere; owners, modes, links, extended attributes and the overlay's whiteouts kept.
 """
