@@ -97,7 +97,7 @@ def bwrap_command(
     sources: list[Path],
     limits: SandboxLimits,
 ) -> BwrapCommand:
-    """The command for a sandbox whose files ``populate`` made: ``root`` is its overlay (with
+    """The command for a sandbox whose files ``prepare`` and ``fill`` make: ``root`` is its overlay (with
     a root filesystem), ``writable`` the host directories bound writable at their targets,
     ``sources`` where to find the helper's runtime and then each of the spec's mounts.
     Opens descriptors: on an error they are closed before it propagates."""
@@ -114,7 +114,7 @@ def bwrap_command(
             argv.append("--unshare-net")
         for cap in CAPABILITIES:
             argv += ["--cap-add", cap]
-        if root is not None:  # the overlay made by populate, writable, as the root
+        if root is not None:  # the overlay made by fill, writable, as the root
             argv += ["--bind", str(root), "/"]
         else:
             argv += system_dir_args()
@@ -179,11 +179,14 @@ def system_dir_args() -> tuple[str, ...]:
 def _filtered_etc(path: str) -> list[str]:
     """Binds showing the host's ``path`` (/etc) without its secrets.
 
-    /etc is bound read-only whole (a bind per file would cost bubblewrap milliseconds), then
-    every secret in it is masked: entries not world-readable (shadow, gshadow, sudoers, ssh
-    host keys, ssl/private...) and the known secrets of :data:`ETC_SECRETS` whatever their
-    mode. A masked file reads as empty (``/dev/null``); a masked directory is an empty,
-    read-only tmpfs. passwd, group, hosts, resolv.conf, certificates, alternatives, ld.so.* stay.
+    /etc is bound read-only whole (a bind per file would cost bubblewrap milliseconds). Its
+    owner, the host's root, is not mapped into the sandbox's user namespace
+    (:mod:`.userns`), so every process of the sandbox, its root included, has only the rights
+    of "other" on it, as any unprivileged user of the host: shadow, gshadow, sudoers, ssh host
+    keys, ssl/private... (not world-readable) are closed by the kernel. The known secrets of
+    :data:`ETC_SECRETS` and ``*.key`` files that are readable all the same are masked on top: a
+    masked file reads as empty (``/dev/null``), a masked directory is an empty, read-only
+    tmpfs. Each mask costs a start about 0.1 ms, so only those that add something are made.
     """
     args = ["--ro-bind", path, path]
     for root, dirs, files in os.walk(path):
@@ -194,11 +197,15 @@ def _filtered_etc(path: str) -> list[str]:
             except OSError:
                 continue
             if stat.S_ISLNK(st.st_mode):
-                continue  # resolved inside the sandbox, where its target is masked or absent
-            secret = name in ETC_SECRETS or name.endswith((".key", "_key"))
-            if not secret and st.st_mode & 0o004:
+                continue  # resolved inside the sandbox, where its target is masked or closed
+            is_dir = stat.S_ISDIR(st.st_mode)
+            if is_dir and not st.st_mode & 0o001:
+                dirs.remove(name)  # others cannot go through it: nothing below needs a mask
                 continue
-            if stat.S_ISDIR(st.st_mode):
+            secret = name in ETC_SECRETS or name.endswith((".key", "_key"))
+            if not secret or not st.st_mode & (0o005 if is_dir else 0o004):
+                continue
+            if is_dir:
                 args += ["--tmpfs", full, "--remount-ro", full]
                 dirs.remove(name)
             else:
