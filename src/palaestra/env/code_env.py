@@ -88,6 +88,7 @@ from palaestra.scaffolds.base import EndReason, Outcome
 from palaestra.tasks import Task
 from palaestra.tasks.source import TaskSet
 from palaestra.verify.harbor import HarborVerifier, VerifierResult, VerifierStatus
+from palaestra.verify.protocol import Verifier
 from palaestra.verify.strategies import Harbor, RewardStrategy, StrategyVerifier, get_strategy
 
 Sampler = Literal["random", "cycle"] | Callable[[random.Random, int], int]
@@ -131,6 +132,8 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
     ``"coderl"``, ``"partial"``, ``"cure"``) or a :class:`RewardStrategy`; a task that does not
     report what it needs ends as an error episode (``RewardStrategyError``). See
     docs/rewards.md.
+    ``verifier``: any :class:`~palaestra.verify.Verifier` (default: the Harbor verifier, which
+    runs the task's ``tests/test.sh``).
     ``shaping``: an optional per-turn reward hook (:mod:`palaestra.env.shaping`), reported in
     ``info["shaping_reward"]``, never added to the reward. ``artifacts_dir``: where each
     episode's artifacts are kept, ``<dir>/<episode-id>/`` (:mod:`palaestra.env.collect`).
@@ -142,7 +145,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         *,
         sandbox: str | SandboxBackend = "local",
         scaffold: str | Scaffold = "bash",
-        verifier: HarborVerifier | None = None,
+        verifier: Verifier | None = None,
         sampler: Sampler = "random",
         verify_on_truncation: bool = True,
         agent_timeout_sec: float | None = None,
@@ -161,7 +164,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         self.scaffold = make_scaffold(scaffold) if isinstance(scaffold, str) else scaffold
         self.reward = get_strategy(reward)
         verifier = verifier or HarborVerifier()
-        self.verifier = (
+        self.verifier: Verifier = (
             verifier if isinstance(self.reward, Harbor) else StrategyVerifier(verifier, self.reward)
         )
         self.sampler = sampler

@@ -28,8 +28,8 @@ from pathlib import Path
 from palaestra.env.collect import collected_artifacts, copy_artifact, copy_name
 from palaestra.sandbox.base import Sandbox, SandboxBackend, SandboxSpec
 from palaestra.tasks import Task
-from palaestra.verify.harbor import HarborVerifier, VerifierResult
-from palaestra.verify.strategies import StrategyVerifier
+from palaestra.verify.harbor import VerifierResult
+from palaestra.verify.protocol import Verifier
 
 
 async def verify_separately(
@@ -37,7 +37,7 @@ async def verify_separately(
     agent_sandbox: Sandbox,
     backend: SandboxBackend,
     spec: SandboxSpec,
-    verifier: HarborVerifier | StrategyVerifier,
+    verifier: Verifier,
 ) -> VerifierResult:
     """Steps 1 to 4 of the module doc; closes ``agent_sandbox``. ``spec`` is the verifier's
     sandbox (:func:`palaestra.env.sandbox_spec.prepare_verifier_spec`)."""

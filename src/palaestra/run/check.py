@@ -27,6 +27,7 @@ from palaestra.scaffolds import NopPolicy, OraclePolicy
 from palaestra.tasks import Task
 from palaestra.tasks.paths import SOLUTION_DIR
 from palaestra.verify.harbor import HarborVerifier, VerifierResult
+from palaestra.verify.protocol import Verifier
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ def scenarios(task: Task) -> list[str]:
 
 
 async def run_scenario(
-    task: Task, scenario: str, backend: SandboxBackend, verifier: HarborVerifier | None = None
+    task: Task, scenario: str, backend: SandboxBackend, verifier: Verifier | None = None
 ) -> ScenarioResult:
     """Apply one scenario's solution in a fresh sandbox, then verify."""
     started = time.perf_counter()
@@ -100,7 +101,7 @@ async def run_scenario(
 
 
 async def _as_episode(
-    task: Task, solution: Path | None, backend: SandboxBackend, verifier: HarborVerifier | None
+    task: Task, solution: Path | None, backend: SandboxBackend, verifier: Verifier | None
 ) -> EpisodeEnd:
     """A task that needs an episode's machinery (steps, a separate verifier, a healthcheck, an
     agent user: docs/harbor.md) is checked as an episode whose policy runs the solution (each
@@ -119,7 +120,7 @@ async def _in_one_sandbox(
     task: Task,
     solution: Path | None,
     backend: SandboxBackend,
-    verifier: HarborVerifier | None,
+    verifier: Verifier | None,
     result: Callable[..., ScenarioResult],
 ) -> VerifierResult | ScenarioResult:
     """The solution applied, then the verifier run, in one sandbox of the task's spec."""

@@ -37,6 +37,7 @@ from palaestra.verify.harbor import VerifierResult, VerifierStatus
 if TYPE_CHECKING:
     from palaestra.sandbox.base import Sandbox
     from palaestra.tasks import Task
+    from palaestra.verify.protocol import Verifier
 
 
 class RewardStrategyError(ValueError):
@@ -250,7 +251,7 @@ class StrategyVerifier:
     defences), then :func:`apply_strategy`. A task that cannot be scored is refused before its
     tests run."""
 
-    def __init__(self, inner: object, strategy: RewardStrategy) -> None:
+    def __init__(self, inner: Verifier, strategy: RewardStrategy) -> None:
         self.inner = inner
         self.strategy = strategy
 
@@ -264,5 +265,5 @@ class StrategyVerifier:
                 strategy=self.strategy.name,
                 error_kind=RewardStrategyError.__name__,
             )
-        result = await self.inner.verify(task, sandbox, timeout=timeout)  # type: ignore[attr-defined]
+        result = await self.inner.verify(task, sandbox, timeout=timeout)
         return apply_strategy(self.strategy, task, result)
