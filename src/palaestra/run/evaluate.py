@@ -5,9 +5,10 @@ The plan is every (task, attempt) pair. Each episode is written to the run direc
 end. Running again on the same directory with the same configuration skips the pairs already
 done, so an interrupted run (Ctrl-C, kill -9, a crashed machine) resumes where it stopped.
 
-Each try is :func:`~palaestra.run.rollout.rollout` (which turns any failure of the episode into
-an error episode) and :func:`~palaestra.run.rows.episode_row` (the episode as a store row).
-Transient infrastructure errors (``EpisodeEnd.infra_error``: a sandbox that fails to start in
+Each try is :func:`~palaestra.run.rollout.rollout` on an executor (which turns any failure of
+the episode into an error episode) and :func:`~palaestra.run.rows.episode_row` (the episode as
+a store row). Tries follow :class:`~palaestra.run.retry.RetryPolicy`, as in ``RolloutStream``:
+transient infrastructure errors (``EpisodeEnd.infra_error``: a sandbox that fails to start in
 time or dies, a dropped connection, a transient LLM API error) are retried up to ``retries``
 times with exponential backoff; every try is stored (``final = 0`` for the retried ones).
 Deterministic errors are never retried, since they would fail the same way again: task failures,
@@ -39,6 +40,8 @@ from palaestra.llm import LLMClient
 from palaestra.run import metrics
 from palaestra.run.executor import EpisodeExecutor, LocalExecutor
 from palaestra.run.ray_executor import RayExecutor, RayOptions
+from palaestra.run.retry import RetryPolicy
+from palaestra.run.rollout import Episode
 from palaestra.run.rows import episode_row
 from palaestra.run.store import DB_NAME, EpisodeRow, ResultStore, read_episodes
 from palaestra.sandbox.base import SandboxBackend
@@ -126,8 +129,8 @@ async def evaluate(
     concurrency: int = 8,
     out_dir: Path | str | None = None,
     seed: int = 0,
-    retries: int = 2,
-    retry_backoff_s: float = 1.0,
+    retries: int | RetryPolicy = 2,
+    retry_backoff_s: float | None = None,
     max_cost_usd: float | None = None,
     max_trial_cost_usd: float | None = None,
     overwrite: bool = False,
@@ -147,6 +150,8 @@ async def evaluate(
     to a temporary directory removed afterwards.
 
     ``on_episode`` is called with every stored try (``final`` says whether it counts).
+    ``retries``: how many more tries an infrastructure error gets, ``retry_backoff_s`` apart
+    (doubling; 1 s when None), or a :class:`~palaestra.run.retry.RetryPolicy`.
     ``max_cost_usd`` stops scheduling episodes once the run's cost passes it (in-flight ones
     finish); ``max_trial_cost_usd`` ends an episode as an error once its cost passes it.
 
@@ -158,8 +163,9 @@ async def evaluate(
     store. ``policy`` and ``sandbox`` then travel to the actors by name, ``scaffold`` by name or
     pickled.
     """
-    if attempts < 1 or concurrency < 1 or retries < 0:
-        raise ValueError("attempts and concurrency must be at least 1, retries at least 0")
+    if attempts < 1 or concurrency < 1:
+        raise ValueError("attempts and concurrency must be at least 1")
+    retry = RetryPolicy.of(retries, retry_backoff_s)
     tasks = tasks if tasks is not None else load_tasks(env_id)
     keep = Path(out_dir) / "episodes" if out_dir is not None else None
     runner = _executor(env_id, policy, tasks, executor, concurrency,
@@ -193,7 +199,7 @@ async def evaluate(
             config={
                 "invalid_tasks": invalid,
                 "concurrency": concurrency,
-                "retries": retries,
+                "retries": retry.retries,
                 "max_cost_usd": max_cost_usd,
                 "max_trial_cost_usd": max_trial_cost_usd,
             },  # fmt: skip
@@ -223,9 +229,8 @@ async def evaluate(
             if on_episode is not None:
                 on_episode(row.values)
 
-        async def store_try(row: EpisodeRow, final: bool, attempt_try: int) -> None:
-            row.values.update(final=int(final), run_id=run_id,
-                              finished_at=time.time(), **{"try": attempt_try})  # fmt: skip
+        async def store_try(row: EpisodeRow) -> None:
+            row.values.update(run_id=run_id, finished_at=time.time())
             # A write goes on when its caller is cancelled (Ctrl-C), so what follows a stored
             # row (cost, on_episode) hangs on the write, not on this coroutine; it runs before
             # this coroutine resumes.
@@ -234,25 +239,30 @@ async def evaluate(
             write.add_done_callback(functools.partial(stored, row))
             await asyncio.shield(write)
 
+        async def record(job: Job, episode: Episode, attempt_try: int, final: bool) -> None:
+            nonlocal retried
+            row = episode_row(
+                episode,
+                tasks.get(job.task_id),
+                attempt=job.attempt,
+                seed=seed + job.index,
+                try_index=attempt_try,
+                final=final,
+            )
+            await store_try(row)
+            retried += not final
+
         async def worker() -> None:
-            nonlocal retried, stop_reason
+            nonlocal stop_reason
             while not queue.empty() and stop_reason is None:
                 if over_budget():
                     stop_reason = f"max_cost_usd reached: ${spent:.4f} > ${max_cost_usd:g}"
                     return
                 job = queue.get_nowait()
-                task = tasks.get(job.task_id)
-                for attempt_try in range(retries + 1):
-                    episode = await runner.run(
-                        seed + job.index, {"task_id": task.id}, max_trial_cost_usd
-                    )
-                    row = episode_row(episode, task, attempt=job.attempt, seed=seed + job.index)
-                    final = not episode.end.infra_error or attempt_try == retries
-                    await store_try(row, final, attempt_try)
-                    if final:
-                        break
-                    retried += 1
-                    await asyncio.sleep(retry_backoff_s * 2**attempt_try)
+                play = functools.partial(
+                    runner.run, seed + job.index, {"task_id": job.task_id}, max_trial_cost_usd
+                )
+                await retry.run(play, functools.partial(record, job))
 
         try:
             async with asyncio.TaskGroup() as group:
