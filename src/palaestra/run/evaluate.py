@@ -40,10 +40,11 @@ from palaestra.llm import LLMClient
 from palaestra.run import metrics
 from palaestra.run.executor import EpisodeExecutor, LocalExecutor
 from palaestra.run.ray_executor import RayExecutor, RayOptions
+from palaestra.run.recorder import RunRecorder
 from palaestra.run.retry import RetryPolicy
 from palaestra.run.rollout import Episode
 from palaestra.run.rows import episode_row
-from palaestra.run.store import DB_NAME, EpisodeRow, ResultStore, read_episodes
+from palaestra.run.store import DB_NAME, EpisodeRow, read_episodes
 from palaestra.sandbox.base import SandboxBackend
 from palaestra.scaffolds import Scaffold
 from palaestra.tasks.source import TaskSet
@@ -188,56 +189,45 @@ async def evaluate(
         sandbox=sandbox,
         env_overrides=env_overrides,
     )
-    store = await ResultStore.open(out)
     stop_reason: str | None = None
     started = time.perf_counter()
-    writes: set[asyncio.Future[int]] = set()  # episode rows being written
+    spent = 0.0
+    retried = 0
+
+    def stored(row: EpisodeRow) -> None:  # a try's row is committed
+        nonlocal spent
+        spent += row.values.get("cost_usd") or 0.0
+        if on_episode is not None:
+            on_episode(row.values)
+
+    recorder: RunRecorder | None = None
     try:
-        resumed = await store.begin_run(
+        recorder = await RunRecorder.open(
+            out,
             uuid.uuid4().hex[:12],
-            identity=identity,
-            config={
+            identity,
+            {
                 "invalid_tasks": invalid,
                 "concurrency": concurrency,
                 "retries": retry.retries,
                 "max_cost_usd": max_cost_usd,
                 "max_trial_cost_usd": max_trial_cost_usd,
             },  # fmt: skip
+            on_stored=stored,
         )
-        run_id = await store.run_id()
-        done = await store.done_jobs()
+        done = await recorder.store.done_jobs()
         n = len(tasks)
         plan = [Job(t.id, a, a * n + i) for a in range(attempts) for i, t in enumerate(tasks)]
         todo = [job for job in plan if (job.task_id, job.attempt) not in done]
         if isinstance(runner, RayExecutor) and todo:  # a finished run leaves the cluster be
             await runner.start()
-        spent = await store.total_cost()
+        spent = await recorder.store.total_cost()
         queue: asyncio.Queue[Job] = asyncio.Queue()
         for job in todo:
             queue.put_nowait(job)
-        retried = 0
 
         def over_budget() -> bool:
             return max_cost_usd is not None and spent > max_cost_usd
-
-        def stored(row: EpisodeRow, write: asyncio.Future[int]) -> None:
-            nonlocal spent
-            writes.discard(write)
-            if write.cancelled() or write.exception() is not None:
-                return
-            spent += row.values.get("cost_usd") or 0.0
-            if on_episode is not None:
-                on_episode(row.values)
-
-        async def store_try(row: EpisodeRow) -> None:
-            row.values.update(run_id=run_id, finished_at=time.time())
-            # A write goes on when its caller is cancelled (Ctrl-C), so what follows a stored
-            # row (cost, on_episode) hangs on the write, not on this coroutine; it runs before
-            # this coroutine resumes.
-            write = asyncio.ensure_future(store.add_episode(row))
-            writes.add(write)
-            write.add_done_callback(functools.partial(stored, row))
-            await asyncio.shield(write)
 
         async def record(job: Job, episode: Episode, attempt_try: int, final: bool) -> None:
             nonlocal retried
@@ -249,7 +239,8 @@ async def evaluate(
                 try_index=attempt_try,
                 final=final,
             )
-            await store_try(row)
+            assert recorder is not None
+            await recorder.write(row)
             retried += not final
 
         async def worker() -> None:
@@ -287,7 +278,7 @@ async def evaluate(
             "lost": getattr(runner, "lost", 0),
             "out_dir": None if temp else str(out),
             "planned": len(plan),
-            "resumed": resumed,
+            "resumed": recorder.resumed,
             "skipped": len(plan) - len(todo),
             "retried": retried,
             "stop_reason": stop_reason,
@@ -301,12 +292,12 @@ async def evaluate(
             await asyncio.to_thread((out / "summary.json").write_text, text)
         return summary
     finally:
-        if writes:  # cancelled mid-write: the rows land, and are counted, before the run ends
-            await asyncio.wait(writes)
         try:
+            if recorder is not None:  # cancelled mid-write: the rows land, and are counted
+                await recorder.drain()
             await runner.aclose()
         finally:
-            await store.finish_run(time.time(), stop_reason)
-            await store.aclose()
+            if recorder is not None:
+                await recorder.aclose(stop_reason)
         if temp:
             await asyncio.to_thread(shutil.rmtree, out, ignore_errors=True)

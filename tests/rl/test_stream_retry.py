@@ -1,0 +1,124 @@
+"""evaluate and RolloutStream follow one retry rule, on the real local sandbox: an infrastructure
+error runs again after the backoff (seen through an injected sleep), a deterministic error runs
+once, and both runners decide alike on the same ends."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from palaestra.llm import LLMRequest, LLMResponse
+from palaestra.rl.stream import RolloutStream
+from palaestra.run import evaluate
+from palaestra.run.retry import RetryPolicy
+from palaestra.run.store import read_episodes
+from palaestra.sandbox.base import SandboxSpecError
+from tests.conftest import SUBMIT_ACTION
+from tests.procs import own_sandbox_processes
+
+
+class RateLimitError(Exception):
+    """Named like the OpenAI SDK's transient error: an infrastructure error by its name."""
+
+
+class Failing:
+    """Raises ``error`` on the first ``failures`` requests it gets, then submits."""
+
+    name = "failing"
+
+    def __init__(self, error: type[BaseException], failures: int = 1_000) -> None:
+        self.error, self.failures, self.calls = error, failures, 0
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise self.error(f"failure {self.calls}")
+        return LLMResponse(content=SUBMIT_ACTION)
+
+
+class Waits:
+    """An injected sleep: records each backoff instead of waiting it out."""
+
+    def __init__(self) -> None:
+        self.seconds: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.seconds.append(seconds)
+
+
+@pytest.fixture
+def task_dir(make_task) -> Path:
+    return make_task().parent
+
+
+async def stream_tries(task_dir: Path, policy: Failing, retry: RetryPolicy, out: Path):
+    """Run one draw of one episode; the stream's stats and whether an episode came out."""
+    stream = RolloutStream(str(task_dir), policy, concurrency=1, retries=retry, out_dir=out)
+    async with stream:
+        episodes = [e async for e in stream.episodes(draws=1)]
+    return stream.stats, episodes
+
+
+async def test_an_infra_error_is_retried_after_a_backoff_in_the_stream(task_dir, tmp_path):
+    waits = Waits()
+    policy = Failing(ConnectionResetError, failures=2)
+    retry = RetryPolicy(retries=2, backoff_s=0.5, sleep=waits)
+    stats, episodes = await stream_tries(task_dir, policy, retry, tmp_path)
+    assert len(episodes) == 1 and episodes[0].status != "error"
+    assert (stats.started, stats.errors, stats.retried, stats.dropped_error) == (3, 2, 2, 0)
+    assert waits.seconds == [0.5, 1.0]
+    rows = read_episodes(tmp_path, final_only=False)
+    assert [(r["try"], r["final"], r["infra_error"]) for r in rows] == [
+        (0, 0, 1),
+        (1, 0, 1),
+        (2, 1, 0),
+    ]
+    assert not own_sandbox_processes()
+
+
+async def test_a_deterministic_error_runs_once_and_drops_its_group(task_dir, tmp_path):
+    waits = Waits()
+    policy = Failing(ValueError)  # a policy bug: it would fail the same way every time
+    retry = RetryPolicy(retries=2, backoff_s=0.5, sleep=waits)
+    stats, episodes = await stream_tries(task_dir, policy, retry, tmp_path)
+    assert episodes == [] and policy.calls == 1 and waits.seconds == []
+    assert (stats.started, stats.errors, stats.retried, stats.dropped_error) == (1, 1, 0, 1)
+    (row,) = read_episodes(tmp_path, final_only=False)
+    assert (row["error_class"], row["final"], row["infra_error"]) == ("ValueError", 1, 0)
+
+
+@pytest.mark.parametrize(
+    ("error", "infra"),
+    [
+        (ConnectionResetError, True),
+        (RateLimitError, True),
+        (SandboxSpecError, False),  # a SandboxError, but the spec would fail again
+        (RuntimeError, False),
+    ],
+)
+async def test_evaluate_and_the_stream_decide_alike_on_the_same_errors(
+    task_dir, tmp_path, error, infra
+):
+    runs = {}
+    for runner in ("evaluate", "stream"):
+        waits, policy = Waits(), Failing(error)
+        retry = RetryPolicy(retries=1, backoff_s=0.25, sleep=waits)
+        out = tmp_path / runner
+        if runner == "evaluate":
+            summary = await evaluate(str(task_dir), policy, retries=retry, out_dir=out)
+            assert summary["errors"] == 1
+        else:
+            stats, episodes = await stream_tries(task_dir, policy, retry, out)
+            assert episodes == [] and stats.dropped_error == 1
+        rows = read_episodes(out, final_only=False)
+        decided = [(r["error_class"], r["infra_error"], r["try"], r["final"]) for r in rows]
+        runs[runner] = (policy.calls, waits.seconds, decided)
+    assert runs["evaluate"] == runs["stream"]
+    calls, waited, decided = runs["stream"]
+    name = error.__name__
+    if infra:
+        assert calls == 2 and waited == [0.25]
+        assert decided == [(name, 1, 0, 0), (name, 1, 1, 1)]
+    else:
+        assert calls == 1 and waited == [] and decided == [(name, 0, 0, 1)]
