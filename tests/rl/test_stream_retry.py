@@ -1,6 +1,6 @@
 """evaluate and RolloutStream follow one retry rule, on the real local sandbox: an infrastructure
 error runs again after the backoff (seen through an injected sleep), a deterministic error runs
-once, and both runners decide alike on the same ends."""
+once, and both runners (and the TRL adapter) decide alike on the same ends."""
 
 from __future__ import annotations
 
@@ -10,12 +10,14 @@ import pytest
 
 from palaestra.llm import LLMRequest, LLMResponse
 from palaestra.rl.stream import RolloutStream
+from palaestra.rl.trl_rollout import PalaestraRollout
 from palaestra.run import evaluate
 from palaestra.run.retry import RetryPolicy
 from palaestra.run.store import read_episodes
 from palaestra.sandbox.base import SandboxSpecError
 from tests.conftest import SUBMIT_ACTION
 from tests.procs import own_sandbox_processes
+from tests.rl.test_grpo import EvenFirstToken
 
 
 class RateLimitError(Exception):
@@ -122,3 +124,32 @@ async def test_evaluate_and_the_stream_decide_alike_on_the_same_errors(
         assert decided == [(name, 1, 0, 0), (name, 1, 1, 1)]
     else:
         assert calls == 1 and waited == [] and decided == [(name, 0, 0, 1)]
+
+
+class Tokens(Failing):
+    """:class:`Failing`, answering with token ids (what the one-turn env reads)."""
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        response = await super().complete(request)
+        return response.model_copy(update={"completion_token_ids": [2]})
+
+    async def aclose(self) -> None:  # the adapter closes its policy
+        pass
+
+
+@pytest.mark.parametrize(("error", "calls"), [(ConnectionResetError, 3), (ValueError, 1)])
+def test_the_trl_rollout_follows_the_same_rule(error, calls):
+    waits = Waits()
+    policy = Tokens(error, failures=2)
+    retry = RetryPolicy(retries=2, backoff_s=0.5, sleep=waits)
+    rollout = PalaestraRollout(EvenFirstToken, policy, retries=retry)  # type: ignore[arg-type]
+    try:
+        if calls == 1:  # a deterministic error fails the batch at once, naming it
+            with pytest.raises(RuntimeError, match="deterministic error.*ValueError: failure 1"):
+                rollout._run(rollout._episodes(["even"], step=0))
+        else:  # an infrastructure error runs again after the backoff
+            (episode,) = rollout._run(rollout._episodes(["even"], step=0))
+            assert episode.reward == 1.0 and waits.seconds == [0.5, 1.0]
+    finally:
+        rollout.close()
+    assert policy.calls == calls

@@ -3,8 +3,9 @@
 An :class:`EpisodeExecutor` plays one episode on request and returns it as plain data (an
 :class:`~palaestra.run.rollout.Episode`); what to do with it (the store row, retries of
 infrastructure errors, groups) stays with the caller: ``evaluate`` and ``RolloutStream`` both
-run their tries through :class:`~palaestra.run.retry.RetryPolicy` and make each try's store row
-with :func:`~palaestra.run.rows.episode_row`, whatever runs the episodes. :class:`LocalExecutor` runs them in this
+run their tries through :class:`~palaestra.run.retry.RetryPolicy`, make each try's store row
+with :func:`~palaestra.run.rows.episode_row` and write it with
+:class:`~palaestra.run.recorder.RunRecorder`, whatever runs the episodes. :class:`LocalExecutor` runs them in this
 process; :class:`~palaestra.run.ray_executor.RayExecutor` on the actors of a Ray cluster.
 """
 

@@ -63,15 +63,16 @@ class RetryPolicy:
     async def run(
         self,
         play: Callable[[], Awaitable[Episode]],
-        on_try: Callable[[Episode, int, bool], Awaitable[None]],
+        on_try: Callable[[Episode, int, bool], Awaitable[None]] | None = None,
     ) -> Episode:
         """Play tries until one is final and return it; after each, ``on_try(episode,
-        try_index, final)``, then the backoff when another try follows."""
+        try_index, final)`` (the caller records it), then the backoff when another follows."""
         try_index = 0
         while True:
             episode = await play()
             final = not self.should_retry(episode.end, try_index)
-            await on_try(episode, try_index, final)
+            if on_try is not None:
+                await on_try(episode, try_index, final)
             if final:
                 return episode
             await self.sleep(self.delay(try_index))
