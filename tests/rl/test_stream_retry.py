@@ -153,3 +153,16 @@ def test_the_trl_rollout_follows_the_same_rule(error, calls):
     finally:
         rollout.close()
     assert policy.calls == calls
+
+
+async def test_an_environment_that_cannot_be_made_ends_the_stream_with_its_error():
+    """Not an episode's failure, so not a try to retry or drop: a configuration error."""
+
+    def broken():
+        raise ValueError("no such scaffold option")
+
+    stream = RolloutStream(broken, Failing(RuntimeError), concurrency=1)
+    with pytest.raises(ValueError, match="no such scaffold option"):
+        async with stream:
+            [e async for e in stream.episodes(draws=3)]
+    assert stream.stats.started == 0

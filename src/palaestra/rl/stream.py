@@ -331,7 +331,7 @@ class RolloutStream:
             if isinstance(self.policy, str):
                 self.policy = make_policy(self.policy, self._tasks or ())
             self._executor = local = LocalExecutor(self._make_env, self.policy)
-            env = local.spare() if self.out_dir is not None else None
+            env = local.spare()  # an env that cannot be made ends the stream now, with its error
         if self.out_dir is not None:
             planned = None if draws is None else draws * size
             identity = stream_identity(self.env, self.policy, env, size, self.seed, self.env_kwargs)
