@@ -10,11 +10,13 @@ import pytest
 
 from palaestra.llm import LLMRequest, LLMResponse
 from palaestra.rl.stream import RolloutStream
+from palaestra.rl.stream_store import stream_identity
 from palaestra.rl.trl_rollout import PalaestraRollout
 from palaestra.run import evaluate
 from palaestra.run.retry import RetryPolicy
 from palaestra.run.store import read_episodes
 from palaestra.sandbox.base import SandboxSpecError
+from palaestra.scaffolds import BashScaffold
 from tests.conftest import SUBMIT_ACTION
 from tests.procs import own_sandbox_processes
 from tests.rl.test_grpo import EvenFirstToken
@@ -166,3 +168,16 @@ async def test_an_environment_that_cannot_be_made_ends_the_stream_with_its_error
         async with stream:
             [e async for e in stream.episodes(draws=3)]
     assert stream.stats.started == 0
+
+
+def test_a_ray_stream_names_its_parts_from_the_overrides():
+    """On Ray the environments are the actors': the run's identity reads the names passed."""
+    identity = stream_identity("starter", "oracle", None, 8, 3, {"sandbox": "docker"})
+    assert (identity["scaffold"], identity["sandbox"], identity["attempts"]) == (
+        "bash",
+        "docker",
+        8,
+    )
+    overrides = {"scaffold": BashScaffold(step_limit=3)}
+    assert stream_identity("starter", "oracle", None, 1, 0, overrides)["scaffold"] == "bash"
+    assert stream_identity("starter", "oracle", None, 1, 0)["sandbox"] == "local"
