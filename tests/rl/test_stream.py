@@ -43,14 +43,20 @@ def other_tasks() -> set[asyncio.Task]:
 
 class Answers:
     """Writes ``answer(request)`` to /app/answer.txt on turn 0, then submits. ``fail(i)``
-    raises on the i-th try it sees; ``hold(k)`` parks every turn 0 of the k-th episode it
+    raises ``error`` (an infrastructure error by default: retried) on the i-th try it sees; ``hold(k)`` parks every turn 0 of the k-th episode it
     sees (counted by the stream's task running it, so a retry is the same episode) until
     ``release`` is set."""
 
     name = "answers"
 
-    def __init__(self, answer=lambda r: "42", fail=lambda i: False, hold=lambda k: False):
-        self.answer, self.fail, self.hold = answer, fail, hold
+    def __init__(
+        self,
+        answer=lambda r: "42",
+        fail=lambda i: False,
+        hold=lambda k: False,
+        error=ConnectionResetError,
+    ):
+        self.answer, self.fail, self.hold, self.error = answer, fail, hold, error
         self.tries = 0
         self.episodes: list[asyncio.Task] = []
         self.release = asyncio.Event()
@@ -65,7 +71,7 @@ class Answers:
         if self.hold(self.episodes.index(task)):
             await self.release.wait()
         if self.fail(i):
-            raise RuntimeError(f"policy failure on try {i}")
+            raise self.error(f"policy failure on try {i}")
         return LLMResponse(content=bash_action(f"echo {self.answer(request)} > /app/answer.txt"))
 
 
@@ -152,15 +158,17 @@ async def test_a_slow_consumer_bounds_episodes_in_flight_plus_buffered(task_dir)
     assert stream.stats.max_in_flight <= 3 and stream.stats.max_buffered == 2
 
 
-async def test_errors_are_retried_and_never_enter_a_group(task_dir, tmp_path):
+async def test_infra_errors_are_retried_and_never_enter_a_group(task_dir, tmp_path):
     policy = Answers(fail=lambda i: i in (1, 4))
-    stream = RolloutStream(str(task_dir), policy, concurrency=4, out_dir=tmp_path)
+    stream = RolloutStream(
+        str(task_dir), policy, concurrency=4, out_dir=tmp_path, retry_backoff_s=0.0
+    )
     async with stream:
         groups = [g async for g in stream.groups(3, draws=3)]
     assert len(groups) == 3 and all(g.rewards == [1.0, 1.0, 1.0] for g in groups)
     s = stream.stats
     assert (s.errors, s.retried, s.dropped_error, s.started) == (2, 2, 0, 11)
-    assert s.error_classes == {"RuntimeError": 2}
+    assert s.error_classes == {"ConnectionResetError": 2}
     rows = read_episodes(tmp_path, final_only=False)
     retried = [r for r in rows if not r["final"]]
     assert len(rows) == 11 and len(retried) == 2
@@ -179,11 +187,15 @@ async def test_drop_group_and_exhausted_retries_drop_the_group(task_dir):
     assert stream.stats.dropped_error == 1 and stream.stats.errors == 1
 
     always = Answers(fail=lambda i: True)
-    stream = RolloutStream(str(task_dir), always, concurrency=1, max_retries=2)
+    stream = RolloutStream(str(task_dir), always, concurrency=1, retries=2, retry_backoff_s=0)
     async with stream:
         assert [e async for e in stream.episodes(draws=2)] == []
     s = stream.stats
     assert (s.started, s.errors, s.retried, s.dropped_error) == (6, 6, 4, 2)
+
+    with pytest.warns(DeprecationWarning, match="retries="):  # the old name still works
+        stream = RolloutStream(str(task_dir), always, max_retries=1, retry_backoff_s=0)
+    assert stream.retry.retries == 1
     assert not own_sandbox_processes()
 
 

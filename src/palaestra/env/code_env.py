@@ -62,7 +62,7 @@ from typing import Any, Literal
 
 from palaestra.env.agent_user import agent_sandbox
 from palaestra.env.collect import collect_episode
-from palaestra.env.end import INFRA_ERRORS, EpisodeEnd, error_text
+from palaestra.env.end import EpisodeEnd, error_text, is_infra_error
 from palaestra.env.fork import EpisodeSnapshot, fork_episode, restore_episode, take_snapshot
 from palaestra.env.sandbox_spec import prepare_sandbox_spec, prepare_verifier_spec
 from palaestra.env.separate import verify_separately
@@ -329,7 +329,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         try:
             await begin_step(ep.current, ep.sandbox, first=False)
         except Exception as e:
-            return Outcome(EndReason.ERROR, ep.steps, str(e), error_class=type(e).__name__)
+            return Outcome(EndReason.ERROR, ep.steps, str(e), exception=e)
         ep.agent_s, ep.agent_budget_s = 0.0, self.agent_timeout_sec or ep.current.agent_timeout_sec
         ep.scaffold_task = self._start(ep.current, ep.sandbox, ep.client)
         return await self._advance(ep)
@@ -390,7 +390,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
             try:
                 return ep.scaffold_task.result()
             except Exception as e:  # the scaffold or its sandbox failed: an error episode
-                return Outcome(EndReason.ERROR, ep.steps, str(e), error_class=type(e).__name__)
+                return Outcome(EndReason.ERROR, ep.steps, str(e), exception=e)
         ep.scaffold_task.cancel()
         await asyncio.gather(ep.scaffold_task, return_exceptions=True)
         limit = f"agent time limit of {ep.agent_budget_s:g} s reached"
@@ -445,9 +445,10 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
 
     def _end(self, outcome: Outcome, result: VerifierResult | None) -> EpisodeEnd:
         reward = result.reward if result is not None and result.reward is not None else 0.0
-        error_class = error_message = None
+        error_class = error_message = cause = None
         if outcome.status is EndReason.ERROR:
             error_class, error_message = outcome.error_class, outcome.message
+            cause = outcome.exception
         elif result is not None and not result.ok:
             error_class, error_message = result.error_class, result.error
         if error_class is not None:
@@ -464,7 +465,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
             verified=result is not None,
             error_class=error_class,
             error_message=error_message,
-            infra_error=error_class in INFRA_ERRORS,
+            infra_error=is_infra_error(cause or error_class),
             verifier=result,
         )
 

@@ -8,19 +8,19 @@ rows, a trainer dropping error episodes) reads this value, never strings parsed 
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from palaestra.env.types import EpisodeStatus
-from palaestra.sandbox.base import SandboxError
 from palaestra.scaffolds.base import EndReason
 from palaestra.verify.harbor import VerifierResult
 
 #: Exception class names of transient infrastructure failures: a sandbox that fails to start or
 #: dies (the scaffold reports that as ``SandboxError``), a dropped connection, an LLM API's
 #: transient errors. An episode that ended on one says nothing about the task or the policy;
-#: ``evaluate`` retries it.
+#: the retry policy (:mod:`palaestra.run.retry`) runs it again.
 INFRA_ERRORS = frozenset(
     {
         "SandboxError", "SandboxClosedError", "ConnectionError", "ConnectionResetError",
@@ -32,18 +32,31 @@ INFRA_ERRORS = frozenset(
 
 #: Exception class names of failures that repeat on every try although they come from the
 #: infrastructure's side: a sandbox that cannot be made from the task's spec or image (no
-#: interpreter for the helper, an image that cannot be had, a failing build). ``evaluate`` does
-#: not retry them; they win over :data:`INFRA_ERRORS` (``SandboxSpecError`` is a ``SandboxError``).
+#: interpreter for the helper, an image that cannot be had, a failing build). They are never
+#: retried; they win over :data:`INFRA_ERRORS` (``SandboxSpecError`` is a ``SandboxError``).
 DETERMINISTIC_ERRORS = frozenset({"SandboxSpecError", "BuildError"})
 
 
-def is_infra_error(exc: BaseException) -> bool:
-    """Is ``exc`` (or a class it derives from) a transient infrastructure failure?"""
-    if any(cls.__name__ in DETERMINISTIC_ERRORS for cls in type(exc).__mro__):
+def is_infra_error(error: BaseException | str | None) -> bool:
+    """Is ``error`` a transient infrastructure failure, worth another try?
+
+    The one classification of errors, for everything that decides on a retry: ``error`` is the
+    exception (judged by its class and every class it derives from), or, where only the name is
+    left (a scaffold's or verifier's ``error_class``), the class name (a built-in exception's
+    name is judged with its bases, so ``ConnectionAbortedError`` counts as a
+    ``ConnectionError``). :data:`DETERMINISTIC_ERRORS` win over :data:`INFRA_ERRORS`; None
+    (no error) is not one."""
+    if error is None:
         return False
-    if isinstance(exc, SandboxError | ConnectionError | TimeoutError):
-        return True
-    return any(cls.__name__ in INFRA_ERRORS for cls in type(exc).__mro__)
+    if isinstance(error, str):
+        builtin = getattr(builtins, error, None)
+        known = isinstance(builtin, type) and issubclass(builtin, BaseException)
+        names = [c.__name__ for c in builtin.__mro__] if known else [error]
+    else:
+        names = [c.__name__ for c in type(error).__mro__]
+    if any(name in DETERMINISTIC_ERRORS for name in names):
+        return False
+    return any(name in INFRA_ERRORS for name in names)
 
 
 @dataclass(frozen=True)
@@ -57,7 +70,7 @@ class EpisodeEnd:
     ``error_class`` / ``error_message``: what failed, for an ``error`` status (the exception's
     class name; ``ScaffoldError`` when the scaffold reported it, ``VerifierError`` /
     ``VerifierTimeout`` when the verifier gave no reward). ``infra_error``: the failure is a
-    transient infrastructure one (:data:`INFRA_ERRORS`), worth a retry.
+    transient infrastructure one (:func:`is_infra_error`), worth a retry.
     """
 
     status: EpisodeStatus

@@ -15,9 +15,14 @@
   full no new episode starts, so a slow trainer holds at most ``concurrency`` episodes in
   flight plus ``buffer`` items ready.
 * **Errors are never rewards.** An episode that ends with status ``error`` (or raises) is
-  counted and, with ``on_error="retry"``, run again (up to ``max_retries`` times, then the
-  group is dropped); with ``on_error="drop_group"`` its group is dropped at once (the others
-  in flight are cancelled). An error never enters a group as reward 0.
+  counted. With ``on_error="retry"`` an infrastructure error (``EpisodeEnd.infra_error``: a
+  sandbox that fails to start or dies, a dropped connection, a transient LLM API error) runs
+  again after a backoff, up to ``retries`` times (:class:`~palaestra.run.retry.RetryPolicy`,
+  the rule ``evaluate`` follows), then the group is dropped; a deterministic error (a policy
+  bug, a verifier or task failure, a sandbox the task's spec cannot make) drops its group at
+  once, since another try would fail the same way. With ``on_error="drop_group"`` any error
+  drops its group at once. A dropped group's other attempts in flight are cancelled. An error
+  never enters a group as reward 0.
 * **Tasks.** A :class:`~palaestra.rl.sampling.TaskSampler` draws each group's task (the env
   resets with ``seed=draw.seed, options={"task_id": draw.task_id}``) and gets every completed
   group's :class:`~palaestra.rl.sampling.GroupOutcome` (``update``), before the filter and
@@ -34,8 +39,12 @@
   consumer breaking out of a ``groups()`` loop it closes cancels every episode in flight; each
   closes its sandbox; no row of an unfinished group is written.
 * **Store.** With ``out_dir``, every finished episode try goes to ``out_dir/results.db``
-  (:mod:`palaestra.rl.stream_store`): ``palaestra report out_dir`` reports the run.
-* **Ray.** ``executor="ray"`` or a ``RayOptions``: episodes on Ray actors (see docs/ray.md).
+  (:mod:`palaestra.rl.stream_store`; written by ``evaluate``'s
+  :class:`~palaestra.run.recorder.RunRecorder`): ``palaestra report out_dir`` reports the run.
+* **Executors.** Episodes run on an :class:`~palaestra.run.executor.EpisodeExecutor`, as in
+  ``evaluate``: in this process (:class:`~palaestra.run.executor.LocalExecutor`, one environment
+  per episode in flight, reused), or with ``executor="ray"`` or a ``RayOptions`` on Ray actors
+  (see docs/ray.md).
 * **Sync code.** :meth:`RolloutStream.groups_sync` / :meth:`episodes_sync` iterate from plain
   code (a loop in a background thread: :mod:`palaestra.rl.sync_iter`).
 """
@@ -46,6 +55,8 @@ import asyncio
 import itertools
 import random
 import time
+import uuid
+import warnings
 from collections import Counter, deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -60,17 +71,19 @@ from palaestra.llm.types import LLMRequest, LLMResponse
 from palaestra.llm.versions import current_version
 from palaestra.rl.admission import StalenessGate
 from palaestra.rl.sampling import GroupFilter, TaskDraw, TaskSampler
-from palaestra.rl.stream_store import StreamRecorder, number_rows, stream_identity
+from palaestra.rl.stream_store import number_rows, stream_identity
 from palaestra.rl.stream_types import Group, StreamStats
 from palaestra.rl.sync_iter import SyncIterator
 from palaestra.rl.versions import StalePolicy, check_staleness_options, first_version
+from palaestra.run.executor import EnvFactory, EpisodeExecutor, LocalExecutor
 from palaestra.run.ray_executor import RayExecutor, RayOptions
-from palaestra.run.rollout import Episode, rollout
+from palaestra.run.recorder import RunRecorder
+from palaestra.run.retry import RetryPolicy
+from palaestra.run.rollout import Episode
 from palaestra.run.rows import episode_row
 from palaestra.run.store import EpisodeRow
 
 OnError = Literal["retry", "drop_group"]
-EnvFactory = Callable[[], Environment[LLMRequest, LLMResponse]]
 
 
 __all__ = ["Group", "RolloutStream", "StreamStats"]
@@ -85,15 +98,9 @@ class _Ready:
     stale: bool
 
 
-@dataclass
-class _Failed:
-    """A try that ended in error, as its store row (which says why)."""
-
-    row: EpisodeRow
-
-
 class _DropGroup(Exception):
-    """A member of the group ran out of retries (or ``on_error="drop_group"``)."""
+    """A member of the group ended in an error that is not retried (any error with
+    ``on_error="drop_group"``), or ran out of retries."""
 
 
 def _unwrap(error: BaseException | None) -> BaseException:
@@ -127,6 +134,9 @@ class RolloutStream:
     :class:`~palaestra.llm.client.LLMClient` every episode uses. ``seed`` seeds the sampler's
     RNG and the seeds of draws that carry none. ``update_every``: how many items the consumer
     takes per policy update at most, for admission control (:mod:`palaestra.rl.admission`).
+    ``retries``: how many more tries an infrastructure error gets, ``retry_backoff_s`` apart
+    (doubling; 1 s when None), or a :class:`~palaestra.run.retry.RetryPolicy`, as in
+    ``evaluate`` (``max_retries`` is its old name, deprecated).
     """
 
     def __init__(
@@ -139,7 +149,9 @@ class RolloutStream:
         sampler: TaskSampler | None = None,
         group_filter: GroupFilter | None = None,
         on_error: OnError = "retry",
-        max_retries: int = 2,
+        retries: int | RetryPolicy = 2,
+        retry_backoff_s: float | None = None,
+        max_retries: int | None = None,
         max_staleness: int | None = None,
         stale: StalePolicy = "drop",
         update_every: int | None = None,
@@ -148,11 +160,16 @@ class RolloutStream:
         executor: Literal["local", "ray"] | RayOptions = "local",
         **env_kwargs: Any,
     ) -> None:
-        if concurrency < 1 or buffer < 1 or max_retries < 0:
-            raise ValueError(
-                f"concurrency={concurrency} and buffer={buffer} must be >= 1, "
-                f"max_retries={max_retries} >= 0"
+        if concurrency < 1 or buffer < 1:
+            raise ValueError(f"concurrency={concurrency} and buffer={buffer} must be >= 1")
+        if max_retries is not None:
+            warnings.warn(
+                "RolloutStream(max_retries=...) is deprecated: pass retries=... (as to evaluate)",
+                DeprecationWarning,
+                stacklevel=2,
             )
+            retries = max_retries
+        self.retry = RetryPolicy.of(retries, retry_backoff_s)
         if on_error not in ("retry", "drop_group"):
             raise ValueError(f"on_error={on_error!r}: choose 'retry' or 'drop_group'")
         check_staleness_options(max_staleness, stale, current_version(policy))
@@ -165,20 +182,20 @@ class RolloutStream:
         self.sampler = sampler
         self.group_filter = group_filter
         self.on_error = on_error
-        self.max_retries = max_retries
         self.max_staleness = max_staleness
         self.stale = stale
         self._gate = StalenessGate(max_staleness, stale, update_every)
         self.seed = seed
         self.out_dir = out_dir
         self.env_kwargs = env_kwargs
-        self._remote: RayExecutor | None = None
+        self._executor: EpisodeExecutor | None = None  # local: made once the policy is
         if executor != "local":  # a RayOptions, or "ray" for the defaults
             options = RayOptions() if executor == "ray" else executor
             if not isinstance(env, str) or not isinstance(options, RayOptions):
                 raise ValueError("executor: 'local', or 'ray' / RayOptions with an env id")
-            self._remote = RayExecutor(env, policy, options, concurrency=concurrency,
-                                       env_overrides=env_kwargs)  # fmt: skip
+            self._executor = RayExecutor(
+                env, policy, options, concurrency=concurrency, env_overrides=env_kwargs
+            )
         self.stats = StreamStats()
         self._rng = random.Random(seed)
         self._items: deque[_Ready] = deque()
@@ -187,9 +204,7 @@ class RolloutStream:
         self._consumer_waiting = False
         self._signal: _Signal | None = None
         self._producer: asyncio.Task[None] | None = None
-        self._idle: list[Environment[LLMRequest, LLMResponse]] = []
-        self._closing: set[asyncio.Task[None]] = set()
-        self._recorder: StreamRecorder | None = None
+        self._recorder: RunRecorder | None = None
         self._attempts: Counter[str] = Counter()
         self._tasks: Any = None
         self._closed = False
@@ -247,12 +262,8 @@ class RolloutStream:
                     failure = _unwrap(failure)
                     stop_reason = f"failed: {type(failure).__name__}: {failure}"
         finally:
-            if self._closing:
-                await asyncio.gather(*self._closing, return_exceptions=True)
-            idle, self._idle = self._idle, []
-            await asyncio.gather(*(env.close() for env in idle), return_exceptions=True)
-            if self._remote is not None:
-                await self._remote.aclose()
+            if self._executor is not None:
+                await self._executor.aclose()
             if self._recorder is not None:
                 await self._recorder.aclose(stop_reason)
 
@@ -313,18 +324,19 @@ class RolloutStream:
         assert self._signal is not None
         if isinstance(self.env, str):
             self._tasks = await asyncio.to_thread(load_tasks, self.env)
-        if self._remote is not None:
-            await self._remote.start()
-        elif isinstance(self.policy, str):
-            self.policy = make_policy(self.policy, self._tasks or ())
+        if isinstance(self._executor, RayExecutor):
+            await self._executor.start()
+            env: Any = None  # the actors' own; the identity reads the parts' names
+        else:
+            if isinstance(self.policy, str):
+                self.policy = make_policy(self.policy, self._tasks or ())
+            self._executor = local = LocalExecutor(self._make_env, self.policy)
+            env = local.spare()  # an env that cannot be made ends the stream now, with its error
         if self.out_dir is not None:
-            env = await self._acquire_env()
-            self._idle.append(env)
             planned = None if draws is None else draws * size
-            self._recorder = await StreamRecorder.open(
-                self.out_dir,
-                stream_identity(self.env, self.policy, env, size, self.seed),
-                {"planned": planned},
+            identity = stream_identity(self.env, self.policy, env, size, self.seed, self.env_kwargs)
+            self._recorder = await RunRecorder.open(
+                self.out_dir, uuid.uuid4().hex[:12], identity, {"planned": planned}
             )
         async with asyncio.TaskGroup() as group:
             for index in itertools.count() if draws is None else range(draws):
@@ -358,56 +370,56 @@ class RolloutStream:
             draw = TaskDraw(draw.task_id, self.seed + index, draw.difficulty)
         return draw
 
-    async def _acquire_env(self) -> Environment[LLMRequest, LLMResponse]:
-        if self._idle:
-            return self._idle.pop()
+    def _make_env(self) -> Environment[LLMRequest, LLMResponse]:
         if isinstance(self.env, str):
             return make(self.env, tasks=self._tasks, **self.env_kwargs)
         return self.env()
 
-    async def _close_env(self, env: Environment[LLMRequest, LLMResponse]) -> None:
-        """Close ``env``; the close goes on (and aclose waits for it) if we are cancelled."""
-        task = asyncio.ensure_future(env.close())
-        self._closing.add(task)
-        task.add_done_callback(self._closing.discard)
-        await asyncio.shield(task)
-
-    async def _try(self, draw: TaskDraw) -> tuple[Episode, int | None] | _Failed:
-        """One episode; an error (status or exception) comes back as :class:`_Failed`."""
-        env = None if self._remote is not None else await self._acquire_env()
+    async def _play(self, draw: TaskDraw) -> Episode:
+        """One try on the executor; an exception out of it is an error episode all the same
+        (the executor's rollout turns an episode's own failures into error episodes)."""
+        assert self._executor is not None
         options = {"task_id": draw.task_id} if draw.task_id else None
-        version = current_version(self.policy)
         stats = self.stats
         stats.started += 1
         stats.in_flight += 1
         stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
         started = time.perf_counter()
-        episode: Episode | None = None
         try:
-            if self._remote is not None:
-                episode = await self._remote.run(draw.seed, options)
-            else:
-                assert env is not None and not isinstance(self.policy, str)
-                episode = await rollout(env, self.policy, seed=draw.seed, options=options)
-        except Exception as e:  # a broken environment (rollout turns episode failures into
-            # error episodes): an error all the same, never a reward
-            failed = Episode(
-                turns=[], end=EpisodeEnd.from_exception(e), task_id=draw.task_id,
-                wall_s=time.perf_counter() - started,
-            )  # fmt: skip
+            episode = await self._executor.run(draw.seed, options)
+        except Exception as e:  # a broken environment: an error all the same, never a reward
+            end = EpisodeEnd.from_exception(e)
+            wall_s = time.perf_counter() - started
+            episode = Episode(turns=[], end=end, task_id=draw.task_id, wall_s=wall_s)
         finally:
             stats.in_flight -= 1
-            if env is not None and episode is not None:
-                self._idle.append(env)
-            elif env is not None:  # raised or cancelled: the env's state is unknown, so it goes
-                await self._close_env(env)
         stats.finished += 1
-        if episode is not None and episode.status != EpisodeStatus.ERROR:
-            return episode, version
-        failed = episode or failed
-        stats.errors += 1
-        stats.error_classes[str(failed.end.error_class)] += 1
-        return _Failed(episode_row(failed, attempt=0, seed=draw.seed))
+        if episode.status == EpisodeStatus.ERROR:
+            stats.errors += 1
+            stats.error_classes[str(episode.end.error_class)] += 1
+        return episode
+
+    async def _member(self, draw: TaskDraw, rows: list[EpisodeRow]) -> tuple[Episode, int | None]:
+        """One attempt of a draw: its tries under the retry policy (each one's row appended
+        to ``rows``), the final episode and the policy version it started on; raises
+        :class:`_DropGroup` when the final try is an error."""
+        retry = self.retry if self.on_error == "retry" else RetryPolicy(0)
+        version: int | None = None
+
+        async def play() -> Episode:
+            nonlocal version
+            version = current_version(self.policy)
+            return await self._play(draw)
+
+        async def record(episode: Episode, try_index: int, final: bool) -> None:
+            row = episode_row(episode, attempt=0, seed=draw.seed, try_index=try_index, final=final)
+            rows.append(row)
+            self.stats.retried += not final
+
+        episode = await retry.run(play, record)
+        if episode.status == EpisodeStatus.ERROR:
+            raise _DropGroup
+        return episode, version
 
     async def _run_draw(self, draw: TaskDraw, size: int, grouped: bool) -> None:
         """Run one draw's group, then buffer it (or drop it); hold ``size`` slots until then."""
@@ -418,20 +430,7 @@ class RolloutStream:
             rows: list[list[EpisodeRow]] = [[] for _ in range(size)]
 
             async def member(i: int) -> None:
-                for attempt_try in itertools.count():
-                    result = await self._try(draw)
-                    if not isinstance(result, _Failed):
-                        results[i] = result
-                        row = episode_row(result[0], attempt=0, seed=draw.seed)
-                        row.values.update(final=1, **{"try": attempt_try})
-                        rows[i].append(row)
-                        return
-                    retry = self.on_error == "retry" and attempt_try < self.max_retries
-                    rows[i].append(result.row)
-                    result.row.values.update(final=int(not retry), **{"try": attempt_try})
-                    if not retry:
-                        raise _DropGroup
-                    self.stats.retried += 1
+                results[i] = await self._member(draw, rows[i])
 
             dropped = False
             try:
@@ -485,6 +484,8 @@ class RolloutStream:
         return ready
 
     async def _record(self, draw: TaskDraw, rows: list[list[EpisodeRow]]) -> None:
-        """Write a finished draw's tries (:func:`~palaestra.rl.stream_store.number_rows`)."""
+        """Write a finished draw's tries (:func:`~palaestra.rl.stream_store.number_rows`), one
+        transaction each."""
         if self._recorder is not None:
-            await self._recorder.write(number_rows(draw.task_id, draw.seed, rows, self._attempts))
+            for row in number_rows(draw.task_id, draw.seed, rows, self._attempts):
+                await self._recorder.write(row)

@@ -18,8 +18,12 @@ reward functions as a keyword argument. :class:`PalaestraRollout` is such a func
 * the verifier's reward is returned as ``palaestra_reward``: pass :func:`episode_reward` as
   ``reward_funcs``.
 
-An episode that ends in an error (sandbox, verifier) is run again, up to ``max_retries`` times;
-then the batch fails with the error named (TRL has no way to drop one completion).
+The episodes run on a :class:`~palaestra.run.executor.LocalExecutor` (one environment per
+episode in flight, reused) and follow :class:`~palaestra.run.retry.RetryPolicy`, as in
+``evaluate`` and ``RolloutStream``: an infrastructure error runs again after a backoff, up to
+``retries`` times. An episode that ends in an error all the same (a deterministic one at once),
+or without a turn, fails the batch with the error named (TRL has no way to drop one
+completion).
 
 TRL recomputes the completions' log-probabilities at ``GRPOConfig.temperature`` over the whole
 vocabulary. Every turn must therefore have been sampled at that temperature with no top_p or
@@ -34,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -43,7 +48,9 @@ from palaestra.llm.local_hf import HFLocalPolicy
 from palaestra.rl.behaviour import check_ratio, check_sampling
 from palaestra.rl.loss import sample_logprobs
 from palaestra.rl.trajectory import Trajectory, to_trajectory
-from palaestra.run.rollout import Episode, rollout
+from palaestra.run.executor import LocalExecutor
+from palaestra.run.retry import RetryPolicy
+from palaestra.run.rollout import Episode
 
 
 def episode_reward(prompts: Any, completions: Any, palaestra_reward: list[float], **_: Any):
@@ -56,7 +63,9 @@ class PalaestraRollout:
 
     ``env``: an env id (each episode gets ``palaestra.make(env, **env_kwargs)``) or a factory
     of environments. ``policy``: the local policy on the same checkpoint as the TRL model.
-    Call :meth:`close` when training is done (it stops the background loop and the policy).
+    ``retries`` / ``retry_backoff_s``: as ``evaluate``'s (``max_retries`` is the old name of
+    ``retries``, deprecated). Call :meth:`close` when training is done (it stops the
+    background loop, closes the environments and the policy).
     """
 
     def __init__(
@@ -65,15 +74,27 @@ class PalaestraRollout:
         policy: HFLocalPolicy,
         *,
         concurrency: int = 8,
-        max_retries: int = 2,
+        retries: int | RetryPolicy = 2,
+        retry_backoff_s: float | None = None,
+        max_retries: int | None = None,
         seed: int = 0,
         ratio_tolerance: float = 0.05,
         **env_kwargs: Any,
     ) -> None:
-        if concurrency < 1 or max_retries < 0:
-            raise ValueError(f"concurrency={concurrency} >= 1 and max_retries={max_retries} >= 0")
+        if concurrency < 1:
+            raise ValueError(f"concurrency={concurrency} must be >= 1")
+        if max_retries is not None:
+            warnings.warn(
+                "PalaestraRollout(max_retries=...) is deprecated: pass retries=...",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            retries = max_retries
+        self.retry = RetryPolicy.of(retries, retry_backoff_s)
         self.env, self.env_kwargs = env, env_kwargs
-        self.policy, self.concurrency, self.max_retries = policy, concurrency, max_retries
+        self.policy, self.concurrency = policy, concurrency
+        make_env = (lambda: make(env, **env_kwargs)) if isinstance(env, str) else env
+        self._executor = LocalExecutor(make_env, policy)
         self.seed = seed
         self.ratio_tolerance = ratio_tolerance
         self.calls = 0
@@ -135,27 +156,25 @@ class PalaestraRollout:
     async def _episodes(self, task_ids: list[str], step: int) -> list[Episode]:
         slots = asyncio.Semaphore(self.concurrency)
 
+        async def play(task_id: str) -> Episode:
+            async with slots:
+                options = {"task_id": task_id} if task_id else None
+                return await self._executor.run(self.seed + step, options)
+
         async def one(task_id: str) -> Episode:
-            for _ in range(self.max_retries + 1):
-                async with slots:
-                    env = (
-                        make(self.env, **self.env_kwargs)
-                        if isinstance(self.env, str)
-                        else self.env()
-                    )
-                    try:
-                        episode = await rollout(
-                            env, self.policy, seed=self.seed + step,
-                            options={"task_id": task_id} if task_id else None,
-                        )  # fmt: skip
-                    finally:
-                        await env.close()
-                if episode.status != EpisodeStatus.ERROR and episode.turns:
-                    return episode
-            raise RuntimeError(
-                f"task {task_id!r}: {self.max_retries + 1} episodes ended in errors, the last "
-                f"{episode.end.error_class}: {episode.end.error_message}"
-            )
+            episode = await self.retry.run(lambda: play(task_id))
+            if episode.status == EpisodeStatus.ERROR:
+                why = (
+                    f"an infrastructure error, {self.retry.retries} retries spent"
+                    if episode.end.infra_error
+                    else "a deterministic error, not retried"
+                )
+                raise RuntimeError(
+                    f"task {task_id!r}: the episode ended in {why}: {episode.end.error}"
+                )
+            if not episode.turns:
+                raise RuntimeError(f"task {task_id!r}: the episode ended before its first turn")
+            return episode
 
         return list(await asyncio.gather(*(one(t) for t in task_ids)))
 
@@ -163,6 +182,7 @@ class PalaestraRollout:
         """Stop the policy and the background loop."""
         if self._loop.is_closed():
             return
+        self._run(self._executor.aclose())
         self._run(self.policy.aclose())
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join()

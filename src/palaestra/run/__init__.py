@@ -2,6 +2,7 @@
 
 from palaestra.run.evaluate import evaluate
 from palaestra.run.metrics import pass_at_k, summarize
+from palaestra.run.retry import RetryPolicy
 from palaestra.run.rollout import Episode, Turn, rollout
 from palaestra.run.rows import episode_row
 from palaestra.run.store import ResultStore, RunMismatchError
@@ -9,6 +10,7 @@ from palaestra.run.store import ResultStore, RunMismatchError
 __all__ = [
     "Episode",
     "ResultStore",
+    "RetryPolicy",
     "RunMismatchError",
     "Turn",
     "episode_row",

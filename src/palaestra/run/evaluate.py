@@ -5,9 +5,10 @@ The plan is every (task, attempt) pair. Each episode is written to the run direc
 end. Running again on the same directory with the same configuration skips the pairs already
 done, so an interrupted run (Ctrl-C, kill -9, a crashed machine) resumes where it stopped.
 
-Each try is :func:`~palaestra.run.rollout.rollout` (which turns any failure of the episode into
-an error episode) and :func:`~palaestra.run.rows.episode_row` (the episode as a store row).
-Transient infrastructure errors (``EpisodeEnd.infra_error``: a sandbox that fails to start in
+Each try is :func:`~palaestra.run.rollout.rollout` on an executor (which turns any failure of
+the episode into an error episode) and :func:`~palaestra.run.rows.episode_row` (the episode as
+a store row). Tries follow :class:`~palaestra.run.retry.RetryPolicy`, as in ``RolloutStream``:
+transient infrastructure errors (``EpisodeEnd.infra_error``: a sandbox that fails to start in
 time or dies, a dropped connection, a transient LLM API error) are retried up to ``retries``
 times with exponential backoff; every try is stored (``final = 0`` for the retried ones).
 Deterministic errors are never retried, since they would fail the same way again: task failures,
@@ -39,8 +40,11 @@ from palaestra.llm import LLMClient
 from palaestra.run import metrics
 from palaestra.run.executor import EpisodeExecutor, LocalExecutor
 from palaestra.run.ray_executor import RayExecutor, RayOptions
+from palaestra.run.recorder import RunRecorder
+from palaestra.run.retry import RetryPolicy
+from palaestra.run.rollout import Episode
 from palaestra.run.rows import episode_row
-from palaestra.run.store import DB_NAME, EpisodeRow, ResultStore, read_episodes
+from palaestra.run.store import DB_NAME, EpisodeRow, read_episodes
 from palaestra.sandbox.base import SandboxBackend
 from palaestra.scaffolds import Scaffold
 from palaestra.tasks.source import TaskSet
@@ -126,8 +130,8 @@ async def evaluate(
     concurrency: int = 8,
     out_dir: Path | str | None = None,
     seed: int = 0,
-    retries: int = 2,
-    retry_backoff_s: float = 1.0,
+    retries: int | RetryPolicy = 2,
+    retry_backoff_s: float | None = None,
     max_cost_usd: float | None = None,
     max_trial_cost_usd: float | None = None,
     overwrite: bool = False,
@@ -147,6 +151,8 @@ async def evaluate(
     to a temporary directory removed afterwards.
 
     ``on_episode`` is called with every stored try (``final`` says whether it counts).
+    ``retries``: how many more tries an infrastructure error gets, ``retry_backoff_s`` apart
+    (doubling; 1 s when None), or a :class:`~palaestra.run.retry.RetryPolicy`.
     ``max_cost_usd`` stops scheduling episodes once the run's cost passes it (in-flight ones
     finish); ``max_trial_cost_usd`` ends an episode as an error once its cost passes it.
 
@@ -158,8 +164,9 @@ async def evaluate(
     store. ``policy`` and ``sandbox`` then travel to the actors by name, ``scaffold`` by name or
     pickled.
     """
-    if attempts < 1 or concurrency < 1 or retries < 0:
-        raise ValueError("attempts and concurrency must be at least 1, retries at least 0")
+    if attempts < 1 or concurrency < 1:
+        raise ValueError("attempts and concurrency must be at least 1")
+    retry = RetryPolicy.of(retries, retry_backoff_s)
     tasks = tasks if tasks is not None else load_tasks(env_id)
     keep = Path(out_dir) / "episodes" if out_dir is not None else None
     runner = _executor(env_id, policy, tasks, executor, concurrency,
@@ -182,77 +189,71 @@ async def evaluate(
         sandbox=sandbox,
         env_overrides=env_overrides,
     )
-    store = await ResultStore.open(out)
     stop_reason: str | None = None
     started = time.perf_counter()
-    writes: set[asyncio.Future[int]] = set()  # episode rows being written
+    spent = 0.0
+    retried = 0
+
+    def stored(row: EpisodeRow) -> None:  # a try's row is committed
+        nonlocal spent
+        spent += row.values.get("cost_usd") or 0.0
+        if on_episode is not None:
+            on_episode(row.values)
+
+    recorder: RunRecorder | None = None
     try:
-        resumed = await store.begin_run(
+        recorder = await RunRecorder.open(
+            out,
             uuid.uuid4().hex[:12],
-            identity=identity,
-            config={
+            identity,
+            {
                 "invalid_tasks": invalid,
                 "concurrency": concurrency,
-                "retries": retries,
+                "retries": retry.retries,
                 "max_cost_usd": max_cost_usd,
                 "max_trial_cost_usd": max_trial_cost_usd,
             },  # fmt: skip
+            on_stored=stored,
         )
-        run_id = await store.run_id()
-        done = await store.done_jobs()
+        done = await recorder.store.done_jobs()
         n = len(tasks)
         plan = [Job(t.id, a, a * n + i) for a in range(attempts) for i, t in enumerate(tasks)]
         todo = [job for job in plan if (job.task_id, job.attempt) not in done]
         if isinstance(runner, RayExecutor) and todo:  # a finished run leaves the cluster be
             await runner.start()
-        spent = await store.total_cost()
+        spent = await recorder.store.total_cost()
         queue: asyncio.Queue[Job] = asyncio.Queue()
         for job in todo:
             queue.put_nowait(job)
-        retried = 0
 
         def over_budget() -> bool:
             return max_cost_usd is not None and spent > max_cost_usd
 
-        def stored(row: EpisodeRow, write: asyncio.Future[int]) -> None:
-            nonlocal spent
-            writes.discard(write)
-            if write.cancelled() or write.exception() is not None:
-                return
-            spent += row.values.get("cost_usd") or 0.0
-            if on_episode is not None:
-                on_episode(row.values)
-
-        async def store_try(row: EpisodeRow, final: bool, attempt_try: int) -> None:
-            row.values.update(final=int(final), run_id=run_id,
-                              finished_at=time.time(), **{"try": attempt_try})  # fmt: skip
-            # A write goes on when its caller is cancelled (Ctrl-C), so what follows a stored
-            # row (cost, on_episode) hangs on the write, not on this coroutine; it runs before
-            # this coroutine resumes.
-            write = asyncio.ensure_future(store.add_episode(row))
-            writes.add(write)
-            write.add_done_callback(functools.partial(stored, row))
-            await asyncio.shield(write)
+        async def record(job: Job, episode: Episode, attempt_try: int, final: bool) -> None:
+            nonlocal retried
+            row = episode_row(
+                episode,
+                tasks.get(job.task_id),
+                attempt=job.attempt,
+                seed=seed + job.index,
+                try_index=attempt_try,
+                final=final,
+            )
+            assert recorder is not None
+            await recorder.write(row)
+            retried += not final
 
         async def worker() -> None:
-            nonlocal retried, stop_reason
+            nonlocal stop_reason
             while not queue.empty() and stop_reason is None:
                 if over_budget():
                     stop_reason = f"max_cost_usd reached: ${spent:.4f} > ${max_cost_usd:g}"
                     return
                 job = queue.get_nowait()
-                task = tasks.get(job.task_id)
-                for attempt_try in range(retries + 1):
-                    episode = await runner.run(
-                        seed + job.index, {"task_id": task.id}, max_trial_cost_usd
-                    )
-                    row = episode_row(episode, task, attempt=job.attempt, seed=seed + job.index)
-                    final = not episode.end.infra_error or attempt_try == retries
-                    await store_try(row, final, attempt_try)
-                    if final:
-                        break
-                    retried += 1
-                    await asyncio.sleep(retry_backoff_s * 2**attempt_try)
+                play = functools.partial(
+                    runner.run, seed + job.index, {"task_id": job.task_id}, max_trial_cost_usd
+                )
+                await retry.run(play, functools.partial(record, job))
 
         try:
             async with asyncio.TaskGroup() as group:
@@ -277,7 +278,7 @@ async def evaluate(
             "lost": getattr(runner, "lost", 0),
             "out_dir": None if temp else str(out),
             "planned": len(plan),
-            "resumed": resumed,
+            "resumed": recorder.resumed,
             "skipped": len(plan) - len(todo),
             "retried": retried,
             "stop_reason": stop_reason,
@@ -291,12 +292,12 @@ async def evaluate(
             await asyncio.to_thread((out / "summary.json").write_text, text)
         return summary
     finally:
-        if writes:  # cancelled mid-write: the rows land, and are counted, before the run ends
-            await asyncio.wait(writes)
         try:
+            if recorder is not None:  # cancelled mid-write: the rows land, and are counted
+                await recorder.drain()
             await runner.aclose()
         finally:
-            await store.finish_run(time.time(), stop_reason)
-            await store.aclose()
+            if recorder is not None:
+                await recorder.aclose(stop_reason)
         if temp:
             await asyncio.to_thread(shutil.rmtree, out, ignore_errors=True)

@@ -2,8 +2,10 @@
 
 An :class:`EpisodeExecutor` plays one episode on request and returns it as plain data (an
 :class:`~palaestra.run.rollout.Episode`); what to do with it (the store row, retries of
-infrastructure errors, groups) stays with the caller, so ``evaluate`` and the RL stream have
-one recording path whatever runs the episodes. :class:`LocalExecutor` runs them in this
+infrastructure errors, groups) stays with the caller: ``evaluate`` and ``RolloutStream`` both
+run their tries through :class:`~palaestra.run.retry.RetryPolicy`, make each try's store row
+with :func:`~palaestra.run.rows.episode_row` and write it with
+:class:`~palaestra.run.recorder.RunRecorder`, whatever runs the episodes. :class:`LocalExecutor` runs them in this
 process; :class:`~palaestra.run.ray_executor.RayExecutor` on the actors of a Ray cluster.
 """
 
@@ -65,6 +67,13 @@ class LocalExecutor:
             raise
         self._idle.append(env)
         return episode
+
+    def spare(self) -> Environment[LLMRequest, LLMResponse]:
+        """An idle environment (made now when there is none), left in the pool: what a caller
+        reads the parts from (its scaffold, its sandbox backend) without running an episode."""
+        if not self._idle:
+            self._idle.append(self.make_env())
+        return self._idle[-1]
 
     async def aclose(self) -> None:
         if self._closing:

@@ -32,11 +32,18 @@ def _steps(turns: list[Turn], trajectory: list[dict[str, Any]]) -> list[StepReco
 
 
 def episode_row(
-    episode: Episode, task: Task | ToolTask | None = None, *, attempt: int, seed: int | None
+    episode: Episode,
+    task: Task | ToolTask | None = None,
+    *,
+    attempt: int,
+    seed: int | None,
+    try_index: int = 0,
+    final: bool = True,
 ) -> EpisodeRow:
-    """The store row of one episode (the run's bookkeeping columns, ``run_id``, ``try``,
-    ``final`` and ``finished_at``, are the writer's). Without ``task`` (a stream that draws
-    its tasks as it goes), the task's id, category and difficulty come from the episode."""
+    """The store row of one episode try: the ``try_index``-th try of ``attempt``, ``final``
+    when it counts (the run's columns, ``run_id`` and ``finished_at``, are the writer's).
+    Without ``task`` (a stream that draws its tasks as it goes), the task's id, category and
+    difficulty come from the episode."""
     end, info = episode.end, episode.info
     if task is not None:
         task_id, category, difficulty = task.id, task.category, task.difficulty
@@ -58,6 +65,7 @@ def episode_row(
         "agent_s": timings.get("agent_s"), "policy_s": timings.get("policy_s"),
         "verifier_s": timings.get("verifier_s"), "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.completion_tokens, "cached_tokens": usage.cached_tokens,
-        "cost_usd": episode.cost_usd, "wall_s": episode.wall_s,
+        "cost_usd": episode.cost_usd, "wall_s": episode.wall_s, "try": try_index,
+        "final": int(final),
     }  # fmt: skip
     return EpisodeRow(values, _steps(episode.turns, info.get("trajectory", [])))

@@ -54,7 +54,9 @@ SCAFFOLD_ERROR = "ScaffoldError"
 class Outcome:
     """How a scaffold's run ended. ``status`` is coerced to :class:`EndReason` (a plain string
     such as ``"submitted"`` is accepted). For an ``error`` end, ``message`` is the error's
-    message and ``error_class`` its class name (:data:`SCAFFOLD_ERROR` when not given).
+    message and ``error_class`` its class name (:data:`SCAFFOLD_ERROR` when not given);
+    ``exception``: the exception caught, when one was (its class names the error and
+    classifies it).
 
     ``next_request``: the request the scaffold would have sent next, when a limit stopped it
     between turns (the turn loop at its step limit): the environment's LAST observation, what
@@ -66,9 +68,12 @@ class Outcome:
     trajectory: list[dict[str, Any]] = field(default_factory=list)
     error_class: str | None = None
     next_request: LLMRequest | None = None
+    exception: BaseException | None = None
 
     def __post_init__(self) -> None:
         self.status = EndReason(self.status)
+        if self.error_class is None and self.exception is not None:
+            self.error_class = type(self.exception).__name__
         if self.status is EndReason.ERROR and self.error_class is None:
             self.error_class = SCAFFOLD_ERROR
 
