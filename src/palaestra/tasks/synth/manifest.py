@@ -98,8 +98,9 @@ def shipped_manifest(project: str) -> Manifest:
 class Materialised:
     """A manifest's project made ready once (sdist, venv, image), then its tasks on demand."""
 
-    def __init__(self, manifest: Manifest, root: Path | None = None) -> None:
+    def __init__(self, manifest: Manifest, root: Path | None = None, *, image: bool = True) -> None:
         self.manifest = manifest
+        self.image = image
         base = root or cache_dir().parent / "synth"
         self.work = base / f"{manifest.project}-{manifest.version}"
         self._lock = threading.Lock()
@@ -113,7 +114,8 @@ class Materialised:
                 source = f"{m.project}=={m.version}" if m.source == "pypi" else m.source
                 project = fetch(source, self.work, sdist_sha256=m.sdist_sha256)
                 environment = build_venv(project, self.work, pinned=m.packages)
-                image = build_image(project, environment, self.work)
+                image = (build_image(project, environment, self.work) if self.image
+                         else image_tag(project, environment))  # fmt: skip
                 self._ready = project, image, {s.key: s for s in all_sites(project)}
             return self._ready
 

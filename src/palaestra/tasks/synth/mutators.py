@@ -36,7 +36,7 @@ _ATOMIC = (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Constant)
 _NO_SWAP = frozenset(
     {"max", "min", "print", "isinstance", "issubclass", "getattr", "setattr", "hasattr",
      "super", "zip", "map", "filter", "sum", "any", "all", "dict", "set", "tuple", "list",
-     "format", "join", "append", "warn", "log", "debug", "info", "warning", "error"}
+     "format", "append", "warn", "log", "debug", "info", "warning", "error"}
 )  # fmt: skip
 
 
@@ -291,7 +291,8 @@ class ChangeConstant(Mutator):
         parent = scope.parents.get(node)
         if isinstance(parent, ast.JoinedStr | ast.FormattedValue | ast.arguments):
             return
-        if isinstance(parent, ast.BinOp) and parent.right is node and node.value == 1:
+        if (isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Add | ast.Sub)
+                and parent.right is node and node.value == 1):  # fmt: skip
             return  # off-by-one's
         if (new := _moved(node)) is not None:
             yield scope.replace(node, new)

@@ -188,9 +188,9 @@ def read_layout(name: str, version: str, root: Path, **sdist: str) -> Project:
         p.parts[0] == "src" and not _is_test(p) for p in python) else ""  # fmt: skip
     library = []
     for p in python:
-        rel = p.relative_to(import_root) if import_root else p
         if import_root and p.parts[0] != import_root:
             continue
+        rel = p.relative_to(import_root) if import_root else p
         if _is_test(p) or rel.parts[0] in _NOT_LIBRARY or str(rel) in _NOT_LIBRARY_FILES:
             continue
         if len(rel.parts) == 1 and rel.name in _NOT_LIBRARY_FILES | {"__init__.py"}:
