@@ -104,9 +104,13 @@ def _requirement_files(project: Project) -> list[Path]:
 
 
 def _resolve(project: Project, venv: Path, work: Path) -> list[dict]:
-    """What pip would install for the project with its test extras, plus pytest."""
+    """What pip would install for the project with its test extras, plus pytest. pip reads a
+    copy of the project: preparing its metadata writes into the tree (``*.egg-info``)."""
     extras = _extras(project)
-    target = str(project.root) + (f"[{','.join(extras)}]" if extras else "")
+    copy = work / "resolve"
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(project.root, copy, symlinks=True)
+    target = str(copy) + (f"[{','.join(extras)}]" if extras else "")
     report = work / "pip-report.json"
     args = [target, "pytest", *_group_requirements(project)]
     for path in _requirement_files(project):
@@ -117,6 +121,7 @@ def _resolve(project: Project, venv: Path, work: Path) -> list[dict]:
          *args],
         capture_output=True, text=True, timeout=1200,
     )  # fmt: skip
+    shutil.rmtree(copy, ignore_errors=True)
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise SynthError(
