@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import shutil
 import statistics
 import subprocess
 import sys
@@ -72,6 +71,14 @@ def image_layer_bytes(image: str) -> int:
     return max(0, sizes[0] - sizes[1])
 
 
+def rootfs_bytes(image: str) -> int:
+    """The local backend's export of the image (shared by the project's tasks)."""
+    out = subprocess.run(["docker", "image", "inspect", "-f", "{{.Id}}", image],
+                         capture_output=True, text=True)  # fmt: skip
+    image_id = out.stdout.strip().removeprefix("sha256:")
+    return du(Path.home() / ".cache" / "palaestra" / "rootfs" / image_id) if image_id else 0
+
+
 def measure(out: Path) -> dict:
     manifest = json.loads((out / "manifest.json").read_text())
     stats = manifest["stats"]
@@ -91,6 +98,7 @@ def measure(out: Path) -> dict:
         "s_per_task": round(seconds / n, 1),
         "source_mb": round(source / 1e6, 2), "venv_mb": round(du(work / "venv") / 1e6, 1),
         "image_layer_mb": round(image_layer_bytes(stats["image"]) / 1e6, 1),
+        "rootfs_mb": round(rootfs_bytes(stats["image"]) / 1e6, 1),
         "task_kb": round((with_tasks - source) / n / 1e3, 1),
         "manifest_bytes_per_task": round((out / "manifest.json").stat().st_size / n),
     }  # fmt: skip
@@ -109,7 +117,7 @@ def run_project(name: str, root: Path, options: Options, ship: bool) -> dict:
         return row
     if ship:
         SHIP.mkdir(exist_ok=True)
-        shutil.copy(out / "manifest.json", SHIP / f"{manifest.project}.json")
+        manifest.save(SHIP / f"{manifest.project}.json.gz")
     row = measure(out)
     row["wall_minutes"] = round((time.monotonic() - started) / 60, 1)
     print(json.dumps(row), flush=True)

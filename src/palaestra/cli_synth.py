@@ -46,19 +46,31 @@ def _writer(name: str) -> Rewriter:
 
 
 def synth(
-    source: Annotated[str, typer.Argument(help="A PyPI package name (its sdist, which carries "
-                                          "its tests), name==version, or a local git directory.")],  # fmt: skip
+    source: Annotated[
+        str,
+        typer.Argument(
+            help="A PyPI package name (its sdist, which carries "
+            "its tests), name==version, or a local git directory."
+        ),
+    ],  # fmt: skip
     out: Annotated[Path, typer.Option("--out", "-o", help="Where the tasks go.")],
     candidates: Annotated[int, typer.Option(help="Candidate bugs to try.")] = 200,
     seed: Annotated[int, typer.Option(help="Which sites are tried (deterministic).")] = 0,
-    pairs: Annotated[float, typer.Option(help="Two-site bugs to try, as a share of the kept "
-                                         "one-site bugs.")] = 0.25,  # fmt: skip
+    pairs: Annotated[
+        float, typer.Option(help="Two-site bugs to try, as a share of the kept one-site bugs.")
+    ] = 0.25,  # fmt: skip
     jobs: Annotated[int, typer.Option("--jobs", "-j", help="Candidates tried at once.")] = 1,
     max_tasks: Annotated[int | None, typer.Option(help="Write at most N tasks.")] = None,
-    image: Annotated[bool, typer.Option(help="Build the tasks' Docker image (needed to run "
-                                        "them).")] = True,  # fmt: skip
-    writer: Annotated[str | None, typer.Option(help="Rewrite each instruction with this policy "
-                                               "(openai:MODEL); template text otherwise.")] = None,  # fmt: skip
+    image: Annotated[
+        bool, typer.Option(help="Build the tasks' Docker image (needed to run them).")
+    ] = True,  # fmt: skip
+    writer: Annotated[
+        str | None,
+        typer.Option(
+            help="Rewrite each instruction with this policy "
+            "(openai:MODEL); template text otherwise."
+        ),
+    ] = None,  # fmt: skip
 ) -> None:
     """Turn a real Python project into validated SWE-style bug-fix tasks (Harbor format)."""
     if candidates < 1 or jobs < 1 or not 0 <= pairs <= 1:

@@ -31,10 +31,10 @@ from palaestra.llm import HFLocalPolicy, LLMClient
 from palaestra.scaffolds.oracle import NopPolicy, OraclePolicy
 from palaestra.tasks import generators
 from palaestra.tasks.datasets import humaneval
-from palaestra.tasks.synth import manifest as synth_manifest
 from palaestra.tasks.datasets import registry as harbor_registry
 from palaestra.tasks.pool import Pool
 from palaestra.tasks.source import TaskSet
+from palaestra.tasks.synth import manifest as synth_manifest
 
 PACKS_DIR = Path(__file__).resolve().parent.parent / "tasks" / "packs"
 _ID = re.compile(r"^(?P<name>.+?)(?P<selector>:-?\d*(?::-?\d*)?|@\d+/\d+)?$")

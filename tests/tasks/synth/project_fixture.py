@@ -46,7 +46,7 @@ def initials(name):
     return "".join(part[0].upper() for part in parts if part)
 '''
 
-TESTS = '''\
+TESTS = """\
 import pytest
 
 from tinycalc.core import clamp, initials, is_even, safe_ratio, total, window
@@ -90,9 +90,9 @@ def test_is_even():
 
 def test_initials():
     assert initials("ada  lovelace") == "AL"
-'''
+"""
 
-PYPROJECT = '''\
+PYPROJECT = """\
 [build-system]
 requires = ["setuptools>=61"]
 build-backend = "setuptools.build_meta"
@@ -100,7 +100,7 @@ build-backend = "setuptools.build_meta"
 [project]
 name = "tinycalc"
 version = "1.0"
-'''
+"""
 
 
 def make_project(root: Path, *, tests: bool = True, native: bool = False) -> Path:

@@ -115,7 +115,9 @@ def test_off_by_one_moves_indices_and_drops_plus_one() -> None:
 def test_remove_statement_and_guard_delete_whole_lines() -> None:
     removed = mutants("remove-statement")
     texts = {m for m in removed}
-    assert SOURCE.replace("        result += item\n", "        pass\n") in texts  # alone in its body
+    assert (
+        SOURCE.replace("        result += item\n", "        pass\n") in texts
+    )  # alone in its body
     assert SOURCE.replace("    result = result * 1\n", "") in texts  # a re-assignment
     assert not any("result = start" not in m for m in removed)  # a first assignment stays
     guards = mutants("remove-guard")

@@ -90,7 +90,9 @@ def test_nothing_gives_the_answer_away(synthesised) -> None:
             assert not any(line in text for line in originals if len(line.strip()) > 8), path
 
 
-def test_a_rerun_redoes_nothing_and_the_manifest_makes_the_same_tasks(synthesised, tmp_path) -> None:
+def test_a_rerun_redoes_nothing_and_the_manifest_makes_the_same_tasks(
+    synthesised, tmp_path
+) -> None:
     root, out, manifest = synthesised
     record = next((out / ".synth").iterdir()) / "candidates.jsonl"
     before = record.read_text()
@@ -102,7 +104,9 @@ def test_a_rerun_redoes_nothing_and_the_manifest_makes_the_same_tasks(synthesise
         copy = made.task_dir(bug.id)
         diff = filecmp.dircmp(copy, out / bug.id)
         assert not diff.diff_files and not diff.left_only and not diff.right_only
-        assert (copy / "instruction.md").read_text() == (out / bug.id / "instruction.md").read_text()
+        assert (copy / "instruction.md").read_text() == (
+            out / bug.id / "instruction.md"
+        ).read_text()
     assert [t.id for t in made.tasks()][:3] == [b.id for b in manifest.tasks[:3]]
 
 

@@ -25,7 +25,7 @@ from tests.tasks.synth.project_fixture import CORE, make_project
 
 pytestmark = requires_docker
 
-SEARCH = r'''
+SEARCH = r"""
 import base64, importlib.metadata as md, os, subprocess, sys
 needle = base64.b64decode(sys.argv[1])
 found = []
@@ -67,7 +67,7 @@ import tinycalc.core
 if tinycalc.core.__file__ != "/app/tinycalc/core.py":
     found.append("imports another copy: " + tinycalc.core.__file__)
 print("FOUND" if found else "NOTHING", found)
-'''
+"""
 
 
 @pytest.fixture(scope="module")

@@ -6,13 +6,14 @@ and nothing that can: no workspace, no patch. :func:`materialise` makes the task
 first use: the sdist downloaded and checked by hash, the environment and its image built, each
 task written from its sites (deterministic edits of the original text). No test runs.
 
-Manifests shipped with palaestra live in ``manifests/<project>.json``; each is the env id
+Manifests shipped with palaestra live in ``manifests/<project>.json.gz``; each is the env id
 ``swe-synth/<project>`` (``palaestra eval swe-synth/more-itertools:0:50``).
 """
 
 from __future__ import annotations
 
 import functools
+import gzip
 import json
 import threading
 from dataclasses import asdict, dataclass, field
@@ -59,11 +60,17 @@ class Manifest:
     format: int = FORMAT
 
     def save(self, path: Path) -> None:
-        path.write_text(json.dumps(asdict(self), indent=1) + "\n")
+        """As JSON at ``path``, gzipped when its name ends in ``.gz`` (shipped manifests)."""
+        text = json.dumps(asdict(self), separators=(",", ":")) + "\n"
+        if path.name.endswith(".gz"):
+            path.write_bytes(gzip.compress(text.encode(), mtime=0))
+        else:
+            path.write_text(text)
 
     @classmethod
     def load(cls, path: Path) -> Manifest:
-        data = json.loads(path.read_text())
+        raw = path.read_bytes()
+        data = json.loads(gzip.decompress(raw) if path.name.endswith(".gz") else raw)
         data["tasks"] = [Bug(**b) for b in data["tasks"]]
         return cls(**data)
 
@@ -83,12 +90,12 @@ def write_bug(project: Project, image: str, bug: Bug, by_key: dict[str, Site], d
 
 def shipped() -> list[str]:
     """The projects with a shipped manifest."""
-    return sorted(p.stem for p in SHIPPED.glob("*.json"))
+    return sorted(p.name.removesuffix(".json.gz") for p in SHIPPED.glob("*.json.gz"))
 
 
 @functools.cache
 def shipped_manifest(project: str) -> Manifest:
-    path = SHIPPED / f"{project}.json"
+    path = SHIPPED / f"{project}.json.gz"
     if not path.is_file():
         known = ", ".join(shipped()) or "none"
         raise KeyError(f"no synthesised tasks of {project!r}; shipped: {known}")

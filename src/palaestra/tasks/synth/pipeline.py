@@ -64,9 +64,11 @@ def synthesise(
     timings: dict[str, float] = {}
     work = _work_dir(out, source)
     work.mkdir(parents=True, exist_ok=True)
+    before = out / "manifest.json"
+    earlier = Manifest.load(before).stats.get("step_seconds", {}) if before.is_file() else {}
 
-    def step(name: str, started: float) -> None:
-        timings[name] = round(time.monotonic() - started, 2)
+    def step(name: str, started: float) -> None:  # a resumed step keeps its first run's time
+        timings[name] = max(round(time.monotonic() - started, 2), earlier.get(name, 0.0))
 
     start = time.monotonic()
     say(f"fetch: {source}")
