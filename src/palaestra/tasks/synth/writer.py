@@ -8,8 +8,9 @@
     environment/            the project with the bug: copied into /app (files the bug did not
                             touch are hard links to the unpacked sdist: a task costs its
                             changed files and its metadata on disk)
-    tests/test.sh           restores the project's test files, runs FAIL_TO_PASS and the
-    tests/suite/...         PASS_TO_PASS sample with pytest, reward 1 only if all pass
+    tests/test.sh           copies /app with the project's test files restored to a directory
+    tests/suite/...         of nobody's, runs FAIL_TO_PASS and the PASS_TO_PASS sample there
+                            with pytest as nobody, reward 1 only if all pass (:func:`test_sh`)
     tests/tests.json, selected.txt, palaestra_synth_pytest.py, palaestra_synth_verdict.py
     solution/solve.sh       applies fix.patch, the injected change reversed
     wrong_solutions/partial-fix/   (two-site bugs) reverses one site only: must score 0
@@ -33,6 +34,9 @@ from palaestra.tasks.synth.project import Project
 from palaestra.tasks.synth.testrun import PLUGIN, PYTEST_OPTIONS
 
 HERE = Path(__file__).parent
+#: Raised when what a task directory holds changes (2: the verifier runs pytest as nobody):
+#: tasks cached from a manifest by an older writer are written afresh, not reused.
+WRITER_FORMAT = 2
 VERDICT = HERE / "palaestra_synth_verdict.py"
 PATCHER = HERE / "palaestra_synth_patch.py"
 _SKIP_DIRS = {"__pycache__", ".git", ".hg", ".svn", ".tox", ".nox", ".mypy_cache"}
@@ -122,28 +126,41 @@ def _task_toml(project: Project, image: str, sites: list[Site], f2p: int, lines:
     )
 
 
-def test_sh(files: list[str]) -> str:
+def test_sh(files: list[str], import_root: str = "") -> str:
+    """The hidden verifier. Root copies the workspace, with the test files restored, into a
+    fresh directory of nobody's; pytest runs there as nobody (the agent's code it imports
+    cannot reach ``/tests``, ``/logs`` or root's processes); then root kills every process of
+    nobody and scores the report (``palaestra_synth_verdict.py``, isolated from the workspace).
+    """
     options = " ".join(PYTEST_OPTIONS)
     targets = " ".join(f"'{f}'" for f in files)
+    pythonpath = f"$work/app/{import_root}" if import_root else "$work/app"
     return textwrap.dedent(
         f"""\
         #!/bin/sh
-        # Hidden verifier of a synthesised bug-fix task (palaestra tasks synth). The project's
-        # own test files are restored over the workspace, then pytest runs the tests the bug
-        # broke (fail_to_pass) and a sample of those it left passing (pass_to_pass), offline;
-        # reward 1 only when every one of them passes (palaestra_synth_verdict.py).
+        # Hidden verifier of a synthesised bug-fix task (palaestra tasks synth). The workspace
+        # is copied, the project's own test files restored over it, into a directory of
+        # nobody's; pytest runs there as nobody, offline, the tests the bug broke (fail_to_pass)
+        # and a sample of those it left passing (pass_to_pass); then every process of nobody is
+        # killed and reward 1 given only when every one of them passed.
         mkdir -p /logs/verifier
         rm -f /logs/verifier/reward.json
-        cd /app || exit 0
-        cp -R /tests/suite/. /app/
-        run=$(mktemp -d)
-        cp /tests/palaestra_synth_pytest.py "$run/"
-        PYTHONPATH="$run:${{PYTHONPATH:-/app}}" PALAESTRA_SYNTH_SELECT=/tests/selected.txt \\
-          PALAESTRA_SYNTH_REPORT="$run/report.json" HOME="$run" TMPDIR="$run" \\
-          PYTHONDONTWRITEBYTECODE=1 timeout -s KILL 800 {VENV}/bin/python -B -m pytest \\
-          {options} {targets} > /logs/verifier/pytest.log 2>&1
+        verdict="{VENV}/bin/python -I -S -B /tests/palaestra_synth_verdict.py"
+        run=$(mktemp -d /tmp/palaestra-synth.XXXXXX) || exit 1
+        work="$run/work"
+        chmod 755 "$run"
+        cp /tests/palaestra_synth_pytest.py /tests/selected.txt "$run/"
+        chmod 644 "$run/palaestra_synth_pytest.py" "$run/selected.txt"
+        $verdict prepare /app /tests/suite "$work" || echo "could not copy the workspace"
+        cd "$work/app" || cd /
+        PYTHONPATH="$run:{pythonpath}" PALAESTRA_SYNTH_SELECT="$run/selected.txt" \\
+          PALAESTRA_SYNTH_REPORT="$work/report.json" HOME="$work/home" TMPDIR="$work/tmp" \\
+          PYTHONDONTWRITEBYTECODE=1 timeout -s KILL 800 \\
+          setpriv --reuid=65534 --regid=65534 --clear-groups --no-new-privs \\
+          {VENV}/bin/python -B -m pytest {options} {targets} > /logs/verifier/pytest.log 2>&1
+        cd /
         tail -n 15 /logs/verifier/pytest.log
-        {VENV}/bin/python -S -B /tests/palaestra_synth_verdict.py "$run/report.json" /tests/tests.json
+        $verdict score "$work/report.json" /tests/tests.json
         exit 0
         """
     )
@@ -188,7 +205,7 @@ def write_task(
         _link(project.root / rel, tests / "suite" / rel)
     checked = fail_to_pass + pass_to_pass
     files = sorted({t.split("::")[0] for t in checked})
-    (tests / "test.sh").write_text(test_sh(files))
+    (tests / "test.sh").write_text(test_sh(files, project.import_root))
     (tests / "test.sh").chmod(0o755)
     (tests / "selected.txt").write_text("".join(f"{t}\n" for t in checked))
     data = {"fail_to_pass": fail_to_pass, "pass_to_pass": pass_to_pass}
