@@ -28,7 +28,7 @@ from palaestra.tasks.synth.environment import build_image, build_venv, image_tag
 from palaestra.tasks.synth.mutators import Site
 from palaestra.tasks.synth.project import Project, fetch
 from palaestra.tasks.synth.validate import all_sites
-from palaestra.tasks.synth.writer import write_task
+from palaestra.tasks.synth.writer import WRITER_FORMAT, write_task
 
 SHIPPED = Path(__file__).with_name("manifests")
 FORMAT = 1
@@ -131,7 +131,7 @@ class Materialised:
         if bug is None:
             raise KeyError(f"no task {task_id!r} in the synthesised {self.manifest.project}")
         project, image, by_key = self.prepare()
-        dest = self.work / "tasks" / image_tag_dir(image) / task_id
+        dest = self.work / "tasks" / f"{image_tag_dir(image)}-w{WRITER_FORMAT}" / task_id
         return write_atomically(dest, lambda tmp: write_bug(project, image, bug, by_key, tmp))
 
     def tasks(self) -> TaskSet:
