@@ -1,4 +1,5 @@
-"""``palaestra tasks ...``: list, show, export, check and fetch tasks; list generator families."""
+"""``palaestra tasks ...``: list, show, export, check and fetch tasks; list generator families;
+synthesise bug-fix tasks from a real project (``tasks synth``: :mod:`palaestra.cli_synth`)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from rich.markup import escape
 from palaestra.cli_errors import SIGTERM_EXIT, Terminated, fail, run_async
 from palaestra.cli_output import CheckProgress, check_json, id_table, print_check, print_json
 from palaestra.cli_pool import app as pool_app
+from palaestra.cli_synth import synth
 from palaestra.env.registry import list_envs, load_tasks, spec
 from palaestra.run.check import check_tasks, planned
 from palaestra.tasks import Task, TaskError, generators
@@ -22,9 +24,10 @@ from palaestra.tasks import load_tasks as load_task_dirs
 from palaestra.tasks.datasets import registry as reg
 from palaestra.tasks.source import SkippedTasksWarning, TaskSet
 
-app = typer.Typer(help="Tasks: list, show, export, check, fetch; generator families.",
+app = typer.Typer(help="Tasks: list, show, export, check, fetch, synth; generator families.",
                   no_args_is_help=True)  # fmt: skip
 app.add_typer(pool_app, name="pool")
+app.command("synth")(synth)
 console = Console()
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print it as JSON (for scripts).")]

@@ -18,6 +18,8 @@ from tests.sandbox.conftest import new_run_id
 class FailsOnCreate(SandboxBackend):
     """The real local backend, except that its ``n``-th create fails (as a sandbox start can)."""
 
+    name = "local"
+
     def __init__(self, real: LocalBackend, n: int) -> None:
         self.real, self.n, self.calls = real, n, 0
 

@@ -34,6 +34,7 @@ from palaestra.tasks.datasets import humaneval
 from palaestra.tasks.datasets import registry as harbor_registry
 from palaestra.tasks.pool import Pool
 from palaestra.tasks.source import TaskSet
+from palaestra.tasks.synth import manifest as synth_manifest
 
 PACKS_DIR = Path(__file__).resolve().parent.parent / "tasks" / "packs"
 _ID = re.compile(r"^(?P<name>.+?)(?P<selector>:-?\d*(?::-?\d*)?|@\d+/\d+)?$")
@@ -103,6 +104,13 @@ def spec(env_id: str) -> EnvSpec:
     if name.startswith("harbor/"):  # a dataset fetched from a Harbor registry
         ref = name.removeprefix("harbor/")
         return EnvSpec(id=name, tasks=lambda: harbor_registry.tasks(ref))
+    if name.startswith("swe-synth/"):  # bug-fix tasks synthesised from a real project
+        project = name.removeprefix("swe-synth/")
+        return EnvSpec(
+            id=name,
+            tasks=lambda: synth_manifest.tasks(project),
+            description=f"SWE-style bug-fix tasks synthesised from {project} (docs/swe-synth.md)",
+        )
     if name.startswith("creator:"):  # its tasks are the seeds: examples and parents
         source = name.removeprefix("creator:")
         return EnvSpec(

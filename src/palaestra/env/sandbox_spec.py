@@ -32,7 +32,14 @@ from palaestra.sandbox.dockerfile_replay import (
     needs_image_build,
     plan_local_environment,
 )
-from palaestra.sandbox.images import BuildError, build_image, export_rootfs, image_config
+from palaestra.sandbox.images import (
+    LOCAL_ROOTFS_LABEL,
+    BuildError,
+    build_image,
+    export_rootfs,
+    image_config,
+    local_image_labels,
+)
 from palaestra.tasks import Task, TaskError
 from palaestra.tasks.config import EnvironmentConfig
 from palaestra.tasks.paths import HARBOR_DIRS, TESTS_DIR
@@ -146,7 +153,9 @@ async def prepare_sandbox_spec(task: Task, backend: str) -> SandboxSpec:
       ``environment/``, within ``[environment] build_timeout_sec``) into ``palaestra/task-<hash>``.
     * any other backend: the Dockerfile replayed (:func:`task_sandbox_spec`), unless it has
       ``RUN`` steps; then Docker builds the image and the sandbox runs on its exported root
-      filesystem (``spec.rootfs``), with the image's WORKDIR and ENV.
+      filesystem (``spec.rootfs``), with the image's WORKDIR and ENV. A prebuilt
+      ``docker_image`` labelled ``palaestra.local-rootfs=1`` (``tasks synth``'s) runs on its
+      exported root filesystem too, ``environment/`` copied into the workdir.
 
     Slow work runs in threads or on the engine, never blocking the event loop.
     """
@@ -184,6 +193,11 @@ async def _prepare(definition: _Definition, backend: str) -> SandboxSpec:
         if files:
             files = {workdir: next(iter(files.values()))}
         return SandboxSpec(workdir=workdir, image=image, files=files, **_limits(definition))
+    image = environment.docker_image
+    if not build and image and not await asyncio.to_thread((directory / "Dockerfile").is_file):
+        labels = await local_image_labels(image)
+        if labels is not None and labels.get(LOCAL_ROOTFS_LABEL) == "1":
+            return await _prebuilt_rootfs_spec(definition, image)
     if not build:
         return await asyncio.to_thread(_replayed_spec, definition)
     dockerfile = directory / "Dockerfile"
@@ -206,6 +220,20 @@ async def _prepare(definition: _Definition, backend: str) -> SandboxSpec:
     # The local backend gives each sandbox a fresh writable workdir; it starts as the image's.
     image_workdir = rootfs.path / workdir.lstrip("/")
     files = {workdir: image_workdir} if await asyncio.to_thread(image_workdir.is_dir) else {}
+    return SandboxSpec(
+        workdir=workdir, env=dict(rootfs.config.env), files=files, rootfs=rootfs.path,
+        **_limits(definition),
+    )  # fmt: skip
+
+
+async def _prebuilt_rootfs_spec(definition: _Definition, image: str) -> SandboxSpec:
+    """A prebuilt image that asks for it (:data:`LOCAL_ROOTFS_LABEL`) runs on its exported root
+    filesystem, shared read-only by its sandboxes, with ``environment/`` copied into the
+    workdir as Harbor does for a prebuilt image."""
+    plan = await asyncio.to_thread(_local_plan, definition)
+    rootfs = await export_rootfs(image)
+    workdir = definition.environment.workdir or rootfs.config.workdir or DEFAULT_WORKDIR
+    files = {workdir: next(iter(plan.files.values()))} if plan.files else {}
     return SandboxSpec(
         workdir=workdir, env=dict(rootfs.config.env), files=files, rootfs=rootfs.path,
         **_limits(definition),

@@ -20,7 +20,7 @@ from typing import Literal
 
 from palaestra.env.code_env import CodeEnv
 from palaestra.env.end import EpisodeEnd
-from palaestra.env.sandbox_spec import task_sandbox_spec
+from palaestra.env.sandbox_spec import prepare_sandbox_spec
 from palaestra.run.rollout import rollout
 from palaestra.sandbox import SandboxBackend, make_backend
 from palaestra.scaffolds import NopPolicy, OraclePolicy
@@ -123,8 +123,9 @@ async def _in_one_sandbox(
     verifier: Verifier | None,
     result: Callable[..., ScenarioResult],
 ) -> VerifierResult | ScenarioResult:
-    """The solution applied, then the verifier run, in one sandbox of the task's spec."""
-    spec = await asyncio.to_thread(task_sandbox_spec, task)
+    """The solution applied, then the verifier run, in one sandbox of the task's spec (built
+    as an episode's is: an image's root filesystem where the task needs one)."""
+    spec = await prepare_sandbox_spec(task, backend.name)
     sandbox = await backend.create(spec)
     try:
         if solution is not None:

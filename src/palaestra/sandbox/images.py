@@ -24,11 +24,12 @@ import secrets
 import shutil
 import stat
 import tarfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import aiodocker
+import aiohttp
 from aiodocker.exceptions import DockerError
 
 from palaestra.sandbox.base import SandboxError, SandboxSpecError
@@ -57,6 +58,7 @@ class ImageConfig:
     env: dict[str, str]
     entrypoint: list[str] | None
     user: str | None
+    labels: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,7 @@ def _image_config(data: dict[str, Any]) -> ImageConfig:
         env=env,
         entrypoint=config.get("Entrypoint") or None,
         user=config.get("User") or None,
+        labels=dict(config.get("Labels") or {}),
     )
 
 
@@ -134,6 +137,24 @@ async def image_config(image: str) -> ImageConfig:
     """The run configuration of ``image`` (pulled when missing and pullable)."""
     async with _client() as docker:
         return _image_config(await ensure_image(docker, image))
+
+
+#: An image with this label set to "1" asks the local backend to run it on its exported root
+#: filesystem (a task's prebuilt ``docker_image`` otherwise runs on the host's system
+#: directories there): palaestra's own images whose files the tasks need (``tasks synth``).
+LOCAL_ROOTFS_LABEL = "palaestra.local-rootfs"
+
+
+async def local_image_labels(image: str) -> dict[str, str] | None:
+    """The labels of ``image`` when the engine has it (never pulled), else None; None too when
+    no engine answers."""
+    try:
+        if not await asyncio.to_thread(os.path.exists, docker_socket()):
+            return None
+        async with _client() as docker:
+            return dict((await docker.images.inspect(image)).get("Config", {}).get("Labels") or {})
+    except (DockerError, OSError, SandboxError, aiohttp.ClientError):
+        return None
 
 
 # Concurrent builds of one context in this process wait for the first instead of repeating it.

@@ -1,0 +1,99 @@
+"""``palaestra tasks synth SOURCE -o DIR``: SWE-style bug-fix tasks from a real Python project.
+
+Each step prints a line as it starts and one with what it found; the candidates step keeps a
+live count. A re-run with the same ``-o`` skips finished work. Bad input (an unknown package,
+no sdist, no tests in it, C extensions, a suite that does not run offline) is one line naming
+the problem and the fix (docs/swe-synth.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from palaestra.cli_errors import fail
+from palaestra.env.registry import check_policy, make_policy
+from palaestra.llm.types import LLMRequest
+from palaestra.tasks.synth import SynthError
+from palaestra.tasks.synth.instruction import Rewriter
+from palaestra.tasks.synth.pipeline import Options, synthesise
+
+console = Console(highlight=False)
+
+
+def _writer(name: str) -> Rewriter:
+    """A rewriter asking the policy ``name`` (``openai:MODEL``) once per instruction."""
+    try:
+        check_policy(name)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--writer") from None
+    if name in ("oracle", "nop"):
+        raise typer.BadParameter("the writer must be a model: openai:MODEL or hf:MODEL",
+                                 param_hint="--writer")  # fmt: skip
+    policy = make_policy(name)
+
+    def rewrite(prompt: str) -> str:
+        request = LLMRequest(messages=[{"role": "user", "content": prompt}])
+        response = asyncio.run(policy.complete(request))
+        return response.content or ""
+
+    return rewrite
+
+
+def synth(
+    source: Annotated[
+        str,
+        typer.Argument(
+            help="A PyPI package name (its sdist, which carries "
+            "its tests), name==version, or a local git directory."
+        ),
+    ],  # fmt: skip
+    out: Annotated[Path, typer.Option("--out", "-o", help="Where the tasks go.")],
+    candidates: Annotated[int, typer.Option(help="Candidate bugs to try.")] = 200,
+    seed: Annotated[int, typer.Option(help="Which sites are tried (deterministic).")] = 0,
+    pairs: Annotated[
+        float, typer.Option(help="Two-site bugs to try, as a share of the kept one-site bugs.")
+    ] = 0.25,  # fmt: skip
+    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Candidates tried at once.")] = 1,
+    max_tasks: Annotated[int | None, typer.Option(help="Write at most N tasks.")] = None,
+    image: Annotated[
+        bool, typer.Option(help="Build the tasks' Docker image (needed to run them).")
+    ] = True,  # fmt: skip
+    writer: Annotated[
+        str | None,
+        typer.Option(
+            help="Rewrite each instruction with this policy "
+            "(openai:MODEL); template text otherwise."
+        ),
+    ] = None,  # fmt: skip
+) -> None:
+    """Turn a real Python project into validated SWE-style bug-fix tasks (Harbor format)."""
+    if candidates < 1 or jobs < 1 or not 0 <= pairs <= 1:
+        raise typer.BadParameter("--candidates and -j take N >= 1, --pairs a share in [0, 1]")
+    options = Options(seed=seed, candidates=candidates, pairs=pairs, workers=jobs, image=image,
+                      max_tasks=max_tasks, rewrite=_writer(writer) if writer else None)  # fmt: skip
+    live = console.is_terminal
+
+    def progress(done: int, total: int, kept: int) -> None:
+        line = f"  tried {done}/{total}, kept {kept}"
+        if live:
+            console.print(line, end="\r")
+        elif done == total or done % max(1, total // 10) == 0:
+            console.print(line)
+
+    try:
+        manifest = synthesise(source, out, options, say=lambda line: console.print(escape(line)),
+                              progress=progress)  # fmt: skip
+    except SynthError as e:
+        fail(str(e))
+    stats = manifest.stats
+    dropped = ", ".join(f"{n} {why}" for why, n in sorted(stats["dropped"].items())) or "none"
+    console.print(
+        f"{len(manifest.tasks)} tasks in {out} (dropped: {dropped}); manifest "
+        f"{out / 'manifest.json'}. Check them: palaestra tasks check {out} -j 2"
+    )

@@ -1,0 +1,167 @@
+"""``palaestra tasks synth SOURCE -o DIR``: a project in, validated bug-fix tasks out.
+
+Steps, each reported through ``say`` and each resumable (its result is kept under
+``DIR/.synth/<source>/``; a re-run skips what is done):
+
+1. fetch: the sdist (or a git directory's tracked files), unpacked, its layout read;
+2. environment: the venv of dependencies and pytest (:mod:`.environment`), and its image;
+3. baseline: the suite twice, the reliable tests, the coverage map (:mod:`.testrun`);
+4. candidates: sites a test reaches, tried one by one (:mod:`.validate`);
+5. pairs: two-site bugs from kept ones;
+6. tasks: each kept bug written as a Harbor task (:mod:`.writer`), and ``manifest.json``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from palaestra.tasks.generators.base import write_atomically
+from palaestra.tasks.synth import instruction as text
+from palaestra.tasks.synth.environment import build_image, build_venv, image_tag
+from palaestra.tasks.synth.manifest import Bug, Manifest, instruction_of, write_bug
+from palaestra.tasks.synth.project import fetch
+from palaestra.tasks.synth.testrun import baseline as run_baseline
+from palaestra.tasks.synth.validate import Progress, all_sites, check_pair, choose, pairs, run
+
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Options:
+    seed: int = 0
+    candidates: int = 200
+    pairs: float = 0.25
+    """Two-site bugs to try, as a share of the kept one-site bugs."""
+    workers: int = 1
+    image: bool = True
+    max_tasks: int | None = None
+    rewrite: text.Rewriter | None = None
+
+
+def _work_dir(out: Path, source: str) -> Path:
+    return out / ".synth" / re.sub(r"[^A-Za-z0-9.=_-]+", "_", source.strip("/"))
+
+
+def task_id(short: str, keys: list[str]) -> str:
+    return f"{short}-{hashlib.sha256('+'.join(keys).encode()).hexdigest()[:8]}"
+
+
+def synthesise(
+    source: str,
+    out: Path,
+    options: Options = Options(),
+    *,
+    say: Say = print,
+    progress: Progress | None = None,
+) -> Manifest:
+    """Turn ``source`` into tasks under ``out``; return the manifest (also ``out/manifest.json``)."""
+    timings: dict[str, float] = {}
+    work = _work_dir(out, source)
+    work.mkdir(parents=True, exist_ok=True)
+    before = out / "manifest.json"
+    earlier = Manifest.load(before).stats.get("step_seconds", {}) if before.is_file() else {}
+
+    def step(name: str, started: float) -> None:  # a resumed step keeps its first run's time
+        timings[name] = max(round(time.monotonic() - started, 2), earlier.get(name, 0.0))
+
+    start = time.monotonic()
+    say(f"fetch: {source}")
+    project = fetch(source, work)
+    step("fetch", start)
+    say(f"  {project.name} {project.version}: {len(project.library)} library modules, "
+        f"{len(project.tests)} test files")  # fmt: skip
+
+    start = time.monotonic()
+    say("environment: dependencies and pytest in a venv" + (", then its image" if options.image else ""))  # fmt: skip
+    environment = build_venv(project, work)
+    image = build_image(project, environment, work) if options.image else image_tag(project, environment)  # fmt: skip
+    step("environment", start)
+    say(f"  {len(environment.packages)} packages; image {image}")
+
+    start = time.monotonic()
+    say("baseline: the suite, twice")
+    base = run_baseline(environment, project, project.root, work)
+    step("baseline", start)
+    say(f"  {len(base.reliable)} reliable tests, {len(base.flaky)} flaky, "
+        f"{len(base.failing)} failing ({base.seconds:.1f} s a run)")  # fmt: skip
+
+    start = time.monotonic()
+    chosen, unreached = choose(project, base, options.seed, options.candidates)
+    say(f"candidates: {len(chosen)} sites ({unreached} sites no reliable test reaches)")
+    singles = run(project, environment, base, [(s.key, [s]) for s in chosen], work,
+                  workers=options.workers, progress=progress)  # fmt: skip
+    step("candidates", start)
+    kept = [(o, s) for o, s in zip(singles, chosen, strict=True) if o.kept]
+    say(f"  kept {len(kept)} of {len(chosen)}")
+
+    start = time.monotonic()
+    wanted = int(len(kept) * options.pairs)
+    by_key = {s.key: s for s in all_sites(project)}
+    jobs = pairs(kept, options.seed, wanted)
+    say(f"pairs: {len(jobs)} two-site candidates")
+    tried = run(project, environment, base, jobs, work, workers=options.workers, progress=progress)
+    outcome_of = {o.key: o for o in singles}
+    doubles = [check_pair(o, [outcome_of[k] for k in o.sites]) for o in tried]
+    step("pairs", start)
+    say(f"  kept {sum(o.kept for o in doubles)} of {len(jobs)}")
+
+    start = time.monotonic()
+    bugs = []
+    for outcome in [o for o, _ in kept] + [o for o in doubles if o.kept]:
+        bug = Bug(task_id(project.short, outcome.sites), outcome.sites, outcome.fail_to_pass,
+                  outcome.pass_to_pass, outcome.messages)  # fmt: skip
+        if options.rewrite is not None:
+            bug.instruction = _rewritten(project, bug, by_key, options.rewrite, say)
+        bugs.append(bug)
+    bugs = bugs[: options.max_tasks] if options.max_tasks is not None else bugs
+    say(f"tasks: writing {len(bugs)} to {out}")
+    for bug in bugs:
+        write_atomically(out / bug.id, lambda tmp, bug=bug: write_bug(project, image, bug, by_key, tmp))  # fmt: skip
+    step("tasks", start)
+
+    every = list(singles) + list(doubles)
+    manifest = Manifest(
+        project=project.short, version=project.version,
+        source="pypi" if project.sdist else str(Path(source).resolve()),
+        sdist=project.sdist, sdist_sha256=project.sdist_sha256, seed=options.seed,
+        packages=list(environment.packages), tasks=bugs,
+        stats={
+            "sites": len(by_key), "unreached_sites": unreached,
+            "reliable_tests": len(base.reliable), "flaky_tests": len(base.flaky),
+            "failing_tests": len(base.failing), "candidates": len(chosen),
+            "pairs_tried": len(jobs), "kept": len(bugs),
+            "dropped": dict(Counter(o.status for o in every if not o.kept)),
+            "kept_by_mutator": dict(Counter(s.mutator for b in bugs for s in
+                                            [by_key[k] for k in b.sites])),
+            "candidate_seconds": round(sum(o.seconds for o in every), 1),
+            "step_seconds": timings, "image": image,
+        },
+    )  # fmt: skip
+    manifest.save(out / "manifest.json")
+    return manifest
+
+
+def _rewritten(project, bug: Bug, by_key, rewrite: text.Rewriter, say: Say) -> str:
+    """The writer policy's text, unless it gives the answer away (then the template's)."""
+    sites = [by_key[k] for k in bug.sites]
+    template = instruction_of(project, bug, sites)
+    try:
+        answer = rewrite(text.REWRITE_PROMPT.format(instruction=template)).strip()
+    except Exception as e:  # noqa: BLE001 - a failing writer leaves the template's text
+        say(f"  writer failed for {bug.id} ({type(e).__name__}: {e}); template kept")
+        return ""
+    words = text.forbidden(sorted({s.path for s in sites}), project.import_root)
+    originals = [
+        (project.root / s.path).read_text().splitlines()[s.line - 1] for s in sites
+    ]  # fmt: skip
+    leak = text.leaks(answer, words, originals) if answer else "nothing"
+    if leak is not None:
+        say(f"  writer's text for {bug.id} gives away {leak!r}; template kept")
+        return ""
+    return answer + "\n"
