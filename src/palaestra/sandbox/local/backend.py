@@ -4,12 +4,14 @@ keeps the warm pools and the process-wide record of open sandboxes closed at exi
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
 import logging
 import os
 import re
 import secrets
 from pathlib import Path
+from typing import Any
 
 from palaestra.sandbox.base import (
     SandboxBackend,
@@ -26,7 +28,7 @@ from palaestra.sandbox.janitor import (
     process_start_time,
     reclaim_leftovers,
 )
-from palaestra.sandbox.limits import favor_dynamic_moves
+from palaestra.sandbox.limits import SandboxLimits, favor_dynamic_moves
 from palaestra.sandbox.local.bwrap import bwrap_command
 from palaestra.sandbox.local.layout import (
     bind_sources,
@@ -38,7 +40,7 @@ from palaestra.sandbox.local.layout import (
     writable_dirs,
 )
 from palaestra.sandbox.local.pool import WarmPools
-from palaestra.sandbox.local.sandbox import LocalSandbox, in_thread
+from palaestra.sandbox.local.sandbox import LocalSandbox, admit, in_thread
 from palaestra.sandbox.local.snapshot import LocalSnapshot
 from palaestra.sandbox.local.snapshot import live as live_snapshots
 
@@ -175,31 +177,34 @@ class LocalBackend(SandboxBackend):
         self._open.add(sandbox)
         _live.add(sandbox)
         preparing = asyncio.ensure_future(asyncio.to_thread(prepare, spec, sandbox_dir, meta))
-        filling: asyncio.Future[None] | None = None
+        child: concurrent.futures.Future[tuple[int, int] | None] = concurrent.futures.Future()
+        admitting: asyncio.Future[SandboxMeta | None] | None = None
         try:
             sandbox._limits = limits = await await_to_the_end(preparing)
             root = sandbox_dir / "root" if spec.rootfs is not None else None
             binds = writable_binds(sandbox_dir, writable)
             sources = bind_sources(spec, sandbox_dir)
-            # The sandbox's files are made while bwrap starts (it waits for its maps first),
-            # except a root filesystem's overlay: a mount, which must exist before bwrap's
-            # mount namespace is copied from this one (and a snapshot's seed holds its layer).
-            filling = asyncio.ensure_future(
-                asyncio.to_thread(fill, spec, sandbox_dir, meta, writable, files, seed, limits)
-            )
+            fill_args = (spec, sandbox_dir, meta, writable, files, seed, limits)
             if spec.rootfs is not None or seed is not None:
-                await await_to_the_end(filling)
-            command = bwrap_command(spec, root, binds, sources, limits)
-            await sandbox._start(command, filling)
-            sandbox._meta = meta = dataclasses.replace(
-                meta, cgroups=limits.cgroups, mounts=limits.mounts, bwrap_pid=sandbox.bwrap_pid
+                # A root filesystem's overlay is a mount, which must exist before bwrap's
+                # mount namespace is copied from this one (and a snapshot's seed holds its
+                # layer): made first. Otherwise the files are made while bwrap starts (it
+                # touches none before its maps are written, which waits for them).
+                await in_thread(fill, *fill_args)
+                fill_args = None
+            admitting = asyncio.ensure_future(
+                asyncio.to_thread(_fill_and_admit, fill_args, child, sandbox_dir, meta, limits)
             )
-            await in_thread(meta.write, sandbox_dir)
+            command = bwrap_command(spec, root, binds, sources, limits)
+            await sandbox._start(command, child, admitting)
+            sandbox._meta = admitting.result()
         except BaseException:
+            if not child.done():
+                child.set_result(None)  # the thread waiting for bwrap's pids ends
             if preparing.done() and not preparing.cancelled() and not preparing.exception():
                 sandbox._limits = preparing.result()  # cancelled meanwhile: release them too
-            if filling is not None:  # what it makes must be there before close removes it
-                await _finished(filling)
+            if admitting is not None:  # what it makes must be there before close removes it
+                await _finished(admitting)
             await sandbox.close()
             raise
         return sandbox
@@ -240,7 +245,21 @@ class LocalBackend(SandboxBackend):
         _live.discard(sandbox)
 
 
-async def _finished(work: asyncio.Future[None]) -> None:
+def _fill_and_admit(
+    fill_args: tuple[Any, ...] | None,
+    child: concurrent.futures.Future[tuple[int, int] | None],
+    sandbox_dir: Path,
+    meta: SandboxMeta,
+    limits: SandboxLimits,
+) -> SandboxMeta | None:
+    """One thread for what a start does beside bwrap's: :func:`~.layout.fill` (unless made
+    already), then :func:`~.sandbox.admit`. Blocking."""
+    if fill_args is not None:
+        fill(*fill_args)
+    return admit(child, sandbox_dir, meta, limits)
+
+
+async def _finished(work: asyncio.Future[Any]) -> None:
     """Wait for ``work`` to end, however often the caller is cancelled meanwhile, and
     whatever it gives (a failure is reported by what waited for it first, or lost with the
     start it belonged to)."""

@@ -11,6 +11,8 @@ ChannelSandbox`).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import dataclasses
 import json
 import os
 import signal
@@ -122,11 +124,18 @@ class LocalSandbox(ChannelSandbox):
 
     # -- lifecycle -----------------------------------------------------------------------------
 
-    async def _start(self, command: BwrapCommand, files_made: asyncio.Future[None]) -> None:
-        """Launch bwrap as the sandbox's root uid, map the sandbox's ids into its user
-        namespace once ``files_made`` (the work making the sandbox's files, which runs
-        meanwhile) is over, move it into its cgroups, let it go on, and wait for the helper's
-        greeting. Takes ``command``'s descriptors (closed here, whatever happens)."""
+    async def _start(
+        self,
+        command: BwrapCommand,
+        child: concurrent.futures.Future[tuple[int, int] | None],
+        admitted: asyncio.Future[None],
+    ) -> None:
+        """Launch bwrap as the sandbox's root uid; hand its pid and its child's to ``child``,
+        which a thread waits on (:func:`admit`: the ids mapped, the cgroups joined, the record
+        written, once the sandbox's files are made); let the child go on once ``admitted``
+        (that thread) is over, and wait for the helper's greeting. Takes ``command``'s
+        descriptors (closed here, whatever happens); ``child`` is always resolved (None when
+        the start failed first), so the thread never waits for good."""
         info_r, info_w = os.pipe()
         limits = self._limits
         assert limits is not None
@@ -172,18 +181,14 @@ class LocalSandbox(ChannelSandbox):
                 child_pid = self._adopt_helper(info)
             except (ValueError, KeyError):
                 raise await self._death_report() from None  # no child pid: bwrap failed early
-            _, cancelled = await outcome(files_made)  # its failure propagates from here
+            child.set_result((self._proc.pid, child_pid))
+            _, cancelled = await outcome(admitted)  # its failure propagates from here
             if cancelled is not None:
                 raise cancelled
-            try:
-                # Before the helper runs: everything it starts inherits the ids and cgroups.
-                await asyncio.to_thread(_prepare_child, child_pid, limits)
-            except ProcessLookupError:
-                pass  # bwrap's child died at once: the channel reports why, just below
-            except OSError as exc:
-                raise SandboxError(f"cannot set up sandbox {self.id}'s namespace: {exc}") from exc
             os.write(command.userns_block, b"1")
         finally:
+            if not child.done():
+                child.set_result(None)
             # Closed unwritten (a failed start), bwrap's child goes on with no ids mapped,
             # which can only fail: it is the unprivileged uid of the range on the host.
             os.close(command.userns_block)
@@ -388,12 +393,34 @@ async def _read_to_end(fd: int) -> bytes:
     return b"".join(chunks)
 
 
-def _prepare_child(pid: int, limits: SandboxLimits) -> None:
-    """Map the sandbox's ids into the user namespace of bwrap's child ``pid`` and move it into
-    the sandbox's cgroups. Blocking."""
-    write_id_maps(pid)
-    if limits.cgroups:
-        limits.add_process(pid)
+def admit(
+    child: concurrent.futures.Future[tuple[int, int] | None],
+    sandbox_dir: Path,
+    meta: SandboxMeta,
+    limits: SandboxLimits,
+) -> SandboxMeta | None:
+    """Once :meth:`LocalSandbox._start` hands over bwrap's pid and its child's (waiting for
+    them: run in a thread), map the sandbox's ids into the child's user namespace, move it into
+    the sandbox's cgroups (before the helper runs: everything it starts inherits both) and
+    record bwrap's pid in meta.json; the record, or None when the start failed first.
+    Blocking."""
+    pids = child.result()
+    if pids is None:
+        return None
+    bwrap_pid, child_pid = pids
+    try:
+        write_id_maps(child_pid)
+        if limits.cgroups:
+            limits.add_process(child_pid)
+    except ProcessLookupError:
+        pass  # bwrap's child died at once: the channel reports why
+    except OSError as exc:
+        raise SandboxError(f"cannot set up sandbox {meta.sandbox_id}'s namespace: {exc}") from exc
+    meta = dataclasses.replace(
+        meta, cgroups=limits.cgroups, mounts=limits.mounts, bwrap_pid=bwrap_pid
+    )
+    meta.write(sandbox_dir)
+    return meta
 
 
 def _open_child_pidfd(pid: int, parent: int) -> int | None:
