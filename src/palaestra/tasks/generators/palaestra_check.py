@@ -39,6 +39,7 @@ from palaestra_fork import (
     run_forked,
     stop_server,
 )
+from palaestra_jail import Tree
 
 NOBODY = 65534
 _SIGKILL, _SIGXCPU = 9, 24
@@ -61,7 +62,10 @@ del sys.argv[1:]
 
 class ChildResult:
     """What a child run gave: ``ok`` with ``value`` (whatever it passed to ``emit``), or
-    ``error`` (an exception line, ``timeout``, ``no output``...)."""
+    ``error`` (an exception line, ``timeout``, ``no output``...); ``cpu``: the seconds of CPU
+    its whole process tree used."""
+
+    cpu = 0.0
 
     def __init__(self, ok, value=None, error="", stdout="", stderr="", returncode=None,
                  timed_out=False):  # fmt: skip
@@ -149,6 +153,9 @@ def _copy_stat(st, dest):
 
 def _forked_result(status, out, err, timeout, cpu_seconds):
     """run_command's result for a child of the fork server."""
+    if status == "cpu":
+        return ChildResult(False, stdout=out, stderr=err,
+                           error=f"CPU time limit of {cpu_seconds}s exceeded")  # fmt: skip
     if status == "timeout":
         return ChildResult(False, error=f"timeout after {timeout:g}s", stdout=out, stderr=err,
                            timed_out=True)  # fmt: skip
@@ -166,17 +173,20 @@ def _forked_result(status, out, err, timeout, cpu_seconds):
 def run_command(argv, *, cwd="/app", timeout=20.0, stdin="", env=None, cpu_seconds=None):
     """Run ``argv`` as nobody in ``cwd``; return ``ChildResult`` with stdout/stderr/returncode.
 
-    ``cpu_seconds`` is a CPU-time bar (RLIMIT_CPU, whole seconds): use it, not ``timeout``, for
+    ``cpu_seconds`` is a CPU-time bar (whole seconds) over the command's whole process tree
+    (``palaestra_jail``), each process's RLIMIT_CPU too: use it, not ``timeout``, for
     performance requirements; CPU time hardly moves when the machine is busy, wall time does.
+    Every process the command leaves is killed when it ends.
     Every command is a child of the fork server (nobody, a session of its own): a Python
     program (this interpreter on a script, ``-m`` or ``-c``) is forked from it, anything else
     is executed from such a fork (found on ``env``'s PATH)."""
     environ = dict(CHILD_ENV)
     environ.update(env or {})
     how = forkable(argv, environ) or ("exec", argv[0], list(argv[1:]))
-    status, out, err, _ = run_forked(how, environ, cwd=cwd, timeout=timeout, stdin=stdin,
-                                     cpu_seconds=cpu_seconds)  # fmt: skip
+    status, out, err, _, cpu = run_forked(how, environ, cwd=cwd, timeout=timeout, stdin=stdin,
+                                          cpu_seconds=cpu_seconds)  # fmt: skip
     res = _forked_result(status, _text(out), _text(err), timeout, cpu_seconds)
+    res.cpu = cpu
     if how[0] == "exec" and res.returncode == 127 and res.stderr.startswith("cannot start "):
         res.error = _last_line(res.stderr)  # it never ran: as Popen's OSError said it
     return res
@@ -190,13 +200,14 @@ def run_python(code, input_value=None, *, cwd="/app", timeout=20.0, path=None, c
     ``python -I -B -c``."""
     names = [IN_CHILD_DIR + "input.json", IN_CHILD_DIR + "output.json", path or cwd]
     how = ("code", _CHILD + "\n" + code, names)
-    status, out, err, (raw,) = run_forked(how, CHILD_ENV, cwd=cwd, timeout=timeout, stdin="",
-                                          cpu_seconds=cpu_seconds,
-                                          files={"input.json": json_dumps(input_value)},
-                                          read=("output.json",))  # fmt: skip
+    status, out, err, (raw,), cpu = run_forked(how, CHILD_ENV, cwd=cwd, timeout=timeout,
+                                               stdin="", cpu_seconds=cpu_seconds,
+                                               files={"input.json": json_dumps(input_value)},
+                                               read=("output.json",))  # fmt: skip
     out, err = _text(out), _text(err)
     res = _forked_result(status, out, err, timeout, cpu_seconds)
-    if status in ("timeout", "gone") or res.error.startswith("CPU time limit"):
+    res.cpu = cpu
+    if status in ("timeout", "gone", "cpu") or res.error.startswith("CPU time limit"):
         return res
     if res.returncode != 0:
         res.error = _last_line(err) or f"exit status {res.returncode}"
@@ -246,6 +257,7 @@ def kill_nobody_processes():
         except (OSError, StopIteration, ValueError, IndexError):
             pass
     stop_server()
+    Tree(everything=True).kill()  # and reap what came back to the checker (a subreaper)
 
 
 _COMPILE = r"""
