@@ -148,3 +148,117 @@ class Tree:
                 return
             time.sleep(pause)
             pause = min(2 * pause, 0.02)
+
+
+# -- what runs may read, and what the checker reads back -------------------------------------
+
+_NOFOLLOW_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+
+
+def open_regular(path):
+    """A read-only fd on the regular file at the absolute ``path``, reached without following
+    a link at any step and without blocking (a FIFO, a device, a socket, a link, a missing
+    file: None)."""
+    import stat
+
+    parts = [p for p in path.split("/") if p]
+    if not parts:
+        return None
+    try:
+        fd = os.open("/", _NOFOLLOW_DIR)
+    except OSError:
+        return None
+    try:
+        for part in parts[:-1]:
+            step = os.open(part, _NOFOLLOW_DIR, dir_fd=fd)
+            os.close(fd)
+            fd = step
+        last = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if not stat.S_ISREG(os.fstat(last).st_mode):
+        os.close(last)
+        return None
+    return last
+
+
+def read_regular_bytes(path, limit=1 << 20):
+    """The first ``limit`` bytes of the regular file at ``path`` (see :func:`open_regular`),
+    or None."""
+    fd = open_regular(path)
+    if fd is None:
+        return None
+    try:
+        chunks, size = [], 0
+        while size < limit:
+            chunk = os.read(fd, limit - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def read_only_dir(files, prefix="ro-"):
+    """A new directory holding ``files`` (relative path -> str or bytes) that runs may read
+    and never write: root's, directories 0555, files 0444. For a reference's code and for
+    inputs read by more than one run."""
+    from palaestra_fork import make_private_dir
+
+    root = make_private_dir(prefix)
+    for rel, data in files.items():
+        path = os.path.join(root, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb" if isinstance(data, bytes) else "w") as f:
+            f.write(data)
+    seal(root)
+    return root
+
+
+def seal(root):
+    """Make the tree at ``root`` read-only for runs: every entry root's (links included, never
+    followed), directories 0555, files 0444 (0555 where executable)."""
+    import stat
+
+    def fix(path, st):
+        os.lchown(path, 0, 0)
+        if stat.S_ISDIR(st.st_mode):
+            os.chmod(path, 0o555)
+        elif stat.S_ISREG(st.st_mode):
+            os.chmod(path, 0o555 if st.st_mode & 0o111 else 0o444)
+
+    for here, dirs, names in os.walk(root):
+        for name in dirs + names:
+            path = os.path.join(here, name)
+            fix(path, os.lstat(path))
+    fix(root, os.lstat(root))
+    return root
+
+
+def writable_by_runs(root):
+    """The first path under ``root`` (itself included, and the directories above it) that a
+    run (nobody) could change, or None: what a reference must never be read from."""
+    import stat
+
+    def open_to_runs(st):
+        if stat.S_ISLNK(st.st_mode):
+            return False  # a link's own mode means nothing; its target is checked where met
+        return st.st_uid == 65534 or st.st_mode & 0o022
+
+    path = os.path.abspath(root)
+    above = os.path.dirname(path)
+    while above != "/":
+        st = os.lstat(above)
+        if open_to_runs(st) and not (above == "/tmp" and st.st_mode & stat.S_ISVTX):
+            return above
+        above = os.path.dirname(above)
+    for here, dirs, names in os.walk(path):
+        for name in [""] + dirs + names:
+            full = os.path.join(here, name) if name else here
+            if open_to_runs(os.lstat(full)):
+                return full
+    return None
