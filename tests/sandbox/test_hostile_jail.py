@@ -90,7 +90,7 @@ STARTER = "optimization-easy-order-report"
 
 @pytest.mark.parametrize("attack", ["orphans-burn-cpu", "shrinks-the-large-input"])
 async def test_starter_cpu_bar_attacked(backend: SandboxBackend, attack: str) -> None:
-    """The right report with 2.7 s of CPU spent in orphans (nobody waits for them), or the
+    """The right report with 5.4 s of CPU spent in orphans (nobody waits for them), or the
     original program that copies the small input over the large one from its first, untimed
     run: both over the large case's CPU bar."""
     script = with_solution(WRONG_SOLUTIONS[STARTER][attack], STARTER)

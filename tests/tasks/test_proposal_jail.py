@@ -37,7 +37,8 @@ REWARD = "echo $r > /logs/verifier/reward.txt\n"
 )
 def test_agent_code_run_outside_the_jail_is_refused_with_the_line(name, text, why) -> None:
     (problem,) = outside_the_jail({name: "# a test\n" + text})
-    assert problem.startswith(f"tests/{name} line 2 {why}"), problem
+    line = 1 + len(text.splitlines())  # the last one
+    assert problem.startswith(f"tests/{name} line {line} {why}"), problem
     assert "palaestra_check.run_command / run_python" in problem
 
 
@@ -86,11 +87,15 @@ OPEN_TESTS = {
 }
 
 
-def test_the_runtime_is_shipped_with_every_written_proposal(tmp_path: Path) -> None:
+def test_the_runtime_is_shipped_with_every_proposal_that_uses_it(tmp_path: Path) -> None:
     proposal = parse_proposal(json.dumps({**SUM_BY_PROGRAM, "tests": JAILED_TESTS}))
     assert forbidden(proposal) == []
     task = write_proposal(proposal, tmp_path / "t")
     assert {p.name for p in (task / "tests").iterdir()} >= RUNTIME | {"test_sum.py"}
+    reading = {"test.sh": "grep -q 17 /app/sum.txt && r=1 || r=0\n" + REWARD}
+    plain = parse_proposal(json.dumps({**SUM_BY_PROGRAM, "tests": reading}))
+    task = write_proposal(plain, tmp_path / "u")
+    assert {p.name for p in (task / "tests").iterdir()} == {"test.sh"}
 
 
 async def test_validation_refuses_the_open_tests_and_accepts_the_jailed_ones(tmp_path) -> None:

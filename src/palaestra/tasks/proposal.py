@@ -261,8 +261,10 @@ def write_proposal(proposal: Proposal, dest: Path) -> Path:
     (dest / "environment" / "workspace").mkdir()
     for rel, content in proposal.files.items():
         _write(dest / "environment" / "workspace" / rel, content)
-    # the jail its tests run the agent's code in (proposal_jail): the proposal's own files win
-    for rel, content in {**check_runtime_files(), **proposal.tests}.items():
+    # the jail its tests run the agent's code in (proposal_jail), for tests that use it (then
+    # ``palaestra tasks check`` wants their checks to have run): the proposal's own files win
+    uses = any("palaestra_" in text for text in proposal.tests.values())
+    for rel, content in {**(check_runtime_files() if uses else {}), **proposal.tests}.items():
         _write(dest / "tests" / rel, content)
     _write(dest / "solution" / "solve.sh", proposal.solution)
     for name, files in wrong_solutions(proposal).items():

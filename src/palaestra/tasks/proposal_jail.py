@@ -3,8 +3,8 @@
 A proposal's tests run as root in the verifier. The agent's code (what the solver leaves under
 ``/app``) may run there only through the shipped checker's jail: ``palaestra_check.run_command``
 / ``run_python`` (as ``nobody``, in a fresh directory, its whole process tree accounted and
-killed), which :func:`palaestra.tasks.proposal.write_proposal` ships in every proposal's
-``tests/``. Tests that only *read* what the solver wrote (``cat``, ``grep``, ``cmp``) run no
+killed), which :func:`palaestra.tasks.proposal.write_proposal` ships in the ``tests/`` of
+every proposal whose tests name it. Tests that only *read* what the solver wrote (``cat``, ``grep``, ``cmp``) run no
 agent code and are fine.
 
 "Outside the jail" is decided statically, per line of each test file, so a refusal names the

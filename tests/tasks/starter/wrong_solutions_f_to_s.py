@@ -142,7 +142,7 @@ python3 - <<'PY'
 s = open("report.py").read()
 burn = (
     "import os as _o, sys as _s, time as _t\n"
-    "def _orphans(n=3, each=0.9):\n"
+    "def _orphans(n=3, each=1.8):\n"
     "    r, w = _o.pipe()\n"
     "    for _ in range(n):\n"
     "        if _o.fork() == 0:\n"
