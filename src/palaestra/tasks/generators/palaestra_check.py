@@ -193,8 +193,17 @@ def _reference_guard(reference, code_dir):
         raise RuntimeError(f"a reference ran from {bad}, which runs may write: use read_only_dir")
 
 
-def run_command(argv, *, cwd="/app", timeout=20.0, stdin="", env=None, cpu_seconds=None,
-                reference=False):  # fmt: skip
+def run_command(
+    argv,
+    *,
+    cwd="/app",
+    timeout=20.0,
+    stdin="",
+    env=None,
+    cpu_seconds=None,
+    reference=False,
+    service=False,
+):
     """Run ``argv`` as nobody in ``cwd``; return ``ChildResult`` with stdout/stderr/returncode.
 
     ``cpu_seconds`` is a CPU-time bar (whole seconds) over the command's whole process tree
@@ -202,7 +211,9 @@ def run_command(argv, *, cwd="/app", timeout=20.0, stdin="", env=None, cpu_secon
     performance requirements; CPU time hardly moves when the machine is busy, wall time does.
     Every process the command leaves is killed when it ends.
     ``reference``: the run gives expected values (see ``_reference_guard``): before any agent
-    run, from a ``cwd`` no run may write.
+    run, from a ``cwd`` no run may write. ``service``: the command starts a server that later
+    runs use (a database's ``pg_ctl start``): what it leaves is killed at the checker's end,
+    not at the command's.
     Every command is a child of the fork server (nobody, a session of its own): a Python
     program (this interpreter on a script, ``-m`` or ``-c``) is forked from it, anything else
     is executed from such a fork (found on ``env``'s PATH)."""
@@ -211,7 +222,7 @@ def run_command(argv, *, cwd="/app", timeout=20.0, stdin="", env=None, cpu_secon
     environ.update(env or {})
     how = forkable(argv, environ) or ("exec", argv[0], list(argv[1:]))
     status, out, err, _, cpu = run_forked(how, environ, cwd=cwd, timeout=timeout, stdin=stdin,
-                                          cpu_seconds=cpu_seconds)  # fmt: skip
+                                          cpu_seconds=cpu_seconds, service=service)  # fmt: skip
     res = _forked_result(status, _text(out), _text(err), timeout, cpu_seconds)
     res.cpu = cpu
     if how[0] == "exec" and res.returncode == 127 and res.stderr.startswith("cannot start "):
@@ -219,8 +230,16 @@ def run_command(argv, *, cwd="/app", timeout=20.0, stdin="", env=None, cpu_secon
     return res
 
 
-def run_python(code, input_value=None, *, cwd="/app", timeout=20.0, path=None, cpu_seconds=None,
-               reference=False):  # fmt: skip
+def run_python(
+    code,
+    input_value=None,
+    *,
+    cwd="/app",
+    timeout=20.0,
+    path=None,
+    cpu_seconds=None,
+    reference=False,
+):
     """Run Python ``code`` as nobody with ``INPUT`` bound to ``input_value`` (JSON) and
     ``emit(value)`` to return a JSON value; ``path`` (default ``cwd``) is put first on sys.path.
 

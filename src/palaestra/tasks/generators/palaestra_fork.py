@@ -285,7 +285,9 @@ def forkable(argv, environ):
     return None
 
 
-def run_forked(how, environ, *, cwd, timeout, stdin, cpu_seconds, files=None, read=()):
+def run_forked(
+    how, environ, *, cwd, timeout, stdin, cpu_seconds, files=None, read=(), service=False
+):
     """Run ``how`` (see ``forkable``) in a child of the fork server, in a jail
     (``palaestra_jail``): its whole process tree is accounted, bounded by ``cpu_seconds`` and
     killed when it ends. The child gets a fresh directory of its own, its ``HOME`` and
@@ -295,7 +297,8 @@ def run_forked(how, environ, *, cwd, timeout, stdin, cpu_seconds, files=None, re
     given to nobody. Returns the child's wait status (or ``"timeout"`` / ``"cpu"`` / ``"gone"``),
     its stdout and stderr, the files of its directory named in ``read`` (bytes, None when
     missing or not a regular file), and the CPU seconds its tree used; the directory is
-    removed."""
+    removed. ``service``: the command starts a server later runs use (``pg_ctl start``): what
+    it leaves running is not killed when it ends, but with the checker's end."""
     tmp = make_private_dir("child-")
     dir_fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
@@ -328,7 +331,8 @@ def run_forked(how, environ, *, cwd, timeout, stdin, cpu_seconds, files=None, re
             else:
                 status, used_us = _zygote.run(request, timeout, watch)
         finally:
-            tree.kill()
+            if not service:
+                tree.kill()
         cpu = (used_us + tree.reaped_us) / 1e6
         if cpu_seconds is not None and not isinstance(status, str) and cpu > _cpu_bar(cpu_seconds):
             status = "cpu"  # under each process's RLIMIT_CPU, over the bar as a tree
