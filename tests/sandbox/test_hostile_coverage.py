@@ -1,5 +1,5 @@
-"""Bookkeeping of issue 28, item 6: the hostile suite covers each class of attack the issue names,
-on both backends, and none of it may be skipped in CI.
+"""Bookkeeping of issue 28, item 6 (and issue 29's jail): the hostile suite covers each class of
+attack the issues name, on both backends, and none of it may be skipped in CI.
 
 :data:`HOSTILE_CLASSES` names, for each class, the hostile tests that hold it. This test collects
 the hostile suite as pytest does and fails when a named test does not exist, or when a class's
@@ -22,6 +22,7 @@ SUITE = (
     "tests/sandbox/test_hostile.py",
     "tests/sandbox/test_hostile_rewards.py",
     "tests/sandbox/test_hostile_ids.py",
+    "tests/sandbox/test_hostile_jail.py",
 )
 #: Hostile tests outside the suite's ``backend`` fixture, with the backends they attack: the
 #: service's injection needs a service (Docker's image entrypoint; the helpers under bwrap
@@ -66,6 +67,18 @@ HOSTILE_CLASSES: dict[str, tuple[str, ...]] = {
         "test_kill_all_reaches_cgroups_below_a_finished_command",
     ),
     "5. fair CPU between sandboxes": ("test_each_sandbox_has_a_cpu_weight_of_its_own",),
+    # issue 29's classes: the jail of agent code at verify time
+    "29.1 CPU bars count the whole process tree (fork relay, orphans)": (
+        "test_fork_relay_over_a_cpu_bar",
+        "test_starter_cpu_bar_attacked",
+    ),
+    "29.2 nothing a run could write is read later (inputs, the reference)": (
+        "test_starter_cpu_bar_attacked",
+        "test_reference_package_swapped",
+    ),
+    "29.3 outputs are read without following links (links, FIFOs)": (
+        "test_fifo_and_link_planted_as_outputs",
+    ),
 }
 
 

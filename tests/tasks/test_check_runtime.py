@@ -104,6 +104,17 @@ emit(pid)
 '''
 stayed = run_python(STAY, None, cwd="/tmp/app").value
 out["stayed"] = os.path.exists("/proc/%d" % stayed)
+# ... and one the run's end could not reach (a stopped server is not the jail's): the checker's
+# end kills it
+from palaestra_jail import Tree
+STAY_OUTSIDE = STAY.replace("emit(pid)", "emit(pid)\nos.kill(os.getppid(), 9)")
+palaestra_fork.Tree, real_tree = (lambda keep: type("NoJail", (), {
+    "kill": lambda self: None, "reaped_us": 0, "cpu": lambda self: 0.0})()), palaestra_fork.Tree
+stayed = run_python(STAY_OUTSIDE, None, cwd="/tmp/app")
+palaestra_fork.Tree = real_tree
+out["stayed_outside"] = [p for p in os.listdir("/proc") if p.isdigit() and
+                         os.path.exists("/proc/%s/status" % p) and
+                         "Uid:\t65534" in open("/proc/%s/status" % p).read()] != []
 kill_nobody_processes()
 time.sleep(0.2)
 left = []
@@ -133,6 +144,52 @@ res = run_command(["sleep", "30"], cwd="/tmp/app", timeout=1)
 out["exec_timeout"] = [res.timed_out, res.error]
 value = {"s": "\u00e9\u2603\n", "f": [1.5, -0.0, 1e300], "n": None, "l": [1, [2, {}]]}
 out["round_trip"] = run_python("emit(INPUT)", value, cwd="/tmp/app").value == value
+# the jail: CPU over the whole tree, whatever it forks (RLIMIT_CPU restarts at each fork)
+BURN = '''
+import os, sys, time
+def burn(seconds):
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+'''
+RELAY = BURN + '''
+for i in range(int(sys.argv[1])):  # each process burns 0.6 s, forks, waits, exits as its child
+    burn(0.6)
+    pid = os.fork()
+    if pid:
+        os._exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+print("relay done")
+'''
+ORPHANS = BURN + '''
+r, w = os.pipe()
+for i in range(int(sys.argv[1])):  # orphans do the work: nobody waits for them
+    if os.fork() == 0:
+        if os.fork() == 0:
+            burn(0.6)
+            os.write(w, b"x")
+        os._exit(0)
+for i in range(int(sys.argv[1])):
+    os.read(r, 1)
+print("orphans done")
+'''
+with open("/tmp/app/relay.py", "w") as f:
+    f.write(RELAY)
+with open("/tmp/app/orphans.py", "w") as f:
+    f.write(ORPHANS)
+jail = {}
+for name, argv in (("relay", [py, "relay.py", "4"]), ("orphans", [py, "orphans.py", "4"]),
+                   ("relay_exec", ["sh", "-c", "%s relay.py 4; exit $?" % py]),
+                   ("small", [py, "relay.py", "1"])):
+    res = run_command(argv, cwd="/tmp/app", timeout=60, cpu_seconds=1)
+    jail[name] = [res.ok, res.error, round(res.cpu, 1), res.stdout]
+res = run_python(RELAY.replace("int(sys.argv[1])", "3") + "\nemit(1)", None, cwd="/tmp/app",
+                 cpu_seconds=1)
+jail["relay_python"] = [res.ok, res.error, round(res.cpu, 1), res.stdout]
+res = run_python("import os, tempfile\nemit([os.environ['HOME'], tempfile.gettempdir(), "
+                 "os.stat(os.environ['HOME']).st_uid, os.stat(os.environ['HOME']).st_mode & 0o777])",
+                 None, cwd="/tmp/app")
+jail["home"] = res.value + [os.path.exists(res.value[0])]
+out["jail"] = jail
 res = run_python("open(_out, 'w').write('{\"value\": 1} trailing')", None, cwd="/tmp/app")
 out["unreadable"] = [res.ok, res.error]
 # copies and removals never go through a link
@@ -190,9 +247,12 @@ def test_the_launcher_forks_a_server_that_holds_nothing_of_the_script(results: d
     assert argv[-3:] == ["palaestra_launch.py", "run.py", ""], argv  # a fork of the launcher
     assert results["secret_in_forked_server"] is False
     assert results["secret_in_late_fork"] is True  # the look finds it where it is
-    assert results["forked_server_child"] == results["new_server_child"]
-    path, env, uid, gid, groups = results["forked_server_child"]
-    assert "/tmp/rt" not in path and env["HOME"] == "/tmp"
+    forked, new = results["forked_server_child"], results["new_server_child"]
+    for env in (forked[1], new[1]):  # each run's own directory (see the jail's test below)
+        assert env.pop("HOME").startswith("/tmp/child-") and env.pop("TMPDIR")
+    assert forked == new
+    path, env, uid, gid, groups = forked
+    assert "/tmp/rt" not in path
     assert (uid, gid, groups) == (65534, 65534, [])
 
 
@@ -293,9 +353,11 @@ def _runtime_module(name: str):
 
 def test_nothing_of_nobody_outlives_kill_nobody_processes(results: dict) -> None:
     """A child's own child that left its session and never exec'd (it would keep the fork
-    server's undumpable state, hiding it from a scan by /proc owner) is killed, and a new
-    server serves after."""
-    assert results["stayed"]  # it outlived its run (a session of its own)
+    server's undumpable state, hiding it from a scan by /proc owner) is killed when its run
+    ends; one the run's jail missed is killed by kill_nobody_processes, and a new server serves
+    after."""
+    assert results["stayed"] is False  # the run's tree was killed at its end
+    assert results["stayed_outside"]  # (without the jail it outlives its run)
     assert results["left"] == []
     assert results["after"] == "after"
 
@@ -319,3 +381,24 @@ def test_precomputed_values_round_trip_through_the_tests_directory(tmp_path: Pat
         out = subprocess.run([python, "-E", "-s", "-S", "-B", "-c", read], cwd=tmp_path,
                              capture_output=True, text=True, check=True)  # fmt: skip
         assert out.stdout.strip() == repr(value), python
+
+
+def test_cpu_is_counted_over_the_whole_process_tree(results: dict) -> None:
+    """A program that forks before each process reaches its RLIMIT_CPU (the parent waits and
+    exits with its child's status), or hands the work to orphans, runs past a 1 s bar as a tree
+    and fails it, through the server, through exec and from run_python; one process under the
+    bar passes, its CPU counted."""
+    jail = results["jail"]
+    for name in ("relay", "orphans", "relay_exec", "relay_python"):
+        ok, error, cpu, stdout = jail[name]
+        assert not ok and error == "CPU time limit of 1s exceeded", (name, jail[name])
+        assert "done" not in stdout, (name, jail[name])
+    ok, error, cpu, stdout = jail["small"]
+    assert ok and stdout == "relay done\n" and 0.5 <= cpu <= 1.0, jail["small"]
+
+
+def test_each_run_has_a_fresh_directory_of_its_own(results: dict) -> None:
+    """HOME and TMPDIR are a directory made for the run, nobody's alone, removed after it."""
+    home, tmp, uid, mode, exists_after = results["jail"]["home"]
+    assert home == tmp and home.startswith("/tmp/child-") and (uid, mode) == (65534, 0o700)
+    assert not exists_after

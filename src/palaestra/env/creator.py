@@ -61,6 +61,10 @@ python3, coreutils; no network). Answer with ONE ```json block holding one objec
 - The tests must pass on the solution, fail when nothing is done, fail on empty outputs, on
   outputs that echo the input and when /app is deleted, and give the same result every run.
 - No network, no reading /tests or /logs from the solution.
+- The tests may read what the solver wrote, but run its code (anything under /app) only
+  through /tests/palaestra_check.py (shipped): a Python test started with
+  `python3 -E -s -S -B /tests/palaestra_launch.py /tests/test_x.py` calling
+  `run_command(argv, cwd="/app")` or `run_python(code, value)`.
 A task is worth most when the solver solves it about half of the time."""
 
 

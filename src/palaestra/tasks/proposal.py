@@ -15,7 +15,8 @@ A proposal is one JSON object (alone, or in a fenced ```json block; the last suc
 
 :func:`parse_proposal` checks the shape and the limits (:data:`LIMITS`) and gives one
 :class:`ProposalError` line naming the field and the fix; :func:`forbidden` lists the static
-content refusals (network use, a solution reading the tests or the verifier's logs);
+content refusals (network use, a solution reading the tests or the verifier's logs, tests that
+run agent code outside the shipped checker's jail: :mod:`palaestra.tasks.proposal_jail`);
 :func:`write_proposal` writes the Harbor task directory, with three generic wrong solutions
 under ``wrong_solutions/`` (empty output, the input echoed, the files deleted) that a
 proposal's tests must reject. See docs/self-play.md.
@@ -31,7 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from palaestra.tasks.generators.base import DOCKERFILE
+from palaestra.tasks.generators.base import DOCKERFILE, check_runtime_files
+from palaestra.tasks.proposal_jail import outside_the_jail
 from palaestra.tasks.task import Task
 
 #: Size limits of a proposal: bytes of all its text, files per section, bytes of the instruction.
@@ -167,6 +169,7 @@ def forbidden(proposal: Proposal) -> list[str]:
                         "solve the task from /app and the instruction alone")  # fmt: skip
     if not _WRITES_REWARD.search("\n".join(proposal.tests.values())):
         problems.append("the tests never write /logs/verifier/reward.txt or reward.json")
+    problems += outside_the_jail(proposal.tests)
     return problems
 
 
@@ -258,7 +261,10 @@ def write_proposal(proposal: Proposal, dest: Path) -> Path:
     (dest / "environment" / "workspace").mkdir()
     for rel, content in proposal.files.items():
         _write(dest / "environment" / "workspace" / rel, content)
-    for rel, content in proposal.tests.items():
+    # the jail its tests run the agent's code in (proposal_jail), for tests that use it (then
+    # ``palaestra tasks check`` wants their checks to have run): the proposal's own files win
+    uses = any("palaestra_" in text for text in proposal.tests.values())
+    for rel, content in {**(check_runtime_files() if uses else {}), **proposal.tests}.items():
         _write(dest / "tests" / rel, content)
     _write(dest / "solution" / "solve.sh", proposal.solution)
     for name, files in wrong_solutions(proposal).items():

@@ -216,6 +216,13 @@ PY
 """,
     },
     "data-querying-hard-clickstream-report": {
+        # an attack (issue 29): the report is a FIFO (the checker would block reading it)
+        "fifo-report": r"""
+cat > report.py <<'PY'
+import os, sys
+os.mkfifo(sys.argv[2])
+PY
+""",
         # the reference, but only one level of aliases is followed
         "one-alias-level": r"""
 bash /solution/solve.sh

@@ -135,6 +135,48 @@ open("report.py", "w").write(s)
 PY
 grep -q 'is cid' report.py
 """,
+        # attacks (issue 29): CPU spent in orphans; a later case's input rewritten
+        "orphans-burn-cpu": r"""
+bash /solution/solve.sh
+python3 - <<'PY'
+s = open("report.py").read()
+burn = (
+    "import os as _o, sys as _s, time as _t\n"
+    "def _orphans(n=3, each=1.8):\n"
+    "    r, w = _o.pipe()\n"
+    "    for _ in range(n):\n"
+    "        if _o.fork() == 0:\n"
+    "            if _o.fork() == 0:\n"
+    "                end = _t.process_time() + each\n"
+    "                while _t.process_time() < end:\n"
+    "                    pass\n"
+    "                _o.write(w, b'x')\n"
+    "            _o._exit(0)\n"
+    "    for _ in range(n):\n"
+    "        _o.read(r, 1)\n"
+    "if _o.path.getsize(_s.argv[1]) > 1000000:\n"
+    "    _orphans()\n"
+)
+open("report.py", "w").write(burn + s)
+PY
+grep -q '_orphans()' report.py
+""",
+        "shrinks-the-large-input": r"""
+python3 - <<'PY'
+s = open("report.py").read()
+shrink = (
+    "import os as _o, shutil as _sh, sys as _s\n"
+    "if 'small' in _s.argv[1]:\n"
+    "    for _a, _b in zip(_s.argv[1:3], ('o_big.csv', 'c_big.csv')):\n"
+    "        try:\n"
+    "            _sh.copyfile(_a, _o.path.join(_o.path.dirname(_a), _b))\n"
+    "        except OSError:\n"
+    "            pass\n"
+)
+open("report.py", "w").write(shrink + s)
+PY
+grep -q "o_big.csv" report.py
+""",
     },
     "optimization-medium-moving-median": {
         # fixes the quadratic list building but still sorts every window

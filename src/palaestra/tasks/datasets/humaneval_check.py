@@ -28,6 +28,7 @@ import sys
 from palaestra_check import (
     NOBODY,
     Checker,
+    Tree,
     _limits,
     kill_nobody_processes,
     private_dir,
@@ -131,6 +132,7 @@ class Candidate:
         self.proc, self.buffer, self.failure = None, b"", None
 
     def _start(self):
+        self.tree = Tree()  # whatever the agent's server starts: killed with it (stop)
         self.proc = subprocess.Popen(
             [sys.executable, "-I", "-B", "-c", _SERVER, self.path, self.entry],
             cwd="/tmp", stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
@@ -192,6 +194,7 @@ class Candidate:
             except (ProcessLookupError, PermissionError):
                 pass
             self.proc.wait()
+            self.tree.kill()
             self.proc.stdin.close()
             self.proc.stdout.close()
             self.proc = None

@@ -72,13 +72,18 @@ executable."""
 
 CHECK_MODULE = Path(__file__).with_name("palaestra_check.py")
 #: The hidden tests' runtime, shipped in every generated task's ``tests/``: the checker, the
-#: fork server of its Python children (its checker's end, its own code), and the launcher
-#: test.sh runs the checker with.
+#: fork server of its Python children (its checker's end, its own code), the jail of every run
+#: of agent code, and the launcher test.sh runs the checker with.
 CHECK_RUNTIME = (
     CHECK_MODULE,
     *(
         CHECK_MODULE.with_name(n)
-        for n in ("palaestra_fork.py", "palaestra_zygote.py", "palaestra_launch.py")
+        for n in (
+            "palaestra_fork.py",
+            "palaestra_jail.py",
+            "palaestra_zygote.py",
+            "palaestra_launch.py",
+        )
     ),
 )
 

@@ -39,6 +39,13 @@ from palaestra_fork import (
     run_forked,
     stop_server,
 )
+from palaestra_jail import (  # noqa: F401 (the checker's API: families import them from here)
+    Tree,
+    read_only_dir,
+    read_regular_bytes,
+    seal,
+    writable_by_runs,
+)
 
 NOBODY = 65534
 _SIGKILL, _SIGXCPU = 9, 24
@@ -61,7 +68,10 @@ del sys.argv[1:]
 
 class ChildResult:
     """What a child run gave: ``ok`` with ``value`` (whatever it passed to ``emit``), or
-    ``error`` (an exception line, ``timeout``, ``no output``...)."""
+    ``error`` (an exception line, ``timeout``, ``no output``...); ``cpu``: the seconds of CPU
+    its whole process tree used."""
+
+    cpu = 0.0
 
     def __init__(self, ok, value=None, error="", stdout="", stderr="", returncode=None,
                  timed_out=False):  # fmt: skip
@@ -149,6 +159,9 @@ def _copy_stat(st, dest):
 
 def _forked_result(status, out, err, timeout, cpu_seconds):
     """run_command's result for a child of the fork server."""
+    if status == "cpu":
+        return ChildResult(False, stdout=out, stderr=err,
+                           error=f"CPU time limit of {cpu_seconds}s exceeded")  # fmt: skip
     if status == "timeout":
         return ChildResult(False, error=f"timeout after {timeout:g}s", stdout=out, stderr=err,
                            timed_out=True)  # fmt: skip
@@ -163,40 +176,86 @@ def _forked_result(status, out, err, timeout, cpu_seconds):
                        error="" if returncode == 0 else f"exit status {returncode}: {err[-500:]}")  # fmt: skip
 
 
-def run_command(argv, *, cwd="/app", timeout=20.0, stdin="", env=None, cpu_seconds=None):
+_agent_ran = []  # whether a run that is not a reference's started (expected values come first)
+
+
+def _reference_guard(reference, code_dir):
+    """Expected values are fixed before any agent code runs, from code no run could change: a
+    ``reference`` run after an agent run, or from a directory nobody may write, is a bug of
+    the checker (it raises: the oracle fails ``palaestra tasks check``)."""
+    if not reference:
+        _agent_ran.append(True)
+        return
+    if _agent_ran:
+        raise RuntimeError("a reference ran after agent code: run every reference first")
+    bad = writable_by_runs(code_dir)
+    if bad is not None:
+        raise RuntimeError(f"a reference ran from {bad}, which runs may write: use read_only_dir")
+
+
+def run_command(
+    argv,
+    *,
+    cwd="/app",
+    timeout=20.0,
+    stdin="",
+    env=None,
+    cpu_seconds=None,
+    reference=False,
+    service=False,
+):
     """Run ``argv`` as nobody in ``cwd``; return ``ChildResult`` with stdout/stderr/returncode.
 
-    ``cpu_seconds`` is a CPU-time bar (RLIMIT_CPU, whole seconds): use it, not ``timeout``, for
+    ``cpu_seconds`` is a CPU-time bar (whole seconds) over the command's whole process tree
+    (``palaestra_jail``), each process's RLIMIT_CPU too: use it, not ``timeout``, for
     performance requirements; CPU time hardly moves when the machine is busy, wall time does.
+    Every process the command leaves is killed when it ends.
+    ``reference``: the run gives expected values (see ``_reference_guard``): before any agent
+    run, from a ``cwd`` no run may write. ``service``: the command starts a server that later
+    runs use (a database's ``pg_ctl start``): what it leaves is killed at the checker's end,
+    not at the command's.
     Every command is a child of the fork server (nobody, a session of its own): a Python
     program (this interpreter on a script, ``-m`` or ``-c``) is forked from it, anything else
     is executed from such a fork (found on ``env``'s PATH)."""
+    _reference_guard(reference, cwd)
     environ = dict(CHILD_ENV)
     environ.update(env or {})
     how = forkable(argv, environ) or ("exec", argv[0], list(argv[1:]))
-    status, out, err, _ = run_forked(how, environ, cwd=cwd, timeout=timeout, stdin=stdin,
-                                     cpu_seconds=cpu_seconds)  # fmt: skip
+    status, out, err, _, cpu = run_forked(how, environ, cwd=cwd, timeout=timeout, stdin=stdin,
+                                          cpu_seconds=cpu_seconds, service=service)  # fmt: skip
     res = _forked_result(status, _text(out), _text(err), timeout, cpu_seconds)
+    res.cpu = cpu
     if how[0] == "exec" and res.returncode == 127 and res.stderr.startswith("cannot start "):
         res.error = _last_line(res.stderr)  # it never ran: as Popen's OSError said it
     return res
 
 
-def run_python(code, input_value=None, *, cwd="/app", timeout=20.0, path=None, cpu_seconds=None):
+def run_python(
+    code,
+    input_value=None,
+    *,
+    cwd="/app",
+    timeout=20.0,
+    path=None,
+    cpu_seconds=None,
+    reference=False,
+):
     """Run Python ``code`` as nobody with ``INPUT`` bound to ``input_value`` (JSON) and
     ``emit(value)`` to return a JSON value; ``path`` (default ``cwd``) is put first on sys.path.
 
     The child is forked from the fork server (see ``palaestra_fork``), as if started by
-    ``python -I -B -c``."""
+    ``python -I -B -c``; ``reference`` as for :func:`run_command` (``path`` no run may write)."""
+    _reference_guard(reference, path or cwd)
     names = [IN_CHILD_DIR + "input.json", IN_CHILD_DIR + "output.json", path or cwd]
     how = ("code", _CHILD + "\n" + code, names)
-    status, out, err, (raw,) = run_forked(how, CHILD_ENV, cwd=cwd, timeout=timeout, stdin="",
-                                          cpu_seconds=cpu_seconds,
-                                          files={"input.json": json_dumps(input_value)},
-                                          read=("output.json",))  # fmt: skip
+    status, out, err, (raw,), cpu = run_forked(how, CHILD_ENV, cwd=cwd, timeout=timeout,
+                                               stdin="", cpu_seconds=cpu_seconds,
+                                               files={"input.json": json_dumps(input_value)},
+                                               read=("output.json",))  # fmt: skip
     out, err = _text(out), _text(err)
     res = _forked_result(status, out, err, timeout, cpu_seconds)
-    if status in ("timeout", "gone") or res.error.startswith("CPU time limit"):
+    res.cpu = cpu
+    if status in ("timeout", "gone", "cpu") or res.error.startswith("CPU time limit"):
         return res
     if res.returncode != 0:
         res.error = _last_line(err) or f"exit status {res.returncode}"
@@ -246,6 +305,7 @@ def kill_nobody_processes():
         except (OSError, StopIteration, ValueError, IndexError):
             pass
     stop_server()
+    Tree(everything=True).kill()  # and reap what came back to the checker (a subreaper)
 
 
 _COMPILE = r"""
@@ -271,12 +331,11 @@ def linked(path):
 
 
 def read_regular(path, limit=1 << 20):
-    """The file's text (its first ``limit`` bytes), or None: missing, not a regular file, or
-    reached through a symlink (the agent's links never lead the checker elsewhere)."""
-    if linked(path) or not os.path.isfile(path):
-        return None
-    with open(path, "rb") as f:
-        return f.read(limit).decode("utf-8", "replace")
+    """The file's text (its first ``limit`` bytes), or None: missing, not a regular file (a
+    FIFO never blocks the checker), or reached through a symlink at any step (the agent's links
+    never lead the checker elsewhere). How the checker reads a run's declared output."""
+    data = read_regular_bytes(path, limit)
+    return None if data is None else data.decode("utf-8", "replace")
 
 
 def python_files(root):

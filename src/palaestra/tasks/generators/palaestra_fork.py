@@ -28,6 +28,7 @@ import os
 import sys
 import time
 
+from palaestra_jail import Tree
 from palaestra_zygote import SOURCE as _ZYGOTE  # the server's own code
 
 NOBODY = 65534
@@ -142,25 +143,34 @@ class _Zygote:
             os.waitpid(self.pid, 0)
             self.pid = None
 
-    def _line(self, deadline):
-        """The next reply line as an int; ``"timeout"`` when the deadline passed first, or
-        ``"gone"`` when the zygote died (agent code may kill it: it is nobody too)."""
+    def _line(self, deadline, watch=None):
+        """The next reply line's numbers; ``"timeout"`` when the deadline passed first,
+        ``"cpu"`` when ``watch`` (called every ``watch.tick`` seconds meanwhile) said the run is
+        over its CPU bar, or ``"gone"`` when the zygote died (agent code may kill it: it is
+        nobody too)."""
         import select
 
         while b"\n" not in self.buffer:
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self.replies], [], [], left)[0]:
+            wait = left if watch is None else min(left, watch.tick)
+            if left <= 0:
                 return "timeout"
+            if not select.select([self.replies], [], [], wait)[0]:
+                if watch is not None and watch():
+                    return "cpu"
+                continue
             chunk = os.read(self.replies, 64)
             if not chunk:
                 return "gone"
             self.buffer += chunk
         line, self.buffer = self.buffer.split(b"\n", 1)
-        return int(line)
+        return [int(x) for x in line.split()]
 
-    def run(self, request, timeout):
-        """The child's wait status, ``"timeout"`` (then it was killed), or ``"gone"`` when its
-        end was not learned (the zygote died; the next request starts another)."""
+    def run(self, request, timeout, watch=None):
+        """``(status, cpu_us)``: the child's wait status and the CPU it and the descendants it
+        waited for used (microseconds); or ``("timeout", 0)`` / ``("cpu", 0)`` (then it was
+        killed), or ``("gone", 0)`` when its end was not learned (the zygote died; the next
+        request starts another)."""
         import marshal
 
         data = marshal.dumps(request)
@@ -176,17 +186,17 @@ class _Zygote:
         child = self._line(time.monotonic() + 30)
         if isinstance(child, str):
             self.stop()
-            return "gone"
-        status = self._line(time.monotonic() + timeout)
+            return "gone", 0
+        status = self._line(time.monotonic() + timeout, watch)
         try:
-            os.killpg(child, _SIGKILL)  # on a timeout, or what it left in its session
+            os.killpg(child[0], _SIGKILL)  # on a timeout, or what it left in its session
         except (ProcessLookupError, PermissionError):
             pass
-        if status == "timeout" and self._line(time.monotonic() + 10) == "timeout":
+        if status in ("timeout", "cpu") and self._line(time.monotonic() + 10) == "timeout":
             self.stop()  # it did not reap the killed child: start afresh next time
         if status == "gone":
             self.stop()
-        return status
+        return (status, 0) if isinstance(status, str) else (status[0], status[1])
 
 
 _zygote = _Zygote()
@@ -275,14 +285,20 @@ def forkable(argv, environ):
     return None
 
 
-def run_forked(how, environ, *, cwd, timeout, stdin, cpu_seconds, files=None, read=()):
-    """Run ``how`` (see ``forkable``) in a child of the fork server. The child gets a directory
-    of its own (an argument ``IN_CHILD_DIR + name`` names a file in it) holding ``files``
-    (name -> text, for it to read): they are written while the
+def run_forked(
+    how, environ, *, cwd, timeout, stdin, cpu_seconds, files=None, read=(), service=False
+):
+    """Run ``how`` (see ``forkable``) in a child of the fork server, in a jail
+    (``palaestra_jail``): its whole process tree is accounted, bounded by ``cpu_seconds`` and
+    killed when it ends. The child gets a fresh directory of its own, its ``HOME`` and
+    ``TMPDIR`` unless ``environ`` names others (an argument ``IN_CHILD_DIR + name`` names a file
+    in it), holding ``files`` (name -> text, for it to read): they are written while the
     directory is still root's (no link planted by agent code can redirect them), then it is
-    given to nobody. Returns the child's wait status (or ``"timeout"`` / ``"gone"``), its
-    stdout and stderr, and the files of its directory named in ``read`` (bytes, None when
-    missing or not a regular file); the directory is removed."""
+    given to nobody. Returns the child's wait status (or ``"timeout"`` / ``"cpu"`` / ``"gone"``),
+    its stdout and stderr, the files of its directory named in ``read`` (bytes, None when
+    missing or not a regular file), and the CPU seconds its tree used; the directory is
+    removed. ``service``: the command starts a server later runs use (``pg_ctl start``): what
+    it leaves running is not killed when it ends, but with the checker's end."""
     tmp = make_private_dir("child-")
     dir_fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
@@ -296,6 +312,10 @@ def run_forked(how, environ, *, cwd, timeout, stdin, cpu_seconds, files=None, re
                 os.fchown(fd, NOBODY, NOBODY)
                 f.write(text)
         os.fchown(dir_fd, NOBODY, NOBODY)
+        environ = dict(environ)
+        for name in ("HOME", "TMPDIR"):
+            if environ.get(name) in (None, CHILD_ENV.get(name)):
+                environ[name] = tmp
         kind, target, args = how
         args = [os.path.join(tmp, a[len(IN_CHILD_DIR):]) if a.startswith(IN_CHILD_DIR) else a
                 for a in args]  # fmt: skip
@@ -303,16 +323,40 @@ def run_forked(how, environ, *, cwd, timeout, stdin, cpu_seconds, files=None, re
                    "cpu": cpu_seconds, "stdin": os.path.join(tmp, "stdin") if stdin else None,
                    "stdout": os.path.join(tmp, "stdout"),
                    "stderr": os.path.join(tmp, "stderr")}  # fmt: skip
-        if kind == "exec" and _suid_undumpable():
-            status = _run_exec(request, timeout)
-        else:
-            status = _zygote.run(request, timeout)
+        tree = Tree(keep=lambda: (_zygote.pid,))
+        watch = None if cpu_seconds is None else _watch(tree, _cpu_bar(cpu_seconds))
+        try:
+            if kind == "exec" and _suid_undumpable():
+                status, used_us = _run_exec(request, timeout, watch)
+            else:
+                status, used_us = _zygote.run(request, timeout, watch)
+        finally:
+            if not service:
+                tree.kill()
+        cpu = (used_us + tree.reaped_us) / 1e6
+        if cpu_seconds is not None and not isinstance(status, str) and cpu > _cpu_bar(cpu_seconds):
+            status = "cpu"  # under each process's RLIMIT_CPU, over the bar as a tree
         stdout, stderr, *back = (_read_child_file(dir_fd, name)
                                  for name in ("stdout", "stderr", *read))  # fmt: skip
     finally:
         os.close(dir_fd)
         remove_tree(tmp)
-    return status, stdout, stderr, back
+    return status, stdout, stderr, back, cpu
+
+
+def _cpu_bar(cpu_seconds):
+    """The CPU seconds a run may use: as its RLIMIT_CPU's soft limit, whole seconds."""
+    return max(1, int(-(-cpu_seconds // 1)))
+
+
+def _watch(tree, bar):
+    """Whether ``tree`` is over ``bar`` seconds of CPU, asked every ``tick`` seconds."""
+
+    def over():
+        return tree.cpu() > bar
+
+    over.tick = min(0.1, max(0.02, bar / 50))
+    return over
 
 
 def _suid_undumpable():
@@ -326,11 +370,11 @@ def _suid_undumpable():
         return False
 
 
-def _run_exec(request, timeout):
+def _run_exec(request, timeout, watch=None):
     """A program that is not Python, run as ``_ZYGOTE``'s children run (nobody, a session of
     its own, files of its directory as stdin/stdout/stderr), forked straight from this process
     into exec: a fork of the server would cost the server's start, and nothing of this process
-    is left after the exec. The wait status, or ``"timeout"`` (then it was killed)."""
+    is left after the exec. ``(status, cpu_us)`` as ``_Zygote.run`` gives them."""
     pid = os.fork()
     if pid == 0:
         try:
@@ -358,18 +402,19 @@ def _run_exec(request, timeout):
                 pass
         finally:
             os._exit(127)
-    status = _wait(pid, time.monotonic() + timeout)
+    status, used_us = _wait(pid, time.monotonic() + timeout, watch)
     try:
         os.killpg(pid, _SIGKILL)  # on a timeout, or what it left in its session
     except (ProcessLookupError, PermissionError):
         pass
-    if status == "timeout":
+    if status in ("timeout", "cpu"):
         os.waitpid(pid, 0)
-    return status
+    return status, used_us
 
 
-def _wait(pid, deadline):
-    """``pid``'s wait status, or ``"timeout"`` once ``deadline`` passed (it is not reaped)."""
+def _wait(pid, deadline, watch=None):
+    """``(status, cpu_us)`` of ``pid`` (see ``_Zygote.run``), or ``("timeout", 0)`` once
+    ``deadline`` passed, ``("cpu", 0)`` once ``watch`` said so (it is not reaped)."""
     import select
 
     try:
@@ -377,19 +422,22 @@ def _wait(pid, deadline):
     except (AttributeError, OSError):  # Python 3.8, or Linux before 5.3: poll
         ready = None
     try:
-        pause = 0.001
+        pause, tick = 0.001, float("inf") if watch is None else watch.tick
         while True:
-            done, status = os.waitpid(pid, os.WNOHANG)
+            done, status, usage = os.wait4(pid, os.WNOHANG)
             if done:
-                return status
+                return status, int((usage.ru_utime + usage.ru_stime) * 1e6)
             left = deadline - time.monotonic()
             if left <= 0:
-                return "timeout"
+                return "timeout", 0
             if ready is not None:
-                select.select([ready], [], [], left)
+                if not select.select([ready], [], [], min(left, tick))[0] and watch and watch():
+                    return "cpu", 0
             else:
-                time.sleep(min(pause, left))
+                time.sleep(min(pause, left, tick))
                 pause = min(2 * pause, 0.05)
+                if watch is not None and watch():
+                    return "cpu", 0
     finally:
         if ready is not None:
             os.close(ready)

@@ -12,7 +12,7 @@ import json
 import random
 import textwrap
 
-from palaestra.tasks.generators import family, python_test_sh, solve_sh_writing
+from palaestra.tasks.generators import attacks, family, python_test_sh, solve_sh_writing
 from palaestra.tasks.generators.base import PRECOMPUTED, GeneratedTask, GenSpec, precomputed
 
 _NAMES = [
@@ -124,6 +124,8 @@ def generate(spec: GenSpec) -> GeneratedTask:
         wrong["no-buffer"] = _solution_source(count_fn, assign_fn if assign else None, 0)
     if spec.tier != "easy":  # right answers, quadratic time: too slow for the size asked
         wrong["quadratic"] = _quadratic(count_fn, assign_fn if assign else None, buffer)
+        # ... handed to a new fork before each process reaches the CPU bar (issue 29)
+        wrong["fork-relay"] = attacks.fork_relay(wrong["quadratic"])
     if assign:  # right count, but rooms handed out by earliest free time, not lowest number
         wrong["earliest-free-room"] = _earliest_free(count_fn, assign_fn, buffer)
 

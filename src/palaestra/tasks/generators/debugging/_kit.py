@@ -104,22 +104,18 @@ from palaestra_check import (
     json_dumps,
     json_loads,
     make_private_dir,
+    read_only_dir,
+    read_regular,
     run_command,
     run_python,
 )
 
 
 def reference_dir():
-    """The correct program, written from /tests/reference.json into a dir nobody can read."""
+    """The correct program, written from /tests/reference.json into a dir runs may read and
+    never write (its runs give expected values: before any agent run, reference=True)."""
     with open("/tests/reference.json") as f:
-        files = json_loads(f.read())
-    root = make_private_dir("ref-")
-    for rel, text in files.items():
-        path = os.path.join(root, rel)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w") as f:
-            f.write(text)
-    return copy_tree_for_child(root, prefix="ref-")
+        return read_only_dir(json_loads(f.read()), "ref-")
 
 
 def short(value, limit=160):

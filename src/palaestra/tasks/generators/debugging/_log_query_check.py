@@ -125,25 +125,21 @@ def hidden(tool: str) -> str:
         + f"TOOL = {tool!r}\nDRIVER = {driver(tool)!r}\n"
         + r"""
 data = precomputed()
-work = copy_tree_for_child(make_private_dir("logs-"), prefix="logs-")
-paths = {}
-for name, text in sorted(data["logs"].items()):
-    paths[name] = os.path.join(work, name)
-    with open(paths[name], "w") as f:
-        f.write(text)
-    os.chown(paths[name], 65534, 65534)
+work = read_only_dir(data["logs"], "logs-")  # read by every run: none may change them
+paths = {name: os.path.join(work, name) for name in data["logs"]}
 argvs, want = placed(data["argvs"], paths), data["want"]
 
-ck = Checker(kind="io")
-ck.compile_python(os.path.join("/app", TOOL))
-got = run_python(DRIVER, argvs, cwd="/app", timeout=60)
 again = [k for k, w in enumerate(want) if w is None]
 if again:  # usage errors: argparse's words are this Python's, the reference runs on them
-    ref = run_python(DRIVER, [argvs[k] for k in again], cwd=reference_dir(), timeout=60)
+    ref = run_python(DRIVER, [argvs[k] for k in again], cwd=reference_dir(), timeout=60,
+                     reference=True)
     if not ref.ok:
         raise SystemExit("reference failed: " + ref.error)
     for k, w in zip(again, ref.value):
         want[k] = w
+ck = Checker(kind="io")
+ck.compile_python(os.path.join("/app", TOOL))
+got = run_python(DRIVER, argvs, cwd="/app", timeout=60)
 if not got.ok:
     ck.error("main(argv) runs", got.error)
 else:

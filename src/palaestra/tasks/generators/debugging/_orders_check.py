@@ -79,11 +79,9 @@ def run_pipeline(cwd, text):
     res = run_command(["python3", "-B", "-m", PKG, src, out], cwd=cwd, timeout=30)
     files = {}
     for name in ("summary.csv", "rejects.csv"):
-        try:
-            with open(os.path.join(out, name)) as f:
-                files[name] = f.read()
-        except OSError:
-            files[name] = None
+        text = read_regular(os.path.join(out, name), 8 << 20)  # never through a link
+        # as open() in text mode reads it: universal newlines
+        files[name] = None if text is None else text.replace("\r\n", "\n").replace("\r", "\n")
     return res, files
 
 

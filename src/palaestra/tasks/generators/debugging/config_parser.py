@@ -524,7 +524,7 @@ calls = [[PKG + ".parser", "load", [text]] for text in configs]
 
 ck = Checker()
 ref = reference_dir()
-want = run_python(DRIVER, calls, cwd=ref, timeout=60)
+want = run_python(DRIVER, calls, cwd=ref, timeout=60, reference=True)
 got = run_python(DRIVER, calls, cwd="/app", timeout=60)
 if not want.ok:
     raise SystemExit("reference failed: " + want.error)

@@ -506,7 +506,7 @@ add("render", "invoice", "render", invoices[:10] + [[[["R", 1, -5000]], None]])
 
 ck = Checker()
 ref = reference_dir()
-want = run_python(DRIVER, calls, cwd=ref, timeout=60)
+want = run_python(DRIVER, calls, cwd=ref, timeout=60, reference=True)
 got = run_python(DRIVER, calls, cwd="/app", timeout=60)
 if not want.ok:
     raise SystemExit("reference failed: " + want.error)

@@ -432,7 +432,7 @@ for _ in range(N_TRACES):
 
 ck = Checker()
 ref = reference_dir()
-want = run_python(DRIVER, traces, cwd=ref, timeout=60)
+want = run_python(DRIVER, traces, cwd=ref, timeout=60, reference=True)
 got = run_python(DRIVER, traces, cwd="/app", timeout=60)
 if not want.ok:
     raise SystemExit("reference failed: " + want.error)

@@ -273,7 +273,7 @@ def _hidden(tier: str, n: int, secret: int) -> str:
     return (
         '"""Hidden test for rename.py: fresh folders and rules from a secret, run as nobody."""\n'
         + _REF
-        + "\nimport random\n\nfrom palaestra_check import Checker, private_dir, run_command\n"
+        + "\nimport random\n\nfrom palaestra_check import Checker, linked, private_dir, read_regular, run_command\n"
         + f"_WORDS, _LOGS = {(_WORDS, _LOGS)!r}\n"
         + f"TIER, SECRET, N = {tier!r}, {secret}, {n}\n\n"
         + inspect.getsource(_case)
@@ -282,13 +282,16 @@ def _hidden(tier: str, n: int, secret: int) -> str:
 
             def snapshot(folder):
                 out = {}
+                if linked(folder):
+                    return {"a link": folder}
                 for name in os.listdir(folder):
                     path = os.path.join(folder, name)
-                    if os.path.isdir(path):
+                    if os.path.islink(path):
+                        out[name] = ("link", os.readlink(path))
+                    elif os.path.isdir(path):
                         out[name + "/"] = sorted(os.listdir(path))
-                    else:
-                        with open(path) as f:
-                            out[name] = f.read()
+                    else:  # never blocking on a FIFO
+                        out[name] = read_regular(path, 16 << 20)
                 return out
 
 

@@ -339,7 +339,8 @@ def _hidden(tier: str, n_files: int, drift: float, secret: int) -> str:
         '"""Hidden test for sync.py: fresh SRC/DST pairs from a secret, run as nobody."""\n'
         + f"USE_IGNORE = {tier == 'hard'!r}\n"
         + _REF
-        + "\nimport random\n\nfrom palaestra_check import Checker, copy_tree_for_child, private_dir, run_command\n"
+        + "\nimport random\n\nfrom palaestra_check import (Checker, copy_tree_for_child, make_private_dir,\n"
+        + "                              read_regular_bytes, run_command)\n"
         + f"_DIRS, _STEMS, _EXTS = {(_DIRS, _STEMS, _EXTS)!r}\n"
         + f"TIER, SECRET = {tier!r}, {secret}\n\n"
         + inspect.getsource(_pair)
@@ -362,14 +363,18 @@ def _hidden(tier: str, n_files: int, drift: float, secret: int) -> str:
 
 
             def snapshot(root):
+                # never through a link, never blocked by a FIFO: a link is its target's name
                 out = {{}}
                 for base, dirs, files in os.walk(root):
-                    for d in dirs:
-                        out[os.path.relpath(os.path.join(base, d), root) + "/"] = "dir"
-                    for name in files:
+                    for name in dirs + files:
                         path = os.path.join(base, name)
-                        with open(path, "rb") as f:
-                            out[os.path.relpath(path, root)] = f.read()
+                        rel = os.path.relpath(path, root)
+                        if os.path.islink(path):
+                            out[rel] = ("link", os.readlink(path))
+                        elif name in dirs:
+                            out[rel + "/"] = "dir"
+                        else:
+                            out[rel] = read_regular_bytes(path, 16 << 20)
                 return out
 
 
@@ -377,7 +382,7 @@ def _hidden(tier: str, n_files: int, drift: float, secret: int) -> str:
                 out = {{}}
                 for base, _, files in os.walk(root):
                     for name in files:
-                        st = os.stat(os.path.join(base, name))
+                        st = os.lstat(os.path.join(base, name))
                         out[os.path.relpath(os.path.join(base, name), root)] = (st.st_ino, st.st_mtime)
                 return out
 
@@ -387,15 +392,21 @@ def _hidden(tier: str, n_files: int, drift: float, secret: int) -> str:
             trials = [({n_files}, {drift}, False), (max(8, {n_files} // 3), 0.3, False)]
             if TIER != "easy":
                 trials.append((max(8, {n_files} // 2), 0.2, True))
-            for trial, (n, drift, dry) in enumerate(trials):
+            expected = []  # every expected value before any agent code runs, on root's trees
+            for n, drift, dry in trials:
                 pair = _pair(rng, n, drift, TIER)
-                base = os.path.join(private_dir(), "pair")
-                build(os.path.join(base, "src"), pair["src"], pair["src_dirs"])
-                build(os.path.join(base, "dst dir"), pair["dst"], pair["dst_dirs"])
-                ref = copy_tree_for_child(base)
+                trees = []
+                for _ in range(2):  # the agent's copy is made from the first; the second is the reference's
+                    base = os.path.join(make_private_dir("pair-"), "pair")
+                    build(os.path.join(base, "src"), pair["src"], pair["src_dirs"])
+                    build(os.path.join(base, "dst dir"), pair["dst"], pair["dst_dirs"])
+                    trees.append(base)
+                base, ref = trees
                 actions = plan(os.path.join(ref, "src"), os.path.join(ref, "dst dir"), USE_IGNORE)
                 if not dry:
                     apply(os.path.join(ref, "src"), os.path.join(ref, "dst dir"), actions)
+                expected.append((base, actions, snapshot(os.path.join(ref, "dst dir"))))
+            for trial, ((n, drift, dry), (base, actions, want)) in enumerate(zip(trials, expected)):
                 want_log = ["%s %s" % a for a in actions]
                 work = copy_tree_for_child(base)
                 src, dst = os.path.join(work, "src"), os.path.join(work, "dst dir")
@@ -406,7 +417,7 @@ def _hidden(tier: str, n_files: int, drift: float, secret: int) -> str:
                 res = run_command(argv, cwd="/tmp", timeout=60, cpu_seconds=10)
                 ck.check(f"trial {{trial}}: sync.py exits 0", res.ok, res.error)
                 ck.equal(f"trial {{trial}}: action log", res.stdout.splitlines(), want_log)
-                got, want = snapshot(dst), snapshot(os.path.join(ref, "dst dir"))
+                got = snapshot(dst)
                 ck.check(f"trial {{trial}}: DST is the mirror" + (" (dry run: unchanged)" if dry else ""),
                          got == want,
                          sorted(k for k in set(got) ^ set(want))[:5]

@@ -389,7 +389,7 @@ def _hidden(tier: str, n_files: int, secret: int) -> str:
     return (
         '"""Hidden test for extract.py: fresh archives from a secret, run as nobody."""\n'
         + _REF
-        + "\nimport gzip\nimport io\nimport random\n\nfrom palaestra_check import Checker, private_dir, run_command\n"
+        + "\nimport gzip\nimport io\nimport random\n\nfrom palaestra_check import Checker, make_private_dir, private_dir, read_regular_bytes, run_command\n"
         + f"_DIRS, _STEMS, _EXTS = {(_DIRS, _STEMS, _EXTS)!r}\n"
         + f"TIER, SECRET, N_FILES = {tier!r}, {secret}, {n_files}\n\n"
         + inspect.getsource(_archive)
@@ -406,9 +406,8 @@ def _hidden(tier: str, n_files: int, secret: int) -> str:
                         rel = os.path.relpath(path, root)
                         if os.path.islink(path):
                             out[rel] = "link"
-                        elif os.path.isfile(path):
-                            with open(path, "rb") as f:
-                                out[rel] = f.read()
+                        elif os.path.isfile(path):  # never through a link, never blocking
+                            out[rel] = read_regular_bytes(path, 64 << 20)
                         else:
                             out[rel] = "special"
                 return out
@@ -425,7 +424,7 @@ def _hidden(tier: str, n_files: int, secret: int) -> str:
                     f.write(_tar_bytes(members, TIER != "easy"))
                 with open(sums, "w") as f:
                     f.write(manifest)
-                ref = private_dir("ref-")
+                ref = make_private_dir("ref-")  # root's: the expected tree
                 want = extract(archive, sums, os.path.join(ref, "out"), TIER)
                 want_status = 1 if want["rejected"] or want["corrupt"] or want.get("missing") else 0
                 dest = os.path.join(work, "unpacked", "here")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import textwrap
 
-from palaestra.tasks.generators import family, python_test_sh, solve_sh_writing
+from palaestra.tasks.generators import attacks, family, python_test_sh, solve_sh_writing
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 
 _STEMS = ["report", "notes", "invoice", "scan", "draft", "summary", "minutes", "budget",
@@ -220,7 +220,16 @@ def generate(spec: GenSpec) -> GeneratedTask:
     main = f"\n\nif __name__ == '__main__':\n    organize(sys.argv[1], sys.argv[2], {mode!r}, {dedupe!r})\n"
     right = _RULES + main
 
+    plant = (
+        "\n\nif __name__ == '__main__':\n"
+        f"    organize(sys.argv[1], sys.argv[2], {mode!r}, {dedupe!r})\n"
+        "    found = sorted(os.path.join(b, n) for b, _, fs in os.walk(sys.argv[2]) for n in fs)\n"
+        "    for i, path in enumerate(found[:2]):\n"
+        "        _plant(path, i == 0)\n"
+    )
     wrong = {
+        # an attack (issue 29): the right files, but the first a FIFO, the next a link to /tests
+        "fifo-and-link-in-dest": _RULES + attacks.PLANT_IN_OUTPUT + plant,
         # later files overwrite earlier ones instead of getting suffixes
         "overwrites-collisions": _RULES.replace(
             "        while target in used:\n", "        while False:\n"
@@ -321,7 +330,7 @@ def _hidden_test(mode: str, dedupe: bool, n_files: int, depth: int, secret: int)
     return (
         '"""Hidden test for organize.py: fresh inboxes from a secret, run as nobody."""\n'
         + _RULES
-        + "\nimport random\n\nfrom palaestra_check import Checker, private_dir, run_command\n"
+        + "\nimport random\n\nfrom palaestra_check import Checker, linked, make_private_dir, private_dir, read_regular_bytes, run_command\n"
         + "_STEMS, _EXTS, _DIRS, _FANCY = "
         + repr((_STEMS, _EXTS, _DIRS, _FANCY))
         + "\n\n"
@@ -353,9 +362,8 @@ def _hidden_test(mode: str, dedupe: bool, n_files: int, depth: int, secret: int)
                         rel = os.path.relpath(path, root)
                         if os.path.islink(path):
                             out[rel] = "link:" + os.readlink(path)
-                        else:
-                            with open(path, "rb") as f:
-                                out[rel] = f.read()
+                        else:  # never through a link, never blocking
+                            out[rel] = read_regular_bytes(path, 64 << 20)
                 return out
 
 
@@ -371,13 +379,13 @@ def _hidden_test(mode: str, dedupe: bool, n_files: int, depth: int, secret: int)
                 os.makedirs(os.path.dirname(dest))
                 os.chown(os.path.dirname(dest), 65534, 65534)
                 before = snapshot(src)
-                expected_dir = os.path.join(private_dir("expected-"), "e")
+                expected_dir = os.path.join(make_private_dir("expected-"), "e")  # root's
                 organize(src, expected_dir, MODE, DEDUPE)
                 expected = snapshot(expected_dir)
                 res = run_command(["python3", "/app/organize.py", src, dest], cwd=work, timeout=60,
                                   cpu_seconds=10)
                 ck.check(f"trial {{trial}}: organize.py exits 0", res.ok, res.error)
-                got = snapshot(dest) if os.path.isdir(dest) else {{}}
+                got = snapshot(dest) if os.path.isdir(dest) and not linked(dest) else {{}}
                 missing = sorted(set(expected) - set(got))
                 extra = sorted(set(got) - set(expected))
                 wrong = sorted(k for k in set(got) & set(expected) if got[k] != expected[k])

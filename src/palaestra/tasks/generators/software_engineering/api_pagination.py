@@ -477,7 +477,7 @@ def _hidden(pkg: str, tier: str, secret: int, n_items: int, count: int) -> str:
     return (
         '"""Hidden tests for GET /items: request scripts from a secret; packages run as nobody."""\n'
         "import os\nimport random\n\n"
-        "from palaestra_check import Checker, private_dir, run_python\n\n"
+        "from palaestra_check import Checker, read_only_dir, run_python\n\n"
         f"PKG, TIER, SECRET, N_ITEMS, COUNT = {pkg!r}, {tier!r}, {secret}, {n_items}, {count}\n"
         f"_NAMES, _CATS = {_NAMES!r}, {_CATS!r}\n"
         f"REFERENCE = {_reference(tier)!r}\n"
@@ -488,15 +488,11 @@ def _hidden(pkg: str, tier: str, secret: int, n_items: int, count: int) -> str:
         + textwrap.dedent(
             """
 
-            REF = private_dir("reference-")
-            os.makedirs(os.path.join(REF, PKG))
-            for name, text in {"__init__.py": "", "app.py": REFERENCE}.items():
-                with open(os.path.join(REF, PKG, name), "w") as f:
-                    f.write(text)
+            REF = read_only_dir({PKG + "/__init__.py": "", PKG + "/app.py": REFERENCE}, "reference-")
 
             ck = Checker()
             cases = _cases(random.Random(SECRET), TIER, N_ITEMS, COUNT)
-            want = run_python(RUNNER, cases, cwd=REF, timeout=60)
+            want = run_python(RUNNER, cases, cwd=REF, timeout=60, reference=True)
             got = run_python(RUNNER, cases, cwd="/app", timeout=60, cpu_seconds=10)
             ck.check("the reference ran", want.ok, want.error)
             if not got.ok:

@@ -615,7 +615,7 @@ def _hidden(pkg: str, tier: str, secret: int, n: int) -> str:
     return (
         '"""Hidden tests for the report command: ledgers from a secret; the CLI runs as nobody."""\n'
         "import json\nimport os\nimport random\nimport shutil\nimport sys\n\n"
-        "from palaestra_check import Checker, private_dir, run_command, run_python\n\n"
+        "from palaestra_check import Checker, private_dir, read_only_dir, run_command, run_python\n\n"
         f"PKG, TIER, SECRET, N = {pkg!r}, {tier!r}, {secret}, {n}\n"
         f"RUNNER = {_RUNNER.replace('PKG', pkg)!r}\n"
         f"_CATS, _TAGS = {_CATS!r}, {_TAGS!r}\n"
@@ -628,28 +628,20 @@ def _hidden(pkg: str, tier: str, secret: int, n: int) -> str:
         + textwrap.dedent(
             """
 
-            REF = private_dir("reference-")
-            for name, text in REFERENCE.items():
-                path = os.path.join(REF, PKG, name)
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                with open(path, "w") as f:
-                    f.write(text)
+            REF = read_only_dir({PKG + "/" + name: text for name, text in REFERENCE.items()},
+                                "reference-")
 
-            ck = Checker()
             rng = random.Random(SECRET)
+            trials = []  # every expected value before any agent code runs
             for trial, size in enumerate([N, 3]):
                 entries = _ledger(rng, size)
                 if trial == 1:
                     entries.append(dict(entries[0], id=99, category="a-very-long-category-name",
                                         tags=["tax", "tax"]))
-                data = private_dir("data-")
-                with open(os.path.join(data, "ledger.json"), "w") as f:
-                    json.dump(entries, f)
+                files = {"ledger.json": json.dumps(entries), "NOTJSON": "{nope"}
                 for label, budget in _budgets(rng, entries).items():
-                    with open(os.path.join(data, label), "w") as f:
-                        json.dump(budget, f)
-                with open(os.path.join(data, "NOTJSON"), "w") as f:
-                    f.write("{nope")
+                    files[label] = json.dumps(budget)
+                data = read_only_dir(files, "data-")
                 argvs = _argvs(rng, TIER, entries)
                 argvs.append(["add", "--date", "2024-05-05", "--amount", "-1.5", "--category", "x"])
                 if TIER == "hard":
@@ -657,7 +649,23 @@ def _hidden(pkg: str, tier: str, secret: int, n: int) -> str:
                 argvs = [[os.path.join(data, a) if a in ("BUDGET", "BIG", "BAD", "MISSING", "NOTJSON")
                           else a for a in argv] for argv in argvs]
                 job = {"ledger": os.path.join(data, "ledger.json"), "argvs": argvs}
-                want = run_python(RUNNER, job, cwd=REF, timeout=60)
+                trials.append((data, argvs, job, run_python(RUNNER, job, cwd=REF, timeout=60,
+                                                            reference=True)))
+
+            def entry_point(root, argv, reference=False):
+                # the module entry point, in a real process, on a copy of the last ledger
+                work = private_dir("run-")
+                shutil.copy(os.path.join(data, "ledger.json"), os.path.join(work, "l.json"))
+                os.chown(os.path.join(work, "l.json"), 65534, 65534)
+                res = run_command([sys.executable, "-m", PKG, "--db", os.path.join(work, "l.json")]
+                                  + argv, cwd=root, timeout=30, cpu_seconds=10, reference=reference)
+                return (res.returncode, res.stdout, res.stderr.strip()[-300:])
+
+            ENTRY = ["report", "--month", "1999-00"]
+            want_entry = entry_point(REF, ENTRY, reference=True)
+
+            ck = Checker()
+            for trial, (data, argvs, job, want) in enumerate(trials):
                 got = run_python(RUNNER, job, cwd="/app", timeout=60, cpu_seconds=10)
                 ck.check(f"trial {trial}: the reference ran", want.ok, want.error)
                 if not got.ok:
@@ -666,17 +674,8 @@ def _hidden(pkg: str, tier: str, secret: int, n: int) -> str:
                 for argv, g, w in zip(argvs, got.value, want.value):
                     shown = " ".join(a.replace(data + "/", "") for a in argv)
                     ck.equal(f"trial {trial}: {shown}", g, w)
-            # the module entry point, once, in a real process
-            for argv in (["report", "--month", "1999-00"],):
-                results = []
-                for root in (REF, "/app"):
-                    work = private_dir("run-")
-                    shutil.copy(os.path.join(data, "ledger.json"), os.path.join(work, "l.json"))
-                    os.chown(os.path.join(work, "l.json"), 65534, 65534)
-                    res = run_command([sys.executable, "-m", PKG, "--db", os.path.join(work, "l.json")]
-                                      + argv, cwd=root, timeout=30, cpu_seconds=10)
-                    results.append((res.returncode, res.stdout, res.stderr.strip()[-300:]))
-                ck.equal("python3 -m " + PKG + " " + " ".join(argv), results[1], results[0])
+            ck.equal("python3 -m " + PKG + " " + " ".join(ENTRY), entry_point("/app", ENTRY),
+                     want_entry)
             ck.finish()
             """
         )

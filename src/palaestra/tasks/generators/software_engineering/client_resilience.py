@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import textwrap
 
-from palaestra.tasks.generators import family, python_test_sh, solve_sh_writing
+from palaestra.tasks.generators import attacks, family, python_test_sh, solve_sh_writing
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 
 _PKGS = ["weatherkit", "shipments", "geodata", "billing_api", "catalog_client"]
@@ -589,6 +589,12 @@ def generate(spec: GenSpec) -> GeneratedTask:
             )
         ),
     }
+    # an attack (issue 29): off by one, and on import it copies itself over the reference's
+    # package wherever a run could write one
+    wrong["swap-reference"] = {
+        f"{pkg}/__init__.py": attacks.SWAP_REFERENCE,
+        **wrong["retries-off-by-one"],
+    }
     if tier != "easy":
         wrong["cache-ttl-inclusive"] = variant(
             right_client.replace(
@@ -644,7 +650,7 @@ def _hidden(pkg: str, prefix: str, tier: str, secret: int, count: int) -> str:
     return (
         '"""Hidden tests for the client: scripted scenarios from a secret; packages run as nobody."""\n'
         "import os\nimport random\n\n"
-        "from palaestra_check import Checker, private_dir, run_python\n\n"
+        "from palaestra_check import Checker, read_only_dir, run_python\n\n"
         f"PKG, PREFIX, TIER, SECRET, COUNT = {pkg!r}, {prefix!r}, {tier!r}, {secret}, {count}\n"
         f"REFERENCE = {{'transport.py': {_TRANSPORT!r}, 'config.py': {_CONFIG_NEW.format(prefix=prefix)!r},\n"
         f"             'client.py': {_CLIENT_NEW.format(pkg=pkg)!r}, '__init__.py': ''}}\n"
@@ -656,16 +662,16 @@ def _hidden(pkg: str, prefix: str, tier: str, secret: int, count: int) -> str:
         + textwrap.dedent(
             """
 
-            REF = private_dir("reference-")
-            os.makedirs(os.path.join(REF, PKG))
-            for name, text in REFERENCE.items():
-                with open(os.path.join(REF, PKG, name), "w") as f:
-                    f.write(text)
+            REF = read_only_dir({PKG + "/" + name: text for name, text in REFERENCE.items()},
+                                "reference-")
 
             ck = Checker()
             rng = random.Random(SECRET)
             scns = _scenarios(rng, TIER, COUNT)
-            want = run_python(RUNNER, scns, cwd=REF, timeout=60)
+            want = run_python(RUNNER, scns, cwd=REF, timeout=60, reference=True)
+            if TIER == "hard":  # every expected value before any agent code runs
+                cases = _load_cases(rng, PREFIX)
+                want_load = run_python(LOADER, cases, cwd=REF, timeout=60, reference=True)
             got = run_python(RUNNER, scns, cwd="/app", timeout=60, cpu_seconds=10)
             ck.check("the reference ran", want.ok, want.error)
             if not got.ok:
@@ -675,8 +681,7 @@ def _hidden(pkg: str, prefix: str, tier: str, secret: int, count: int) -> str:
                     for key in ("calls", "sleeps", "results"):
                         ck.equal(f"scenario {i}: {key}", g.get(key, g), w[key])
             if TIER == "hard":
-                cases = _load_cases(rng, PREFIX)
-                want = run_python(LOADER, cases, cwd=REF, timeout=60)
+                want = want_load
                 got = run_python(LOADER, cases, cwd="/app", timeout=60, cpu_seconds=10)
                 ck.check("the reference loader ran", want.ok, want.error)
                 if not got.ok:

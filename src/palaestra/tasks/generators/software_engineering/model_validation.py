@@ -588,7 +588,7 @@ def _hidden(pkg: str, tier: str, schema: dict, secret: int, count: int) -> str:
     return (
         '"""Hidden tests for from_dict: inputs from a secret; packages run as nobody."""\n'
         "import os\nimport random\n\n"
-        "from palaestra_check import Checker, private_dir, run_python\n\n"
+        "from palaestra_check import Checker, read_only_dir, run_python\n\n"
         f"PKG, TIER, SECRET, COUNT = {pkg!r}, {tier!r}, {secret}, {count}\n"
         f"SCHEMA = {schema!r}\n_EMAIL = {_EMAIL!r}\n"
         f"REFERENCE = {_models_source(schema, validated=True)!r}\n"
@@ -599,16 +599,13 @@ def _hidden(pkg: str, tier: str, schema: dict, secret: int, count: int) -> str:
         + textwrap.dedent(
             """
 
-            REF = private_dir("reference-")
-            os.makedirs(os.path.join(REF, PKG))
-            for name, text in {"__init__.py": "", "models.py": REFERENCE}.items():
-                with open(os.path.join(REF, PKG, name), "w") as f:
-                    f.write(text)
+            REF = read_only_dir({PKG + "/__init__.py": "", PKG + "/models.py": REFERENCE},
+                                "reference-")
 
+            docs = _inputs(random.Random(SECRET), SCHEMA, COUNT)
+            want = run_python(RUNNER, docs, cwd=REF, timeout=60, reference=True)
             ck = Checker(kind="assert")
             ck.compile_python(os.path.join("/app", PKG))
-            docs = _inputs(random.Random(SECRET), SCHEMA, COUNT)
-            want = run_python(RUNNER, docs, cwd=REF, timeout=60)
             got = run_python(RUNNER, docs, cwd="/app", timeout=60, cpu_seconds=10)
             if not want.ok:
                 raise SystemExit("the reference failed: " + want.error)

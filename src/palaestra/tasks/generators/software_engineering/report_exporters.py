@@ -440,7 +440,7 @@ def _hidden(pkg: str, tier: str, secret: int, n_rows: int) -> str:
     return (
         '"""Hidden tests for the exporters: fresh reports from a secret; the package runs as nobody."""\n'
         "import json\nimport os\nimport random\nimport sys\n\n"
-        "from palaestra_check import Checker, private_dir, run_command, run_python\n\n"
+        "from palaestra_check import Checker, read_only_dir, run_command, run_python\n\n"
         f"PKG, TIER, SECRET, N_ROWS = {pkg!r}, {tier!r}, {secret}, {n_rows}\n"
         f"_WORDS, _COLUMNS = {_WORDS!r}, {_COLUMNS!r}\n"
         f"REFERENCE_MODEL = {_MODEL!r}\n"
@@ -451,12 +451,9 @@ def _hidden(pkg: str, tier: str, secret: int, n_rows: int) -> str:
             """
 
             # the reference, as a package of its own in a private directory (never /app)
-            REF = private_dir("reference-")
-            os.makedirs(os.path.join(REF, PKG))
-            for name, text in {"__init__.py": "", "model.py": REFERENCE_MODEL,
-                               "export.py": REFERENCE_EXPORT, "cli.py": REFERENCE_CLI}.items():
-                with open(os.path.join(REF, PKG, name), "w") as f:
-                    f.write(text)
+            REF = read_only_dir({PKG + "/" + name: text for name, text in {
+                "__init__.py": "", "model.py": REFERENCE_MODEL, "export.py": REFERENCE_EXPORT,
+                "cli.py": REFERENCE_CLI}.items()}, "reference-")
 
             FORMATS = ["csv", "json", "markdown"] + (["tsv"] if TIER != "easy" else [])
             EXPORT_ALL = (
@@ -477,21 +474,8 @@ def _hidden(pkg: str, tier: str, secret: int, n_rows: int) -> str:
                             "rows": [{"w": w, "n": i} for i, w in enumerate(_WORDS)]
                             + [{"w": None, "n": None}, {"w": 1.5, "n": -3}]})
             jobs = [[r, f] for r in reports for f in FORMATS] + [[reports[0], "xml"]]
-            ck = Checker()
-            want = run_python(EXPORT_ALL, jobs, cwd=REF, timeout=60)
-            got = run_python(EXPORT_ALL, jobs, cwd="/app", timeout=60, cpu_seconds=20)
-            ck.check("the reference ran", want.ok, want.error)
-            if not got.ok:
-                ck.check("export() runs", False, got.error)
-            else:
-                for i, (rep, fmt) in enumerate(jobs):
-                    ck.equal(f"export(report {i // len(FORMATS)}, {fmt!r})", got.value[i], want.value[i])
-
-            work = private_dir("cli-")
+            work = read_only_dir({"report.json": json.dumps(reports[0], ensure_ascii=False)}, "cli-")
             path = os.path.join(work, "report.json")
-            with open(path, "w") as f:
-                json.dump(reports[0], f, ensure_ascii=False)
-            os.chown(path, 65534, 65534)
             cols = reports[0]["columns"]
             argvs = [["--format", f] for f in FORMATS] + [["--format", "yaml"]]
             if TIER != "easy":
@@ -502,28 +486,41 @@ def _hidden(pkg: str, tier: str, secret: int, n_rows: int) -> str:
                 argvs += [["--list-formats"]]
                 argvs += [["--format", f, "--sort", c] for f in ("csv", "json") for c in cols]
                 argvs += [["--columns", cols[1] + "," + cols[0], "--sort", cols[0]], ["--sort", "nope"]]
-            for argv in argvs:
-                args = argv if argv == ["--list-formats"] else [path] + argv
-                w = run_command([sys.executable, "-m", PKG + ".cli"] + args, cwd=REF, timeout=30)
+            PLUGIN = (
+                "from " + PKG + ".export import register, export, available_formats\\n"
+                "from " + PKG + ".model import Report\\n"
+                "@register('shout')\\n"
+                "def shout(report):\\n"
+                "    return report.title.upper() + '!'\\n"
+                "@register('csv')\\n"
+                "def csv2(report):\\n"
+                "    return 'replaced'\\n"
+                "r = Report('quiet', ['a'], [])\\n"
+                "emit([export(r, 'shout'), export(r, 'csv'), available_formats()])\\n"
+            )
+            # every expected value before any agent code runs
+            want = run_python(EXPORT_ALL, jobs, cwd=REF, timeout=60, reference=True)
+            cli = [argv if argv == ["--list-formats"] else [path] + argv for argv in argvs]
+            wants = [run_command([sys.executable, "-m", PKG + ".cli"] + args, cwd=REF, timeout=30,
+                                 reference=True) for args in cli]
+            plugin = run_python(PLUGIN, None, cwd=REF, timeout=30, reference=True)
+
+            ck = Checker()
+            got = run_python(EXPORT_ALL, jobs, cwd="/app", timeout=60, cpu_seconds=20)
+            ck.check("the reference ran", want.ok, want.error)
+            if not got.ok:
+                ck.check("export() runs", False, got.error)
+            else:
+                for i, (rep, fmt) in enumerate(jobs):
+                    ck.equal(f"export(report {i // len(FORMATS)}, {fmt!r})", got.value[i], want.value[i])
+            for argv, args, w in zip(argvs, cli, wants):
                 g = run_command([sys.executable, "-m", PKG + ".cli"] + args, cwd="/app", timeout=30,
                                 cpu_seconds=10)
                 ck.equal("cli " + " ".join(argv), (g.returncode, g.stdout, g.stderr.strip()[-200:]),
                          (w.returncode, w.stdout, w.stderr.strip()[-200:]))
             if TIER == "hard":
-                PLUGIN = (
-                    "from " + PKG + ".export import register, export, available_formats\\n"
-                    "from " + PKG + ".model import Report\\n"
-                    "@register('shout')\\n"
-                    "def shout(report):\\n"
-                    "    return report.title.upper() + '!'\\n"
-                    "@register('csv')\\n"
-                    "def csv2(report):\\n"
-                    "    return 'replaced'\\n"
-                    "r = Report('quiet', ['a'], [])\\n"
-                    "emit([export(r, 'shout'), export(r, 'csv'), available_formats()])\\n"
-                )
                 g = run_python(PLUGIN, None, cwd="/app", timeout=30)
-                w = run_python(PLUGIN, None, cwd=REF, timeout=30)
+                w = plugin
                 ck.equal("register() adds and replaces formats", g.value if g.ok else g.error, w.value)
             ck.finish()
             """

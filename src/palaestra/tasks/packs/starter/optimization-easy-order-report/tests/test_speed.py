@@ -8,6 +8,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, "/tests")
 import gen_data  # noqa: E402
@@ -39,6 +40,40 @@ sys.stdout.write("\n".join(out) + "\n")
 '''
 
 
+def become_subreaper():
+    """Whatever the agent's program forks (orphans included) comes back to this process."""
+    import ctypes
+
+    ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+
+
+def end_the_tree():
+    """Kill every process of nobody's (what the run left) and reap those that came back here:
+    RUSAGE_CHILDREN then holds the CPU of the program's whole process tree, so a program that
+    forks before each second of CPU (RLIMIT_CPU restarts at a fork) is counted whole."""
+    for _ in range(1000):
+        for pid in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{pid}/status") as f:
+                    if any(x.split()[1] == "65534" for x in f if x.startswith("Uid:")):
+                        os.kill(int(pid), 9)
+            except (OSError, ValueError, IndexError):
+                pass
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            time.sleep(0.005)
+
+
+def sealed(d):
+    """Make ``d``'s inputs readable by the agent's program and writable by nothing it runs."""
+    for name in os.listdir(d):
+        os.chmod(os.path.join(d, name), 0o444)
+    os.chmod(d, 0o755)
+
+
 def run(argv, cpu_limit=None, wall_timeout=120, agent=False):
     """Run argv; return (CompletedProcess or None on wall timeout, CPU seconds it used).
 
@@ -56,21 +91,27 @@ def run(argv, cpu_limit=None, wall_timeout=120, agent=False):
                               preexec_fn=limit, **nobody)
     except subprocess.TimeoutExpired:
         proc = None
+    if agent:
+        end_the_tree()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return proc, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def main():
+    become_subreaper()
     with tempfile.TemporaryDirectory() as d:
-        os.chown(d, 65534, 65534)  # the agent's code runs as nobody
         small = (os.path.join(d, "o_small.csv"), os.path.join(d, "c_small.csv"))
         gen_data.write(*small, seed=11, n_customers=400, n_orders=3000)
         big = (os.path.join(d, "o_big.csv"), os.path.join(d, "c_big.csv"))
         gen_data.write(*big, seed=12345, n_customers=20000, n_orders=80000)
+        sealed(d)  # root's: no run of the agent's program can change a later case's input
+        cases = []  # the reference's outputs and CPU first, before any agent code runs
         for label, (orders, customers), check_time in (("small", small, False),
                                                        ("large", big, True)):
             ref, ref_s = run([sys.executable, "-I", "-c", REFERENCE, orders, customers])
             assert ref is not None and ref.returncode == 0, ref and ref.stderr
+            cases.append((label, (orders, customers), check_time, ref, ref_s))
+        for label, (orders, customers), check_time, ref, ref_s in cases:
             bar = max(2.0, 10 * ref_s) if check_time else 60
             got, got_s = run([sys.executable, "-E", "-s", "/app/report.py", orders, customers], agent=True,
                              cpu_limit=bar, wall_timeout=4 * bar + 10)

@@ -1,0 +1,264 @@
+"""The jail of one run of agent code at verify time (stdlib only, Python 3.8+; shipped in
+``tests/`` beside ``palaestra_fork.py``, which puts every child it starts in one).
+
+A run is the agent's program, module or query, started by ``palaestra_check.run_python`` /
+``run_command`` (or a checker's own long-lived child, as HumanEval's). Its **process tree** is
+every process it starts, whatever it does: the checker (root) is a *child subreaper*
+(``prctl(PR_SET_CHILD_SUBREAPER)``), so a process the run double-forks, or leaves behind when its
+parent exits, is reparented to the checker, not to the sandbox's init, and stays in the tree; a
+new session (``setsid``) changes nothing. A process is in the run's tree when it did not exist
+when the run started and the checker is its ancestor (the fork server itself excepted).
+
+Neither backend lets the verifier make a cgroup (bubblewrap's sandbox has no cgroupfs; Docker's
+is mounted read-only) nor a PID namespace (no ``CAP_SYS_ADMIN``, no user namespace), so the
+tree is bounded this way instead:
+
+* **CPU over the tree.** While it runs, :meth:`Tree.cpu` sums ``utime + stime + cutime +
+  cstime`` (``/proc/<pid>/stat``) of its live processes (a process's ``cutime`` holds what its
+  reaped children used) and the ``rusage`` of those the checker reaped; ``palaestra_fork``
+  polls it and kills the tree past its bar. When the run ends the exact figure is its first
+  process's ``wait4`` rusage (it and every descendant it waited for) plus the rusage of every
+  process the checker reaped (the orphans). A program that forks before each second of CPU and
+  waits for its child (RLIMIT_CPU resets at every fork) is counted whole. Each process keeps its
+  own ``RLIMIT_CPU`` too.
+* **The tree is killed when the run ends** (:meth:`Tree.kill`): every member is sent SIGKILL,
+  and those the checker inherits are reaped, until none is left (a process that forks while it
+  is killed only makes orphans, which the next round finds).
+* **Memory**: ``RLIMIT_AS`` per process where a check gives one; the sandbox's own cgroup bounds
+  the whole.
+"""
+
+import os
+
+_SIGKILL = 9
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_subreaper = None
+
+
+def become_subreaper():
+    """Make this process a child subreaper (once): orphans of the trees it starts come back to
+    it. False where the kernel refuses (then an orphan escapes the tree's accounting, never its
+    kill: ``kill_nobody_processes`` ends it with the checker)."""
+    global _subreaper
+    if _subreaper is None:
+        _subreaper = _prctl(36, 1) == 0  # PR_SET_CHILD_SUBREAPER
+    return _subreaper
+
+
+def _prctl(option, arg):
+    try:
+        import _ctypes  # not ctypes: its import costs ~5 ms at every verification
+
+        prctl = _ctypes.dlsym(_ctypes.dlopen(None), "prctl")
+        return _ctypes.call_function(prctl, (option, arg, 0, 0, 0))
+    except (ImportError, AttributeError, OSError):
+        return -1
+
+
+def _stat(pid):
+    """``(ppid, state, ticks)`` of a process (ticks: utime + stime + cutime + cstime), or
+    None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    fields = data[data.rfind(b")") + 2 :].split()  # after "pid (comm) ": comm may hold spaces
+    try:
+        return int(fields[1]), fields[0], sum(int(x) for x in fields[11:15])
+    except (IndexError, ValueError):
+        return None
+
+
+class Tree:
+    """The processes of one run (see the module's docstring): made before the run starts."""
+
+    def __init__(self, keep=(), everything=False):
+        """``keep``: pids never in the tree, or a callable giving them (the fork server);
+        ``everything``: every descendant of this process is in it (to reap them all)."""
+        become_subreaper()
+        self.me = os.getpid()
+        self.keep = keep
+        self.before = frozenset() if everything else frozenset(os.listdir("/proc"))
+        self.reaped_us = 0  # CPU of the members this process reaped, in microseconds
+
+    def members(self):
+        """pid -> (ppid, state, ticks) of the run's processes now."""
+        keep = set(self.keep()) if callable(self.keep) else set(self.keep)
+        new = {}
+        for name in os.listdir("/proc"):
+            if name.isdigit() and name not in self.before:
+                info = _stat(int(name))
+                if info is not None:
+                    new[int(name)] = info
+        known = {}  # pid -> whether the checker is its ancestor
+
+        def descends(pid, depth=0):
+            if pid == self.me:
+                return True
+            if pid <= 1 or depth > 4096:
+                return False
+            if pid not in known:
+                known[pid] = False  # a cycle (pids reused meanwhile) ends here
+                info = new.get(pid) or _stat(pid)
+                known[pid] = info is not None and descends(info[0], depth + 1)
+            return known[pid]
+
+        return {pid: info for pid, info in new.items()
+                if pid not in keep and descends(info[0])}  # fmt: skip
+
+    def cpu(self):
+        """Seconds of CPU the run's tree used so far (its live processes, and those reaped)."""
+        ticks = sum(info[2] for info in self.members().values())
+        return ticks / _CLOCK_TICKS + self.reaped_us / 1e6
+
+    def reap(self, pid):
+        """Reap ``pid``, a child of this process, if it ended; True when it did."""
+        try:
+            done, _, usage = os.wait4(pid, os.WNOHANG)
+        except ChildProcessError:
+            return True
+        if done:
+            self.reaped_us += int((usage.ru_utime + usage.ru_stime) * 1e6)
+        return bool(done)
+
+    def kill(self, limit=10.0):
+        """Kill every process of the tree and reap those this process inherited; returns once
+        none is left (or after ``limit`` seconds: what is left is killed at the checker's end
+        with every process of nobody's)."""
+        import time
+
+        deadline, pause = time.monotonic() + limit, 0.0005
+        keep = set(self.keep()) if callable(self.keep) else set(self.keep)
+        while True:
+            members = self.members()
+            waiting = False
+            for pid, (ppid, state, _) in members.items():
+                if state not in (b"Z", b"X"):
+                    try:
+                        os.kill(pid, _SIGKILL)
+                    except OSError:
+                        pass
+                    waiting = True
+                elif ppid == self.me:
+                    waiting = not self.reap(pid) or waiting
+                elif ppid in members or ppid in keep:
+                    waiting = True  # a zombie its dying parent leaves to us, or the server's
+            if not waiting or time.monotonic() > deadline:
+                return
+            time.sleep(pause)
+            pause = min(2 * pause, 0.02)
+
+
+# -- what runs may read, and what the checker reads back -------------------------------------
+
+_NOFOLLOW_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+
+
+def open_regular(path):
+    """A read-only fd on the regular file at the absolute ``path``, reached without following
+    a link at any step and without blocking (a FIFO, a device, a socket, a link, a missing
+    file: None)."""
+    import stat
+
+    parts = [p for p in path.split("/") if p]
+    if not parts:
+        return None
+    try:
+        fd = os.open("/", _NOFOLLOW_DIR)
+    except OSError:
+        return None
+    try:
+        for part in parts[:-1]:
+            step = os.open(part, _NOFOLLOW_DIR, dir_fd=fd)
+            os.close(fd)
+            fd = step
+        last = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if not stat.S_ISREG(os.fstat(last).st_mode):
+        os.close(last)
+        return None
+    return last
+
+
+def read_regular_bytes(path, limit=1 << 20):
+    """The first ``limit`` bytes of the regular file at ``path`` (see :func:`open_regular`),
+    or None."""
+    fd = open_regular(path)
+    if fd is None:
+        return None
+    try:
+        chunks, size = [], 0
+        while size < limit:
+            chunk = os.read(fd, limit - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def read_only_dir(files, prefix="ro-"):
+    """A new directory holding ``files`` (relative path -> str or bytes) that runs may read
+    and never write: root's, directories 0555, files 0444. For a reference's code and for
+    inputs read by more than one run."""
+    from palaestra_fork import make_private_dir
+
+    root = make_private_dir(prefix)
+    for rel, data in files.items():
+        path = os.path.join(root, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb" if isinstance(data, bytes) else "w") as f:
+            f.write(data)
+    seal(root)
+    return root
+
+
+def seal(root):
+    """Make the tree at ``root`` read-only for runs: every entry root's (links included, never
+    followed), directories 0555, files 0444 (0555 where executable)."""
+    import stat
+
+    def fix(path, st):
+        os.lchown(path, 0, 0)
+        if stat.S_ISDIR(st.st_mode):
+            os.chmod(path, 0o555)
+        elif stat.S_ISREG(st.st_mode):
+            os.chmod(path, 0o555 if st.st_mode & 0o111 else 0o444)
+
+    for here, dirs, names in os.walk(root):
+        for name in dirs + names:
+            path = os.path.join(here, name)
+            fix(path, os.lstat(path))
+    fix(root, os.lstat(root))
+    return root
+
+
+def writable_by_runs(root):
+    """The first path under ``root`` (itself included, and the directories above it) that a
+    run (nobody) could change, or None: what a reference must never be read from."""
+    import stat
+
+    def open_to_runs(st):
+        if stat.S_ISLNK(st.st_mode):
+            return False  # a link's own mode means nothing; its target is checked where met
+        return st.st_uid == 65534 or st.st_mode & 0o022
+
+    path = os.path.abspath(root)
+    above = os.path.dirname(path)
+    while above != "/":
+        st = os.lstat(above)
+        if open_to_runs(st) and not (above == "/tmp" and st.st_mode & stat.S_ISVTX):
+            return above
+        above = os.path.dirname(above)
+    for here, dirs, names in os.walk(path):
+        for name in [""] + dirs + names:
+            full = os.path.join(here, name) if name else here
+            if open_to_runs(os.lstat(full)):
+                return full
+    return None
