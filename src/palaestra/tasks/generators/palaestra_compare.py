@@ -123,7 +123,7 @@ def compare_json_keys(ck, label, want, got, opts):
     """stdout is a JSON object; one check per expected key (partial credit by key)."""
     try:
         value = json_loads(got["stdout"])
-    except ValueError:
+    except (ValueError, RecursionError):
         return ck.check(opts["parse_label"].format(label=label), False, got["stdout"][-300:])
     if not isinstance(value, dict):
         return ck.check(opts["object_label"].format(label=label), False, repr(value)[:200])

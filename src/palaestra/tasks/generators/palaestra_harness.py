@@ -46,19 +46,25 @@ _TESTS = os.path.dirname(os.path.abspath(__file__))
 # --- inputs and expected values: all made before the agent's code runs ---------------------
 
 
-def _made(make):
-    """A large input, made again from its seed by the task's input module."""
+def _module(name):
+    """A module the task ships in ``tests/`` (root's: written by the generator)."""
     sys.path.insert(0, _TESTS)
     try:
-        module = __import__(make["module"])
+        return __import__(name)
     finally:
         sys.path.remove(_TESTS)
-    return getattr(module, make["fn"])(random.Random(make["seed"]), *make.get("args", ()))
+
+
+def _made(make):
+    """A large input, made again from its seed by the task's input module."""
+    fn = getattr(_module(make["module"]), make["fn"])
+    return fn(random.Random(make["seed"]), *make.get("args", ()))
 
 
 def materialise(spec):
     """The cases with their inputs, and every expected value fixed: a made-again input whose
-    digest differs gets the reference's output on it, run here, first."""
+    digest differs gets the reference's output on it, made here, first (a function of a
+    module in ``tests/``, or a program run as nobody from a read-only copy of root's)."""
     cases, stale = [], []
     for case in spec["cases"]:
         case = dict(case)
@@ -75,10 +81,16 @@ def materialise(spec):
         ref = spec["reference"]
         root = _readonly_tree(ref["files"]) if ref.get("files") else None
         for case in stale:
-            res = run_case(ref.get("argv") or spec["answer"]["argv"], root, case, spec, cpu=None)
-            if not res[0].ok:
-                raise SystemExit("reference failed: " + res[0].error)
-            case["want"] = expectation(spec["compare"], res[0].stdout, res[1])
+            if ref.get("fn"):
+                fn = getattr(_module(ref["module"]), ref["fn"])
+                stdout, files = fn(case.get("stdin", case.get("files"))), {}
+            else:
+                argv = ref.get("argv") or spec["answer"]["argv"]
+                res, files = run_case(argv, root, case, spec, cpu=None)
+                if not res.ok:
+                    raise SystemExit("reference failed: " + res.error)
+                stdout = res.stdout
+            case["want"] = expectation(spec["compare"], stdout, files)
     return cases
 
 
