@@ -4,10 +4,11 @@ inputs, in every tier, so "byte-identical to the current program" is a fair requ
 
 from __future__ import annotations
 
-import json
+import marshal
 import random
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import pytest
@@ -20,14 +21,15 @@ OPTIMIZATION = [f.name for f in g.families("optimization")]
 PYTHON = [name for name in OPTIMIZATION if not g.generate(name, 0, 0.0).packages]
 
 
-def _inputs_generator(hidden: str):
-    """``make_inputs`` as the hidden test defines it (constants and generator code)."""
+def _spec(task) -> dict:
+    """The task's declarative hidden test (``tests/harness.bin``)."""
+    return marshal.loads(zlib.decompress(task.tests["harness.bin"]))
+
+
+def _inputs_generator(task):
+    """``make_inputs`` as the checker makes the large input again (``tests/bench_inputs.py``)."""
     scope: dict = {}
-    at = hidden.index("from palaestra_check import")
-    start = hidden.index("\n", at)
-    if hidden[start - 1] == "(":  # a parenthesized import: its end
-        start = hidden.index(")\n", at) + 1
-    exec(hidden[start : hidden.index("\nPROGRAM, ARGS, OUT_DIR")], scope)
+    exec(task.tests["bench_inputs.py"], scope)
     return scope["make_inputs"], scope
 
 
@@ -53,14 +55,12 @@ def test_five_optimization_families():
 @pytest.mark.parametrize("difficulty", [0.1, 0.5, 0.9])
 def test_slow_program_and_reference_agree(family: str, difficulty: float, tmp_path: Path):
     task = g.generate(family, 4, difficulty)
-    ((program, fast),) = json.loads(task.tests["reference.json"]).items()
+    spec = _spec(task)
+    ((program, fast),) = spec["reference"]["files"].items()
     slow = task.workspace[program]
     assert slow != fast
-    hidden = task.tests["test_hidden.py"]
-    make_inputs, scope = _inputs_generator(hidden)
-    line = next(x for x in hidden.splitlines() if x.startswith("PROGRAM, ARGS, OUT_DIR = "))
-    exec(line, scope)
-    args = scope["ARGS"]
+    make_inputs, _ = _inputs_generator(task)
+    args = [a.removeprefix("{in}/") for a in spec["answer"]["argv"][3:]]
     rng = random.Random(difficulty)
     for k, size in enumerate([0, 10, 90]):
         files = make_inputs(rng, size)
@@ -85,7 +85,7 @@ BULK = ["unindexed-sqlite", "report-string-building", "log-split-io", "shipment-
 
 @pytest.mark.parametrize("family", BULK)
 def test_inputs_drawn_with_getrandbits_only(family: str):
-    make_inputs, _ = _inputs_generator(g.generate(family, 3, 0.9).tests["test_hidden.py"])
+    make_inputs, _ = _inputs_generator(g.generate(family, 3, 0.9))
     for size in [0, 1, 10, 300]:
         files = make_inputs(_BitsOnly(size), size)
         assert files == make_inputs(random.Random(size), size)

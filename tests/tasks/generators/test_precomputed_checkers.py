@@ -1,11 +1,11 @@
-"""Checkers that read what the generator precomputed (``tests/precomputed.bin``): they use it,
-a missing or corrupt one gives no reward (never a pass), and region-revenue-pg's batched psql
-session cannot be confused by what the agent's SQL prints."""
+"""Checkers that read what the generator precomputed (``tests/precomputed.bin``, or the
+declarative hidden test's ``tests/harness.bin``): they use it, and a missing or corrupt one
+gives no reward (never a pass). (region-revenue-pg's SQL-only answers:
+tests/sandbox/test_hostile_sql.py.)"""
 
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -13,7 +13,6 @@ import pytest
 from palaestra import CodeEnv
 from palaestra.llm import ScriptedPolicy
 from palaestra.run import rollout
-from palaestra.sandbox.dockerfile_replay import host_packages_missing
 from palaestra.sandbox.local import LocalBackend
 from palaestra.scaffolds import OraclePolicy
 from palaestra.tasks import load_task
@@ -44,6 +43,8 @@ async def test_checker_needs_its_precomputed_cases(family: str, tmp_path: Path):
     task_dir = write_generated(family, 3, 0.0, tmp_path / "task")
     assert await _oracle_reward(task_dir) == 1.0
     blob = task_dir / "tests" / "precomputed.bin"
+    if not blob.exists():  # a declarative hidden test: its spec holds the cases
+        blob = task_dir / "tests" / "harness.bin"
     blob.write_bytes(blob.read_bytes()[:-40])  # corrupt
     assert await _oracle_reward(task_dir) == 0.0
     blob.unlink()
@@ -61,46 +62,3 @@ async def test_log_query_usage_errors_still_checked_against_the_reference(tmp_pa
         solve.read_text() + f'\nsed -i \'s/prog="{tool}"/prog="{tool}-x"/\' /app/{tool}/cli.py\n'
     )
     assert await _oracle_reward(task_dir) == 0.0
-
-
-pg = pytest.mark.skipif(
-    bool(host_packages_missing(("postgresql",))), reason="needs PostgreSQL on this host"
-)
-
-
-@pg
-async def test_region_revenue_batched_and_alone(tmp_path: Path):
-    """The reference query passes batched and, with a psql command and no final semicolon,
-    in one psql per data set; output that fakes markers, or a query right on one data set
-    only, does not pass."""
-    task_dir = write_generated("region-revenue-pg", 2, 0.1, tmp_path / "task")
-    solve = (task_dir / "solution" / "solve.sh").read_text()
-    right = solve.split("<<'PALAESTRA_EOF_0'\n", 1)[1].split("\nPALAESTRA_EOF_0", 1)[0]
-    assert (await _reward_of(task_dir, right))[0] == 1.0
-    alone = "\\pset null ''\n" + right.rstrip().rstrip(";")
-    assert (await _reward_of(task_dir, alone))[0] == 1.0
-    # prints the right rows once, then lines shaped like markers with the rest of it
-    fake = (
-        textwrap.dedent(
-            """\
-        SELECT 'x' AS a WHERE current_user <> 'reader_case0';
-        SELECT repeat('0', 32) || ' ' || g FROM generate_series(1, 4) AS g;
-        """
-        )
-        + right
-    )
-    reward, output = await _reward_of(task_dir, fake)
-    assert reward == 0.0, output
-    only_first = (
-        f"SELECT * FROM ({right.rstrip().rstrip(';')}) AS r WHERE current_user = 'reader_case0';"  # noqa: E501
-    )
-    reward, output = await _reward_of(task_dir, only_first)
-    assert reward == 0.0 and "PASS data set 1" in output, output
-    # fails on data set 2 only: the batch stops there, and each data set is loaded again and
-    # queried alone (its reader made once, in the batch)
-    fails_second = (
-        "SELECT 1 / (CASE WHEN current_user = 'reader_case1' THEN 0 ELSE 1 END) AS one;\n" + right
-    )
-    reward, output = await _reward_of(task_dir, fails_second)
-    assert reward == 0.0, output
-    assert "cannot load" not in output and "division by zero" in output, output

@@ -88,6 +88,14 @@ CHECK_RUNTIME = (
 )
 
 
+#: The declarative hidden test (``harness_spec`` builds its spec, the two others run it in
+#: ``tests/``): part of every generator's version, shipped by the tasks that use it.
+HARNESS_FILES = tuple(
+    CHECK_MODULE.with_name(n)
+    for n in ("harness_spec.py", "palaestra_harness.py", "palaestra_compare.py", "palaestra_pg.py")
+)
+
+
 def check_runtime_files() -> dict[str, str]:
     """``tests/`` file name -> content of :data:`CHECK_RUNTIME`."""
     return {path.name: path.read_text() for path in CHECK_RUNTIME}
@@ -251,7 +259,7 @@ def module_version(fn: Callable[..., object]) -> str:
     for helper in sorted(Path(__file__).parent.glob("_[a-z]*.py")):  # shared: _toolchains.py
         digest.update(helper.read_bytes())
     digest.update(Path(__file__).read_bytes())
-    for runtime in CHECK_RUNTIME:
+    for runtime in (*CHECK_RUNTIME, *HARNESS_FILES):
         digest.update(runtime.read_bytes())
     return digest.hexdigest()[:12]
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 
 from palaestra.tasks import outcomes
-from palaestra.tasks.generators import family, python_test_sh, solve_sh_writing
-from palaestra.tasks.generators.base import PRECOMPUTED, GeneratedTask, GenSpec, precomputed
+from palaestra.tasks.generators import family
+from palaestra.tasks.generators import harness_spec as hs
+from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 
 # Log generator: the workspace's visible logs and the hidden test's (made at generation time).
 _GEN = r'''
@@ -271,22 +272,34 @@ Only the standard library is available.
         wrong["blank-lines-counted"] = _COUNT_BLANK
     wrong = {k: v.replace("TIER_VALUE", tier) for k, v in wrong.items()}
     wrong["visible-report-hardcoded"] = hardcoded
-    tests = {
-        "test.sh": python_test_sh(timeout=120),
-        "test_hidden.py": _hidden_test(),
-        PRECOMPUTED: precomputed(_log_sets(right, tier, n_lines, secrets)),
-    }
-    return GeneratedTask(
+    tests = hs.tests(
+        answer=hs.program(
+            ["python3", "{app}/report.py", "{in}/logs"],
+            require="/app/report.py",
+            compile=["/app/report.py"],
+        ),
+        cases=[
+            hs.Case(f"log set {i + 1}", files={f"logs/{n}": d for n, d in files.items()}, want=want)
+            for i, (files, want) in enumerate(_log_sets(right, tier, n_lines, secrets))
+        ],
+        compare=hs.compare(
+            "json_keys",
+            tol=1e-4,
+            parse_label="report.py prints JSON on {label}",
+            object_label="report on {label} is an object",
+            key_label="{label}: {key}",
+        ),
+        limits=hs.limits(timeout=60, cpu=10),
+        kind="io",
+    )
+    return hs.task(
         instruction=instruction,
         workspace={f"logs/{name}": data for name, data in logs.items()},
         tests=tests,
-        solution={
-            "solve.sh": solve_sh_writing({"report.py": right}, note="one pass, nearest rank")
-        },
-        wrong_solutions={
-            name: {"solve.sh": solve_sh_writing({"report.py": src}, note=f"wrong: {name}")}
-            for name, src in wrong.items()
-        },
+        answer_path="report.py",
+        reference=right,
+        wrongs=wrong,
+        note="one pass, nearest rank",
         tags=("python", "logs", "json", "aggregation"),
         reward_outcomes=outcomes.GRADED + outcomes.IO,
     )
@@ -313,59 +326,3 @@ def _log_sets(right: str, tier: str, n_lines: int, secrets: list[int]) -> list:
     exec(compile(_GEN, "<gen>", "exec"), ns)
     sets = [ns["make_logs"](seed, tier, n_lines + 97 * i) for i, seed in enumerate(secrets)]
     return [(files, _ns_report(right, files)) for files in sets]
-
-
-def _hidden_test() -> str:
-    return '''\
-"""Hidden test: run /app/report.py on log directories generated from per-task secret seeds
-(at generation time: tests/precomputed.bin holds them and the reference's reports) and
-compare its JSON with the reference report."""
-import json
-import os
-
-from palaestra_check import Checker, copy_tree_for_child, precomputed, private_dir, run_command
-
-
-def close(got, want):
-    if isinstance(want, float) or isinstance(got, float):
-        return isinstance(got, (int, float)) and abs(got - want) <= 1e-4
-    if isinstance(want, dict):
-        return isinstance(got, dict) and set(got) == set(want) and all(
-            close(got[k], want[k]) for k in want)
-    if isinstance(want, list):
-        return isinstance(got, list) and len(got) == len(want) and all(
-            close(g, w) for g, w in zip(got, want))
-    return type(got) is type(want) and got == want
-
-
-ck = Checker(kind="io")
-if not os.path.isfile("/app/report.py"):
-    ck.error("/app/report.py exists")
-    ck.finish()
-ck.compile_python("/app/report.py")
-app = copy_tree_for_child("/app", prefix="app-")
-for i, (files, want) in enumerate(precomputed()):
-    src = os.path.join(private_dir("logs-"), "logs")
-    os.makedirs(src)
-    for name, data in files.items():
-        with open(os.path.join(src, name), "wb") as f:
-            f.write(data)
-    logs = copy_tree_for_child(src)
-    res = run_command(["python3", os.path.join(app, "report.py"), logs], cwd=app, timeout=60,
-                      cpu_seconds=10)
-    if not res.ok:
-        ck.error(f"report.py runs on log set {i + 1}", res.error)
-        continue
-    try:
-        got = json.loads(res.stdout)
-    except ValueError:
-        ck.check(f"report.py prints JSON on log set {i + 1}", False, res.stdout[-300:])
-        continue
-    if not isinstance(got, dict):
-        ck.check(f"report on log set {i + 1} is an object", False, repr(got)[:200])
-        continue
-    for key in want:
-        ck.check(f"log set {i + 1}: {key}", close(got.get(key), want[key]),
-                 f"expected {json.dumps(want[key])[:300]}, got {json.dumps(got.get(key))[:300]}")
-ck.finish()
-'''

@@ -11,11 +11,12 @@ minutes present).
 from __future__ import annotations
 
 import datetime as dt
-import sqlite3
 from dataclasses import dataclass
 
-from palaestra.tasks.generators import family, python_test_sh, solve_sh_writing
+from palaestra.tasks.generators import family
+from palaestra.tasks.generators import harness_spec as hs
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
+from palaestra.tasks.generators.data_querying import _sqlite
 
 _MAKE_DB = '''\
 """Build an analytics database with the production schema and synthetic events.
@@ -250,14 +251,6 @@ FROM sessions GROUP BY user_id ORDER BY user_id"""
     )
 
 
-def _build(seed: int, make_db: str) -> sqlite3.Connection:
-    ns: dict = {"__name__": "make_db"}
-    exec(compile(make_db, "make_db.py", "exec"), ns)
-    con = sqlite3.connect(":memory:")
-    ns["build"](con, seed)
-    return con
-
-
 @family(
     "event-windows-sql",
     category="data-querying",
@@ -290,113 +283,28 @@ returns.
 Schema: `events(id, user_id, ts, kind, amount_cents)`: `ts` is `YYYY-MM-DD HH:MM:SS` text in
 UTC, `kind` is `view`, `click` or `purchase`, and `amount_cents` is set for purchases only.
 """
-    con = _build(visible_seed, make_db)
+    con = _sqlite.database(make_db, visible_seed)
     visible_answer = [list(r) for r in con.execute(question.right)]
     data = con.serialize()
     con.close()
-    aliases = ", ".join(f"column{i + 1} AS {c}" for i, c in enumerate(question.columns))
-    values = ", ".join("(" + ", ".join(_literal(v) for v in row) + ")" for row in visible_answer)
-    if not visible_answer:
-        values = "(" + ", ".join("NULL" for _ in question.columns) + ") LIMIT 0"
     wrong = dict(question.wrong)
-    wrong["visible-answer-hardcoded"] = f"SELECT {aliases} FROM (VALUES {values})"
-    return GeneratedTask(
+    wrong["visible-answer-hardcoded"] = _sqlite.hardcoded(question.columns, visible_answer)
+    tests = _sqlite.tests(
+        make_db=make_db,
+        reference=question.right,
+        columns=question.columns,
+        secrets=secrets,
+        visible_seed=visible_seed,
+        path="/app/query.sql",
+        tol=0.01,  # a float computed through julianday() is fine
+    )
+    return hs.task(
         instruction=instruction,
         workspace={"make_db.py": make_db, "run_query.py": _RUN_QUERY, "events.db": data},
-        tests={
-            "test.sh": python_test_sh(timeout=120),
-            "test_hidden.py": _hidden_test(make_db, question, secrets, visible_seed),
-        },
-        solution={
-            "solve.sh": solve_sh_writing({"query.sql": question.right + "\n"}, note="reference")
-        },
-        wrong_solutions={
-            name: {"solve.sh": solve_sh_writing({"query.sql": sql + "\n"}, note=f"wrong: {name}")}
-            for name, sql in wrong.items()
-        },
+        tests=tests,
+        answer_path="query.sql",
+        reference=question.right + "\n",
+        wrongs={name: sql + "\n" for name, sql in wrong.items()},
+        note="reference",
         tags=("sql", "sqlite", "window-functions", "time-series"),
-    )
-
-
-def _literal(v) -> str:
-    if v is None:
-        return "NULL"
-    if isinstance(v, str):
-        return "'" + v.replace("'", "''") + "'"
-    return repr(v)
-
-
-def _hidden_test(make_db: str, q: _Question, secrets: list[int], visible_seed: int) -> str:
-    return (
-        f'''\
-"""Hidden test: run /app/query.sql on databases regenerated from per-task secret seeds and
-compare its rows with the reference query's."""
-import os
-import sqlite3
-
-from palaestra_check import Checker, private_dir, run_python
-
-SECRETS = {secrets!r}
-VISIBLE_SEED = {visible_seed}
-COLUMNS = {list(q.columns)!r}
-REFERENCE = {q.right!r}
-'''
-        + "\n"
-        + make_db.replace('if __name__ == "__main__":', "if False:")
-        + '''
-
-CHILD = """
-import sqlite3
-with open("/app/query.sql") as f:
-    sql = f.read()
-out = []
-for path in INPUT:
-    con = sqlite3.connect("file:" + path + "?mode=ro", uri=True)
-    cur = con.execute(sql)
-    out.append({"columns": [d[0] for d in cur.description], "rows": [list(r) for r in cur]})
-    con.close()
-emit(out)
-"""
-
-
-def same(got, want):
-    if len(got) != len(want):
-        return False
-    for g_row, w_row in zip(got, want):
-        if len(g_row) != len(w_row):
-            return False
-        for g, w in zip(g_row, w_row):
-            if isinstance(g, float) and isinstance(w, int) and not isinstance(w, bool):
-                if abs(g - w) > 0.01:  # a float computed through julianday() is fine
-                    return False
-            elif g != w:
-                return False
-    return True
-
-
-ck = Checker()
-if not os.path.isfile("/app/query.sql"):
-    ck.check("/app/query.sql exists", False, "no /app/query.sql")
-    ck.finish()
-tmp = private_dir("dbs-")
-paths, wants = [], []
-for seed in SECRETS + [VISIBLE_SEED]:
-    path = os.path.join(tmp, f"db{seed}.sqlite")
-    con = sqlite3.connect(path)
-    build(con, seed)
-    wants.append([list(r) for r in con.execute(REFERENCE)])
-    con.close()
-    os.chmod(path, 0o644)
-    paths.append(path)
-res = run_python(CHILD, paths, timeout=60)
-if not res.ok:
-    ck.check("query.sql runs", False, res.error)
-else:
-    for i, (got, want) in enumerate(zip(res.value, wants)):
-        label = "the visible database" if i == len(SECRETS) else f"regenerated database {i + 1}"
-        ck.equal(f"columns on {label}", got["columns"], COLUMNS)
-        ck.check(f"rows on {label} ({len(want)} expected)", same(got["rows"], want),
-                 f"expected {want[:5]}..., got {got['rows'][:5]}...")
-ck.finish()
-'''
     )

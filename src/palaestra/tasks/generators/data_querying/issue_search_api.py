@@ -10,8 +10,10 @@ Easy: ``field:value`` (case-insensitive, list fields by membership), bare words 
 from __future__ import annotations
 
 import json
+import random
 
-from palaestra.tasks.generators import family, python_test_sh, solve_sh_writing
+from palaestra.tasks.generators import family
+from palaestra.tasks.generators import harness_spec as hs
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 
 _NAMES = [
@@ -286,37 +288,19 @@ function name.
     if tier == "hard":
         wrong["or-binds-tighter"] = _OR_TIGHTER
         wrong["phrase-split-into-words"] = _PHRASE_WORDS
-    return GeneratedTask(
+    return hs.task(
         instruction=instruction,
         workspace={
             module: stub,
             "sample_issues.json": json.dumps(sample + issues, indent=1) + "\n",
         },
-        tests={
-            "test.sh": python_test_sh(timeout=120),
-            "test_hidden.py": _hidden_test(
-                module,
-                fn,
-                _variant(_RIGHT, "reference", tier),
-                tier,
-                n_records,
-                n_queries,
-                secret,
-            ),  # fmt: skip
-        },
-        solution={
-            "solve.sh": solve_sh_writing(
-                {module: _variant(_RIGHT, fn, tier)}, note="tokenizer, AND/OR groups, stable sorts"
-            )
-        },
-        wrong_solutions={
-            name: {
-                "solve.sh": solve_sh_writing(
-                    {module: _variant(src, fn, tier)}, note=f"wrong: {name}"
-                )
-            }
-            for name, src in wrong.items()
-        },
+        tests=_tests(
+            module, fn, _variant(_RIGHT, "reference", tier), tier, n_records, n_queries, secret
+        ),
+        answer_path=module,
+        reference=_variant(_RIGHT, fn, tier),
+        wrongs={name: _variant(src, fn, tier) for name, src in wrong.items()},
+        note="tokenizer, AND/OR groups, stable sorts",
         tags=("python", "parsing", "query-language"),
     )
 
@@ -351,101 +335,96 @@ def _records(rng, n: int) -> list[dict]:
     return ns["make_records"](rng, n)
 
 
-def _hidden_test(module, fn, reference, tier, n_records, n_queries, secret) -> str:
-    return f'''\
-"""Hidden tests for {fn}: records and queries drawn from a per-task secret seed."""
-import random
+#: Run when the task is generated: the test's queries, drawn from the task's secret.
+_QUERIES = r"""
+def make_queries(rng, records, n_queries, MEDIUM, HARD):
+    def case(s):
+        return "".join(c.upper() if rng.random() < 0.4 else c.lower() for c in s)
 
-from palaestra_check import Checker, run_python
+    def filter_term():
+        r = rng.choice(records)
+        kind = rng.randrange(9 if MEDIUM else 5)
+        if kind == 0:
+            term = "status:" + case(r["status"])
+        elif kind == 1:
+            term = "assignee:" + case(r["assignee"] or rng.choice(PEOPLE))
+        elif kind == 2:
+            term = "labels:" + case(rng.choice(r["labels"] or LABELS))
+        elif kind == 3:
+            term = case(rng.choice(r["title"].split()))
+        elif kind == 4:
+            term = rng.choice(["priority:", "points:"]) + str(r[rng.choice(["priority", "points"])])
+        elif kind == 5:
+            term = "points" + rng.choice([">", ">=", "<", "<="]) + str(rng.choice([2, 5, 9, 13, 40]))
+        elif kind == 6:
+            term = "created" + rng.choice([">", "<=", ">="]) + r["created"]
+        elif kind == 7:
+            term = rng.choice(["assignee:none", "assignee:NONE"])
+        else:
+            term = "priority" + rng.choice([">", "<"]) + str(rng.randint(1, 4))
+        if HARD and rng.random() < 0.2:
+            words = r["title"].split()
+            k = rng.randrange(len(words) - 1) if len(words) > 1 else 0
+            term = '"' + case(" ".join(words[k : k + 2])) + '"'
+        if MEDIUM and rng.random() < 0.2:
+            term = "-" + term
+        return term
 
-{reference}
+    def query():
+        groups = []
+        for _ in range(rng.choice([1, 1, 2, 3]) if HARD else 1):
+            groups.append(" ".join(filter_term() for _ in range(rng.randint(0 if not HARD else 1, 3))))
+        q = " OR ".join(g for g in groups if g) if HARD else groups[0]
+        if rng.random() < 0.7:
+            keys = ["priority", "points", "created", "status"] + (["assignee"] if MEDIUM else [])
+            chosen = rng.sample(keys, rng.randint(1, 3) if HARD else 1)
+            q += " sort:" + ",".join(("-" if rng.random() < 0.5 else "") + k for k in chosen)
+        if rng.random() < 0.5:
+            q += " limit:" + str(rng.randint(1, 12))
+        return q.strip()
 
-TIER, SECRET, N_RECORDS, N_QUERIES = {tier!r}, {secret}, {n_records}, {n_queries}
-MEDIUM, HARD = TIER != "easy", TIER == "hard"
-TITLE_WORDS = {_TITLE_WORDS!r}
-{_RECORDS}
-rng = random.Random(SECRET)
-records = make_records(rng, N_RECORDS)
-rng.shuffle(records)
+    queries = ["", "limit:3", "sort:-priority", "sort:points limit:5", "status:" + case("open"),
+               "labels:" + case("web"), "sort:priority limit:4", "sort:-points limit:6"]
+    if MEDIUM:
+        queries += ["points>=9", "points<13 sort:-points", "-status:open sort:assignee",
+                    "assignee:none sort:-priority", "sort:assignee limit:40", "sort:-assignee",
+                    "-points>5"]
+    if HARD:
+        queries += ['"' + " ".join(records[0]["title"].split()[:2]) + '"',
+                    "status:open priority:1 OR status:blocked", "labels:bug OR labels:ui sort:-points",
+                    "sort:-priority,status,-created", "sort:assignee,-points limit:9",
+                    '-"' + records[1]["title"].split()[0] + '" OR priority:4']
+    while len(queries) < n_queries:
+        queries.append(query())
+    return queries
+"""
 
-
-def case(s):
-    return "".join(c.upper() if rng.random() < 0.4 else c.lower() for c in s)
-
-
-def filter_term():
-    r = rng.choice(records)
-    kind = rng.randrange(9 if MEDIUM else 5)
-    if kind == 0:
-        term = "status:" + case(r["status"])
-    elif kind == 1:
-        term = "assignee:" + case(r["assignee"] or rng.choice(PEOPLE))
-    elif kind == 2:
-        term = "labels:" + case(rng.choice(r["labels"] or LABELS))
-    elif kind == 3:
-        term = case(rng.choice(r["title"].split()))
-    elif kind == 4:
-        term = rng.choice(["priority:", "points:"]) + str(r[rng.choice(["priority", "points"])])
-    elif kind == 5:
-        term = "points" + rng.choice([">", ">=", "<", "<="]) + str(rng.choice([2, 5, 9, 13, 40]))
-    elif kind == 6:
-        term = "created" + rng.choice([">", "<=", ">="]) + r["created"]
-    elif kind == 7:
-        term = rng.choice(["assignee:none", "assignee:NONE"])
-    else:
-        term = "priority" + rng.choice([">", "<"]) + str(rng.randint(1, 4))
-    if HARD and rng.random() < 0.2:
-        words = r["title"].split()
-        k = rng.randrange(len(words) - 1) if len(words) > 1 else 0
-        term = '"' + case(" ".join(words[k : k + 2])) + '"'
-    if MEDIUM and rng.random() < 0.2:
-        term = "-" + term
-    return term
-
-
-def query():
-    groups = []
-    for _ in range(rng.choice([1, 1, 2, 3]) if HARD else 1):
-        groups.append(" ".join(filter_term() for _ in range(rng.randint(0 if not HARD else 1, 3))))
-    q = " OR ".join(g for g in groups if g) if HARD else groups[0]
-    if rng.random() < 0.7:
-        keys = ["priority", "points", "created", "status"] + (["assignee"] if MEDIUM else [])
-        chosen = rng.sample(keys, rng.randint(1, 3) if HARD else 1)
-        q += " sort:" + ",".join(("-" if rng.random() < 0.5 else "") + k for k in chosen)
-    if rng.random() < 0.5:
-        q += " limit:" + str(rng.randint(1, 12))
-    return q.strip()
-
-
-queries = ["", "limit:3", "sort:-priority", "sort:points limit:5", "status:" + case("open"),
-           "labels:" + case("web"), "sort:priority limit:4", "sort:-points limit:6"]
-if MEDIUM:
-    queries += ["points>=9", "points<13 sort:-points", "-status:open sort:assignee",
-                "assignee:none sort:-priority", "sort:assignee limit:40", "sort:-assignee",
-                "-points>5"]
-if HARD:
-    queries += ['"' + " ".join(records[0]["title"].split()[:2]) + '"',
-                "status:open priority:1 OR status:blocked", "labels:bug OR labels:ui sort:-points",
-                "sort:-priority,status,-created", "sort:assignee,-points limit:9",
-                '-"' + records[1]["title"].split()[0] + '" OR priority:4']
-while len(queries) < N_QUERIES:
-    queries.append(query())
-
-CHILD = """
+#: The child that calls the agent's function on every query (``INPUT``: records, queries):
+#: one value a query, then whether the records are unmodified.
+_CHILD = """
 import copy
-from {module[:-3]} import {fn}
+from {module} import {fn}
 records, queries = INPUT
 before = copy.deepcopy(records)
-emit({{"out": [{fn}(records, q) for q in queries], "unmodified": records == before}})
+emit([{fn}(records, q) for q in queries] + [records == before])
 """
-ck = Checker()
-res = run_python(CHILD, [records, queries], timeout=60)
-if not res.ok:
-    ck.check("{fn} runs on the test queries", False, res.error)
-else:
-    got = res.value["out"]
-    for i, q in enumerate(queries):
-        ck.equal(f"query {{q!r}}", got[i] if i < len(got) else None, reference(records, q))
-    ck.check("records not modified", res.value["unmodified"])
-ck.finish()
-'''
+
+
+def _tests(module, fn, reference, tier, n_records, n_queries, secret) -> dict:
+    """The function on records and queries drawn from ``secret``; the reference's answers (run
+    now) are the expected values."""
+    ns: dict = {"TITLE_WORDS": _TITLE_WORDS}
+    exec(compile(_RECORDS + _QUERIES, "<queries>", "exec"), ns)
+    exec(compile(reference, "<reference>", "exec"), ns)
+    rng = random.Random(secret)
+    records = ns["make_records"](rng, n_records)
+    rng.shuffle(records)
+    queries = ns["make_queries"](rng, records, n_queries, tier != "easy", tier == "hard")
+    cases = [hs.Case(f"query {q!r}", want=ns["reference"](records, q)) for q in queries]
+    cases.append(hs.Case("records not modified", want=True))
+    return hs.tests(
+        answer=hs.python_call(_CHILD.format(module=module[:-3], fn=fn), [records, queries]),
+        cases=cases,
+        compare=hs.compare("equal"),
+        limits=hs.limits(timeout=60),
+    )

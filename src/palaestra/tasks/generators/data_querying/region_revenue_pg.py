@@ -1,14 +1,14 @@
 """region-revenue-pg: answer a sales question with one query against a real PostgreSQL server.
 
 The agent writes ``/app/answer.sql``; ``/app/try_query.sh`` runs it on a throwaway server
-loaded with the sample data. The hidden test starts its own server inside the sandbox (initdb
-and pg_ctl as ``nobody``, a Unix socket in a private directory, no TCP), loads fresh data made
-from the task's secret seed, runs the query as a role that may only read, and compares the rows
-with a Python reference. The data sets and the reference's rows are made when the task is
-generated (``precomputed.bin``; plain integers, strings and dates, the same on any Python); a
-verification loads each in turn into a fresh ``public`` schema and runs the query on it as that
-data set's reader (one psql session for all, between secret markers, unless the answer uses
-psql's own commands). Easy: per-region totals that must keep regions without sales (outer
+loaded with the sample data. The hidden test (``harness_spec``: ``palaestra_pg``) starts its own
+server inside the sandbox (initdb and pg_ctl as ``nobody``, password authentication only, a
+Unix socket in a private directory, no TCP), loads fresh data made from the task's secret seed,
+and sends the answer as SQL only (the server's protocol, no psql: its meta-commands are not
+SQL) as a role that may only read that data, and compares the rows with a Python reference's.
+The data sets and the reference's rows are made when the task is generated (plain integers,
+strings and dates, the same on any Python); a verification loads each in turn into a fresh
+``public`` schema and runs the query on it as that data set's reader. Easy: per-region totals that must keep regions without sales (outer
 join, ``COALESCE``, no join fan-out). Medium: top customers per region in a year with ties
 (``RANK``) and a timestamp year boundary. Hard: a month calendar per region with empty months
 (``generate_series``) and a year-to-date running total per region (window frame).
@@ -20,9 +20,9 @@ import random
 import textwrap
 
 from palaestra.tasks import outcomes
-from palaestra.tasks.generators import family, python_test_sh
-from palaestra.tasks.generators._toolchains import COMPARE, one_file_solutions
-from palaestra.tasks.generators.base import PRECOMPUTED, GeneratedTask, GenSpec, precomputed
+from palaestra.tasks.generators import family
+from palaestra.tasks.generators import harness_spec as hs
+from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 from palaestra.tasks.generators.optimization._bench import apply_edits
 
 _PACKAGES = ("postgresql",)
@@ -236,107 +236,6 @@ def answer(customers, orders):
     return rows
 '''
 
-_TEST = r"""
-import glob
-import os
-
-from palaestra_check import Checker, precomputed, private_dir, run_command
-
-{compare}
-
-BIN = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(p.split("/")[-2]))[-1]
-#: Settings that spare the throwaway server work without changing any query's result.
-SERVER = ("-k {{}} -c listen_addresses='' -c fsync=off -c full_page_writes=off "
-          "-c synchronous_commit=off -c autovacuum=off -c max_connections=8 "
-          "-c max_worker_processes=0 -c max_wal_senders=0 -c wal_level=minimal")
-
-
-def write(directory, name, text):
-    path = os.path.join(directory, name)
-    with open(path, "w") as f:
-        f.write(text)
-    os.chmod(path, 0o644)
-    return path
-
-
-def psql(sock, *args, user="postgres", database="postgres", stdin=""):
-    return run_command(["psql", "-X", "-q", "-A", "-t", "-F", "\t", "-h", sock, "-U", user,
-                        "-d", database, "-v", "ON_ERROR_STOP=1", *args], cwd=sock, timeout=120,
-                       stdin=stdin)
-
-
-def loading(case):
-    # As postgres, in database postgres: the data set alone in a new public schema, and a role
-    # of its own that may only read it (made once: the per-set sessions after a batch that
-    # failed load it again). One database for all: a CREATE DATABASE writes the whole template
-    # through the WAL, ~50 ms of CPU each.
-    label, name, load, want = case
-    return ("\\c postgres postgres\nSET client_min_messages TO warning;\n"
-            "DROP SCHEMA IF EXISTS public CASCADE;\nCREATE SCHEMA public;\n{{1}}"
-            "DO $$BEGIN CREATE ROLE reader_{{0}} LOGIN; EXCEPTION WHEN duplicate_object THEN "
-            "NULL; END$$;\nGRANT USAGE ON SCHEMA public TO reader_{{0}};\n"
-            "GRANT SELECT ON ALL TABLES IN SCHEMA public TO reader_{{0}};\n").format(name, load)
-
-
-def batched(sock, query, text):
-    # Each data set loaded, then the query's output on it, from one psql session: {{k: stdout}},
-    # or None (then each data set is loaded and queried in psql sessions of their own: the
-    # answer uses psql's commands, which keep state from one data set to the next, or fails, or
-    # prints our markers). The markers hold a secret made now and sent on stdin only.
-    if "\\" in text:  # psql meta-commands (state kept between data sets): no batch
-        return None
-    marker = os.urandom(16).hex()
-    script = "".join(loading(case) + "\\c postgres reader_{{0}}\n\\echo {{1}} {{2}}\n\\i {{3}}\n".format(
-        case[1], marker, k, query) for k, case in enumerate(CASES)) + "\\echo {{}} end\n".format(marker)
-    res = psql(sock, stdin=script)
-    if not res.ok:
-        return None
-    chunks = res.stdout.split(marker + " ")
-    heads = [chunk.split("\n", 1)[0] for chunk in chunks[1:]]
-    if chunks[0] or heads != [str(k) for k in range(len(CASES))] + ["end"]:
-        return None
-    return {{k: chunks[k + 1].split("\n", 1)[1] for k in range(len(CASES))}}
-
-
-ck = Checker(kind="io")
-CASES = precomputed()["cases"]  # [label, database, load SQL, expected rows]
-sock = private_dir("pg-")
-data_dir = os.path.join(sock, "data")
-started = run_command([BIN + "/initdb", "-D", data_dir, "-U", "postgres", "-A", "trust",
-                       "--no-sync", "--no-instructions"], cwd=sock, timeout=180)
-if started.ok:
-    started = run_command([BIN + "/pg_ctl", "-D", data_dir, "-o", SERVER.format(sock), "-w",
-                           "-t", "120", "-l", os.path.join(sock, "log"), "start"], cwd=sock,
-                          timeout=180)
-if not started.ok:
-    raise SystemExit("cannot start PostgreSQL: " + started.error)
-# read as nobody: a symlink the agent planted cannot make root copy a file it may not read
-submitted = run_command(["cat", "/app/answer.sql"], cwd="/app", timeout=30)
-query = write(private_dir("query-"), "answer.sql", submitted.stdout) if submitted.ok else None
-try:
-    outputs = batched(sock, query, submitted.stdout) if query else None
-    for k, (label, db, load, want) in enumerate(CASES):
-        if query is None:
-            ck.error(label, "cannot read /app/answer.sql: " + submitted.error)
-            continue
-        if outputs is not None:
-            stdout = outputs[k]
-        else:
-            loaded = psql(sock, stdin=loading(CASES[k]))
-            if not loaded.ok:
-                raise SystemExit("cannot load data set {{}}: {{}}".format(k + 1, loaded.error))
-            got = psql(sock, "-f", query, user="reader_" + db)
-            if not got.ok:
-                ck.error(label, got.error)
-                continue
-            stdout = got.stdout
-        have = [line.split("\t") for line in stdout.splitlines() if line]
-        compare(ck, label, want, have, "row")
-finally:
-    run_command([BIN + "/pg_ctl", "-D", data_dir, "-m", "immediate", "stop"], cwd=sock, timeout=60)
-ck.finish()
-"""
-
 _QUESTIONS = {
     "easy": """\
         For every region that has customers: the region, its number of customers, its number
@@ -360,9 +259,9 @@ _QUESTIONS = {
 }
 
 
-def _cases(scope: dict, secret: int) -> list:
-    """The data sets made from ``secret`` (label, database, the SQL that loads them, the
-    expected rows), as the hidden test reads them from ``precomputed.bin``."""
+def _cases(scope: dict, secret: int) -> list[hs.Case]:
+    """The data sets made from ``secret``: the SQL that loads each, and the reference's rows
+    (lists of text cells, as the server sends them)."""
     rng = random.Random(secret)
     sizes = [(3, 5)] + [(scope["N_CUSTOMERS"], scope["N_ORDERS"])] * 3
     cases = []
@@ -370,7 +269,7 @@ def _cases(scope: dict, secret: int) -> list:
         customers, orders = scope["make_data"](rng, n_customers, n_orders)
         label = f"data set {k + 1} ({len(customers)} customers, {len(orders)} orders)"
         load = _SCHEMA + scope["data_sql"](customers, orders)
-        cases.append([label, f"case{k}", load, scope["answer"](customers, orders)])
+        cases.append(hs.Case(label, load=load, want=scope["answer"](customers, orders)))
     return cases
 
 
@@ -409,14 +308,22 @@ def generate(spec: GenSpec) -> GeneratedTask:
 
         {question}
 
-        It will be run with `psql` against the production database (same schema, other data)
-        as a user that may only read, and its rows compared with the expected ones, so the
-        query must be right for any data, not only the sample. `/app/try_query.sh` runs
+        It will be run as one SQL statement (no `psql` meta-commands) against the production
+        database (same schema, other data) as a user that may only read, and its rows
+        compared with the expected ones, so the query must be right for any data, not only
+        the sample. `/app/try_query.sh` runs
         `/app/answer.sql` on a throwaway PostgreSQL server loaded with `/app/sample_data.sql`.
         """
     ).replace("{question}", question)
-    solution, wrong = one_file_solutions("answer.sql", oracle, wrongs, note="the reference query")
-    return GeneratedTask(
+    tests = hs.tests(
+        answer=hs.postgres_query("/app/answer.sql"),
+        cases=_cases(scope, rng.randrange(2**31)),
+        compare=hs.compare("rows"),
+        limits=hs.limits(timeout=120),
+        kind="io",
+        timeout=400,
+    )
+    return hs.task(
         instruction=instruction,
         workspace={
             "schema.sql": _SCHEMA,
@@ -424,13 +331,11 @@ def generate(spec: GenSpec) -> GeneratedTask:
             "try_query.sh": _TRY,
             "answer.sql": "-- your query here\n",
         },
-        tests={
-            "test.sh": python_test_sh(timeout=400),
-            "test_hidden.py": _TEST.format(compare=COMPARE),
-            PRECOMPUTED: precomputed({"cases": _cases(scope, rng.randrange(2**31))}),
-        },
-        solution=solution,
-        wrong_solutions=wrong,
+        tests=tests,
+        answer_path="answer.sql",
+        reference=oracle,
+        wrongs=wrongs,
+        note="the reference query",
         tags=("sql", "postgresql", "data-querying"),
         verifier_timeout_sec=420.0,
         reward_outcomes=outcomes.TESTS + outcomes.IO,

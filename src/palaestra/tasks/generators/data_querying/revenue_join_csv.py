@@ -1,5 +1,6 @@
 """revenue-join-csv: join orders, customers and exchange rates from CSV exports into revenue per
-country (a script the checker runs on freshly generated exports).
+country (a script the checker runs on exports generated from a per-task secret, with the
+reference's report made when the task is generated).
 
 Easy: one rate per currency, paid orders only, quoted customer names with commas (a naive
 ``split(",")`` misreads them), orders of unknown customers under ``UNKNOWN``. Medium: rates that
@@ -9,7 +10,11 @@ refunds from a second file and orders exported twice (de-duplicated by id).
 
 from __future__ import annotations
 
-from palaestra.tasks.generators import family, python_test_sh, solve_sh_writing
+import csv
+import io
+
+from palaestra.tasks.generators import family
+from palaestra.tasks.generators import harness_spec as hs
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 
 _GEN = r'''
@@ -260,20 +265,39 @@ tolerance of 0.01. Only the standard library is available.
         wrong["counts-duplicates"] = _DUPLICATES
     wrong = {k: v.replace("TIER_VALUE", tier) for k, v in wrong.items()}
     wrong["visible-report-hardcoded"] = f"import sys\nsys.stdout.write({visible!r})\n"
-    tests = {
-        "test.sh": python_test_sh(timeout=120),
-        "test_hidden.py": _hidden_test(right, tier, n_orders, secrets),
-    }
-    return GeneratedTask(
+    return hs.task(
         instruction=instruction,
         workspace={f"exports/{name}": text for name, text in exports.items()},
-        tests=tests,
-        solution={"solve.sh": solve_sh_writing({"revenue.py": right}, note="csv module, as-of")},
-        wrong_solutions={
-            name: {"solve.sh": solve_sh_writing({"revenue.py": src}, note=f"wrong: {name}")}
-            for name, src in wrong.items()
-        },
+        tests=_tests(ns["make_exports"], right, tier, n_orders, secrets),
+        answer_path="revenue.py",
+        reference=right,
+        wrongs=wrong,
+        note="csv module, as-of",
         tags=("python", "csv", "joins"),
+    )
+
+
+def _tests(make_exports, right: str, tier: str, n_orders: int, secrets: list[int]) -> dict:
+    """The script on exports made from the secrets, its CSV against the reference's (run now):
+    the header exactly, then the rows (revenue within 0.01)."""
+    cases = []
+    for i, seed in enumerate(secrets):
+        exports = make_exports(seed, tier, n_orders + 31 * i)
+        header, *rows = list(csv.reader(io.StringIO(_run_reference(right, exports))))
+        files = {f"exports/{name}": text for name, text in exports.items()}
+        cases.append(hs.Case(f"export {i + 1}", files=files, want={"header": header, "rows": rows}))
+    return hs.tests(
+        answer=hs.program(
+            ["python3", "{app}/revenue.py", "{in}/exports"], require="/app/revenue.py"
+        ),
+        cases=cases,
+        compare=hs.compare(
+            "csv",
+            columns=[None, "strip", 0.0100001],
+            header_label="{label}: header",
+            rows_label="{label}: {n} country rows",
+        ),
+        limits=hs.limits(timeout=60, cpu=10),
     )
 
 
@@ -293,69 +317,3 @@ def _run_reference(script: str, exports: dict[str, str]) -> str:
         with contextlib.redirect_stdout(buf):
             ns["revenue"](tmp)
     return buf.getvalue()
-
-
-def _hidden_test(right: str, tier: str, n_orders: int, secrets: list[int]) -> str:
-    return f'''\
-"""Hidden test: run /app/revenue.py on exports generated from per-task secret seeds and compare
-its CSV with a reference computed here."""
-import contextlib
-import csv
-import io
-import os
-
-from palaestra_check import Checker, copy_tree_for_child, private_dir, run_command
-
-TIER, N_ORDERS, SECRETS = {tier!r}, {n_orders}, {secrets!r}
-{_GEN}
-
-REFERENCE = {right!r}
-ns = {{"__name__": "reference"}}
-exec(compile(REFERENCE, "reference.py", "exec"), ns)
-
-
-def parse(text):
-    rows = list(csv.reader(io.StringIO(text)))
-    return rows[0] if rows else None, rows[1:]
-
-
-def same_rows(got, want):
-    if len(got) != len(want):
-        return False
-    for g, w in zip(got, want):
-        if len(g) != 3 or g[0] != w[0] or g[1].strip() != w[1]:
-            return False
-        try:
-            if abs(float(g[2]) - float(w[2])) > 0.0100001:
-                return False
-        except ValueError:
-            return False
-    return True
-
-
-ck = Checker()
-if not os.path.isfile("/app/revenue.py"):
-    ck.check("/app/revenue.py exists", False)
-    ck.finish()
-app = copy_tree_for_child("/app", prefix="app-")
-for i, seed in enumerate(SECRETS):
-    src = os.path.join(private_dir("exports-"), "exports")
-    os.makedirs(src)
-    for name, text in make_exports(seed, TIER, N_ORDERS + 31 * i).items():
-        with open(os.path.join(src, name), "w", encoding="utf-8") as f:
-            f.write(text)
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        ns["revenue"](src)
-    want_header, want = parse(buf.getvalue())
-    res = run_command(["python3", os.path.join(app, "revenue.py"), copy_tree_for_child(src)],
-                      cwd=app, timeout=60, cpu_seconds=10)
-    if not res.ok:
-        ck.check(f"revenue.py runs on export {{i + 1}}", False, res.error)
-        continue
-    header, got = parse(res.stdout)
-    ck.equal(f"export {{i + 1}}: header", header, want_header)
-    ck.check(f"export {{i + 1}}: {{len(want)}} country rows", same_rows(got, want),
-             f"expected {{want}}, got {{got}}")
-ck.finish()
-'''

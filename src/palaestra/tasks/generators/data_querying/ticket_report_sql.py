@@ -1,9 +1,9 @@
 """ticket-report-sql: answer a support manager's question with one SQLite query over a
 generated helpdesk database.
 
-The agent writes ``/app/answer.sql``; the checker runs it against freshly generated databases
-(same schema, data from a per-task secret seed) and compares the rows with its own reference
-query, so hard-coding the visible answer fails. The question is drawn per task from the tier's
+The agent writes ``/app/answer.sql``; the checker runs it against databases generated from
+per-task secret seeds (same schema; built, and the reference query's rows taken, when the task
+is generated) and compares the rows, so hard-coding the visible answer fails. The question is drawn per task from the tier's
 pool. Easy: one table, a filter with a timestamp boundary trap, a custom sort. Medium: joins that
 must keep empty groups, ``NULL``-aware averages, ``HAVING`` thresholds. Hard: top-N per group
 with ties (window functions) or a month calendar with a running backlog since the start of data.
@@ -11,13 +11,14 @@ with ties (window functions) or a month calendar with a running backlog since th
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 
-from palaestra.tasks.generators import family, python_test_sh, solve_sh_writing
+from palaestra.tasks.generators import family
+from palaestra.tasks.generators import harness_spec as hs
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
+from palaestra.tasks.generators.data_querying import _sqlite
 
-# Shipped as /app/make_db.py and embedded in the hidden test: the data generator.
+# Shipped as /app/make_db.py, and run when the task is generated: the data generator.
 _MAKE_DB = '''\
 """Build a helpdesk database with the production schema and synthetic data.
 
@@ -384,26 +385,6 @@ FROM months ORDER BY m""",
     )
 
 
-def _run(sql: str, seed: int, make_db: str) -> list[list]:
-    ns: dict = {"__name__": "make_db"}
-    exec(compile(make_db, "make_db.py", "exec"), ns)
-    con = sqlite3.connect(":memory:")
-    ns["build"](con, seed)
-    rows = [list(r) for r in con.execute(sql)]
-    con.close()
-    return rows
-
-
-def _db_bytes(seed: int, make_db: str) -> bytes:
-    ns: dict = {"__name__": "make_db"}
-    exec(compile(make_db, "make_db.py", "exec"), ns)
-    con = sqlite3.connect(":memory:")
-    ns["build"](con, seed)
-    data = con.serialize()
-    con.close()
-    return data
-
-
 @family(
     "ticket-report-sql",
     category="data-querying",
@@ -439,120 +420,29 @@ priority, opened_at, closed_at)`: `agent_id` is `NULL` for unassigned tickets, `
 `NULL` while a ticket is open, and timestamps are `YYYY-MM-DD HH:MM:SS` text (UTC). Numbers
 are compared with a tolerance of 0.05.
 """
-    visible_answer = _run(question.right, visible_seed, make_db)
-    aliases = ", ".join(f"column{i + 1} AS {c}" for i, c in enumerate(question.columns))
-    values = ", ".join(
-        "(" + ", ".join(_sql_literal(v) for v in row) + ")" for row in visible_answer
-    )
-    if not visible_answer:
-        values = "(" + ", ".join("NULL" for _ in question.columns) + ") LIMIT 0"
-    hardcoded = f"SELECT {aliases} FROM (VALUES {values})"
+    visible_answer = _sqlite.rows(make_db, visible_seed, question.right)
     wrong = dict(question.wrong)
-    wrong["visible-answer-hardcoded"] = hardcoded
-    tests = {
-        "test.sh": python_test_sh(timeout=120),
-        "test_hidden.py": _hidden_test(make_db, question, secrets, visible_seed),
-    }
-    return GeneratedTask(
+    wrong["visible-answer-hardcoded"] = _sqlite.hardcoded(question.columns, visible_answer)
+    tests = _sqlite.tests(
+        make_db=make_db,
+        reference=question.right,
+        columns=question.columns,
+        secrets=secrets,
+        visible_seed=visible_seed,
+        path="/app/answer.sql",
+        tol=0.05,
+    )
+    return hs.task(
         instruction=instruction,
         workspace={
             "make_db.py": make_db,
             "run_query.py": _RUN_QUERY,
-            "tickets.db": _db_bytes(visible_seed, make_db),
+            "tickets.db": _sqlite.database_bytes(make_db, visible_seed),
         },
         tests=tests,
-        solution={
-            "solve.sh": solve_sh_writing(
-                {"answer.sql": question.right + "\n"}, note="the reference query"
-            )
-        },
-        wrong_solutions={
-            name: {"solve.sh": solve_sh_writing({"answer.sql": sql + "\n"}, note=f"wrong: {name}")}
-            for name, sql in wrong.items()
-        },
+        answer_path="answer.sql",
+        reference=question.right + "\n",
+        wrongs={name: sql + "\n" for name, sql in wrong.items()},
+        note="the reference query",
         tags=("sql", "sqlite"),
-    )
-
-
-def _sql_literal(v) -> str:
-    if v is None:
-        return "NULL"
-    if isinstance(v, str):
-        return "'" + v.replace("'", "''") + "'"
-    return repr(v)
-
-
-def _hidden_test(make_db: str, q: _Question, secrets: list[int], visible_seed: int) -> str:
-    return (
-        f'''\
-"""Hidden test: run /app/answer.sql on databases regenerated from per-task secret seeds and
-compare its rows with the reference query's."""
-import os
-import sqlite3
-
-from palaestra_check import Checker, private_dir, run_python
-
-SECRETS = {secrets!r}
-VISIBLE_SEED = {visible_seed}
-COLUMNS = {list(q.columns)!r}
-REFERENCE = {q.right!r}
-'''
-        + "\n"
-        + make_db.replace('if __name__ == "__main__":', "if False:")
-        + '''
-
-CHILD = """
-import sqlite3
-with open("/app/answer.sql") as f:
-    sql = f.read()
-out = []
-for path in INPUT:
-    con = sqlite3.connect("file:" + path + "?mode=ro", uri=True)
-    cur = con.execute(sql)
-    out.append({"columns": [d[0] for d in cur.description], "rows": [list(r) for r in cur]})
-    con.close()
-emit(out)
-"""
-
-
-def same(got, want):
-    if len(got) != len(want):
-        return False
-    for g_row, w_row in zip(got, want):
-        if len(g_row) != len(w_row):
-            return False
-        for g, w in zip(g_row, w_row):
-            if isinstance(w, float) or (isinstance(w, int) and isinstance(g, float)):
-                if not isinstance(g, (int, float)) or abs(g - w) > 0.05:
-                    return False
-            elif g != w:
-                return False
-    return True
-
-
-ck = Checker()
-if not os.path.isfile("/app/answer.sql"):
-    ck.check("/app/answer.sql exists", False, "no /app/answer.sql")
-    ck.finish()
-tmp = private_dir("dbs-")
-paths, wants = [], []
-for seed in SECRETS + [VISIBLE_SEED]:
-    path = os.path.join(tmp, f"db{seed}.sqlite")
-    con = sqlite3.connect(path)
-    build(con, seed)
-    wants.append([list(r) for r in con.execute(REFERENCE)])
-    con.close()
-    os.chmod(path, 0o644)
-    paths.append(path)
-res = run_python(CHILD, paths, timeout=60)
-if not res.ok:
-    ck.check("answer.sql runs", False, res.error)
-else:
-    for i, (got, want) in enumerate(zip(res.value, wants)):
-        label = "the visible database" if i == len(SECRETS) else f"regenerated database {i + 1}"
-        ck.equal(f"columns on {label}", got["columns"], COLUMNS)
-        ck.check(f"rows on {label} ({len(want)} expected)", same(got["rows"], want),
-                 f"expected {want[:5]}..., got {got['rows'][:5]}...")
-ck.finish()
-'''
     )

@@ -7,24 +7,24 @@ the input generator (``make_inputs(rng, size) -> {file name: text}``), the progr
 list and the bar.
 
 The reference's work is done once, when the task is generated (:func:`bench_tests`): its
-outputs on every input travel in ``tests/precomputed.bin``, so a verification runs only the
-agent's program. The reference program runs on the host's Python then, the agent's program on
-the sandbox's: the families' programs are pure functions of their ASCII inputs through parts
-of the standard library that do not change between Python 3 versions (each family's docstring
-says why for its own), and ``tests/test_optimization.py`` runs them on both.
+outputs on every input are the cases of the task's declarative hidden test
+(``generators.harness_spec``, run by ``palaestra_harness.py``), so a verification runs only the
+agent's program, once a case in a fresh directory holding only that case's inputs. The
+reference program runs on the host's Python then, the agent's program on the sandbox's: the
+families' programs are pure functions of their ASCII inputs through parts of the standard
+library that do not change between Python 3 versions (each family's docstring says why for its
+own), and ``tests/test_optimization.py`` runs them on both.
 
 The small inputs travel as data. The large one travels as data when it compresses small enough
-(``ship_big``); otherwise as the seed it is made from, and the checker makes it again and
-checks it against its SHA-256: should another Python make other data from the seed, the
-checker runs the reference (``tests/reference.json``) on what it made, as it always used to,
-instead of trusting expected outputs made for other data. A large output travels as SHA-256
-digests (its line count for the message).
+(``ship_big``); otherwise as the seed it is made from (``tests/bench_inputs.py`` makes it), and
+the checker makes it again and checks it against its SHA-256: should another Python make other
+data from the seed, the checker runs the reference (from a read-only copy of root's) on what it
+made, before the agent's program runs, instead of trusting expected outputs made for other
+data. A large output travels as SHA-256 digests (its line count for the message).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import random
 import subprocess
@@ -33,7 +33,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from palaestra.tasks.generators.base import PRECOMPUTED, precomputed, python_test_sh
+from palaestra.tasks.generators import harness_spec as hs
 
 #: Above this many characters of output (stdout and files), the expected output of the large
 #: input travels as digests.
@@ -126,19 +126,6 @@ def set_row(flat, width, i, text):
 '''
 
 
-def reference_json(files: Mapping[str, str]) -> str:
-    return json.dumps(dict(sorted(files.items())), indent=1, sort_keys=True) + "\n"
-
-
-def digest(files: Mapping[str, str]) -> str:
-    """SHA-256 of named texts (also the checker's ``digest``)."""
-    h = hashlib.sha256()
-    for name in sorted(files):
-        data = files[name].encode()
-        h.update(f"{name}\0{len(data)}\0".encode() + data)
-    return h.hexdigest()
-
-
 def run_reference(source: str, args: Sequence[str], files: Mapping[str, str]):
     """(stdout, {output file: text}) of the reference program on ``files``, run on this
     interpreter as the checker runs the agent's program (an ``OUT`` directory beside them)."""
@@ -166,9 +153,9 @@ def _expected(stdout: str, files: dict[str, str], ship: bool) -> dict:
     if ship:
         return {"stdout": stdout, "files": files}
     return {
-        "stdout_sha256": digest({"": stdout}),
+        "stdout_sha256": hs.digest({"": stdout}),
         "stdout_lines": len(stdout.splitlines()),
-        "files_sha256": {name: digest({"": text}) for name, text in files.items()},
+        "files_sha256": {name: hs.digest({"": text}) for name, text in files.items()},
     }
 
 
@@ -188,160 +175,43 @@ def bench_tests(
     timeout: int = 200,
 ) -> dict[str, str | bytes]:
     """The task's ``tests/``: the inputs made from ``secret``, the reference program's output
-    on each (run now), and the hidden test. ``args`` name the input files (and ``OUT`` for an
-    output directory, whose files are compared too when ``out_dir``)."""
+    on each (run now), as the harness's cases. ``args`` name the input files (and ``OUT`` for
+    an output directory, whose files are compared too when ``out_dir``)."""
+    module = constants + inputs_code  # tests/bench_inputs.py: makes the large input again
     scope: dict = {}
-    exec(constants + inputs_code, scope)
+    exec(module, scope)
     make_inputs = scope["make_inputs"]
     rng = random.Random(secret)
     cases = []
     for k, n in enumerate(small_sizes):
         files = make_inputs(rng, n)
-        stdout, written = run_reference(reference, args, files)
-        cases.append([f"edge-case input {k} (size {n})", files, None, _expected(stdout, written, True)])  # fmt: skip
+        want = _expected(*run_reference(reference, args, files), True)
+        cases.append(hs.Case(f"edge-case input {k} (size {n})", files=files, want=want))
     big_seed = rng.getrandbits(31)
     files = make_inputs(random.Random(big_seed), big_size)
     stdout, written = run_reference(reference, args, files)
     size = len(stdout) + sum(len(t) for t in written.values())
-    label = f"large input (size {big_size}) within {cpu_bar}s of CPU"
-    big = [label, files if ship_big else None, cpu_bar, _expected(stdout, written, size <= _SHIP_OUTPUT)]  # fmt: skip
-    if not ship_big:
-        big.append({"seed": big_seed, "size": big_size, "sha256": digest(files)})
-    cases.append(big)
-    return {
-        "test.sh": python_test_sh(timeout=timeout),
-        "reference.json": reference_json({program: reference}),
-        "test_hidden.py": hidden_test(
-            program=program,
-            inputs_code=inputs_code,
-            args=args,
-            out_dir=out_dir,
-            constants=constants,
-        ),  # fmt: skip
-        PRECOMPUTED: precomputed({"cases": cases}),
-    }
-
-
-def hidden_test(
-    *, program: str, inputs_code: str, args: list[str], out_dir: bool, constants: str
-) -> str:
-    """The hidden test: the cases come from ``precomputed.bin``; only the agent's program
-    runs."""
-    return (
-        _HIDDEN_HEAD
-        + constants
-        + inputs_code
-        + f"\nPROGRAM, ARGS, OUT_DIR = {program!r}, {args!r}, {out_dir!r}\n"
-        + _HIDDEN_BODY
+    made = hs.made("bench_inputs", "make_inputs", big_seed, [big_size], files)
+    cases.append(
+        hs.Case(
+            f"large input (size {big_size}) within {cpu_bar}s of CPU",
+            files=files if ship_big else None,
+            make=None if ship_big else made,
+            cpu=cpu_bar,
+            want=_expected(stdout, written, size <= _SHIP_OUTPUT),
+        )
     )
-
-
-_HIDDEN_HEAD = """\
-import hashlib
-import os
-import random
-
-from palaestra_check import (
-    Checker,
-    copy_tree_for_child,
-    json_loads,
-    make_private_dir,
-    precomputed,
-    run_command,
-)
-"""
-
-_HIDDEN_BODY = r'''
-
-def run(root, files, bar):
-    work = copy_tree_for_child(make_private_dir("in-"), prefix="in-")
-    for name, text in files.items():
-        path = os.path.join(work, name)
-        with open(path, "wb") as f:
-            f.write(text.encode())
-        os.chown(path, 65534, 65534)
-    out = os.path.join(work, "OUT")
-    argv = [os.path.join(work, a) for a in ARGS]
-    res = run_command(["python3", "-B", os.path.join(root, PROGRAM)] + argv, cwd=root,
-                      timeout=120, cpu_seconds=bar)
-    produced = {}
-    if OUT_DIR and os.path.isdir(out):
-        for name in sorted(os.listdir(out)):
-            with open(os.path.join(out, name), "rb") as f:
-                produced[name] = f.read().decode("utf-8", "replace")
-    return res, produced
-
-
-def digest(files):
-    h = hashlib.sha256()
-    for name in sorted(files):
-        data = files[name].encode()
-        h.update("{}\0{}\0".format(name, len(data)).encode() + data)
-    return h.hexdigest()
-
-
-def reference_outputs(files):
-    """The old way, for a large input this Python made otherwise: the reference, as nobody."""
-    with open("/tests/reference.json") as f:
-        sources = json_loads(f.read())
-    root = make_private_dir("ref-")
-    for rel, text in sources.items():
-        with open(os.path.join(root, rel), "w") as f:
-            f.write(text)
-    want, want_files = run(copy_tree_for_child(root, prefix="ref-") + "/", files, None)
-    if not want.ok:
-        raise SystemExit("reference failed: {}".format(want.error))
-    return {"stdout": want.stdout, "files": want_files}
-
-
-def first_diff(want, got):
-    wl, gl = want.splitlines(), got.splitlines()
-    for i in range(max(len(wl), len(gl))):
-        if wl[i:i + 1] != gl[i:i + 1]:
-            return "line {}: expected {!r}, got {!r}".format(i + 1, wl[i:i + 1], gl[i:i + 1])
-    return "outputs differ"
-
-
-def compare(want, stdout, files):
-    """'' when the outputs are the expected ones, else what differs."""
-    if "stdout" not in want:  # digests of a large output
-        if digest({"": stdout}) != want["stdout_sha256"]:
-            return "stdout differs from the reference's ({} lines expected, {} printed)".format(
-                want["stdout_lines"], len(stdout.splitlines()))
-        hashes = {name: digest({"": text}) for name, text in files.items()}
-        names = sorted(set(hashes) | set(want["files_sha256"]))
-        bad = [n for n in names if hashes.get(n) != want["files_sha256"].get(n)]
-        return "output file {}: differs or missing or unexpected".format(bad[0]) if bad else ""
-    if stdout != want["stdout"]:
-        return "stdout " + first_diff(want["stdout"], stdout)
-    want_files = want["files"]
-    if files == want_files:
-        return ""
-    names = sorted(set(want_files) | set(files))
-    bad = [n for n in names if want_files.get(n) != files.get(n)][0]
-    return "output file {}: {}".format(
-        bad, first_diff(want_files[bad], files[bad])
-        if bad in want_files and bad in files else "missing or unexpected")
-
-
-ck = Checker(kind="io")
-ck.compile_python(os.path.join("/app", PROGRAM))
-for case in precomputed()["cases"]:
-    label, files, bar, want = case[:4]
-    if files is None:  # made again from its seed
-        made = case[4]
-        files = make_inputs(random.Random(made["seed"]), made["size"])
-        if digest(files) != made["sha256"]:
-            print("NOTE this Python made other data from the seed: the reference runs on it")
-            want = reference_outputs(files)
-    got, got_files = run("/app/", files, bar)
-    if not got.ok:
-        ck.error(label, got.error)
-        continue
-    detail = compare(want, got.stdout, got_files)
-    ck.check(label, not detail, detail)
-ck.finish()
-'''
+    argv = ["python3", "-B", "{app}/" + program, *("{in}/" + a for a in args)]
+    return hs.tests(
+        answer=hs.program(argv, compile=["/app/" + program], out_dir="OUT" if out_dir else None),
+        cases=cases,
+        compare=hs.compare("output"),
+        limits=hs.limits(timeout=120),
+        kind="io",
+        reference={"files": {program: reference}},
+        modules={"bench_inputs.py": module},
+        timeout=timeout,
+    )
 
 
 def apply_edits(source: str, edits: Sequence[tuple[str, str]], what: str = "") -> str:

@@ -4,17 +4,21 @@ keys seen so far (quadratic), to be made fast under a CPU-time bar.
 The program reads ``key,tag,amount`` lines and prints one line per key in first-seen order: the
 count and total of its amounts; from medium on also the largest amount, on hard also the number
 of distinct tags. Malformed lines are skipped and cells are trimmed. Difficulty knobs: the input
-size and the columns. The hidden test builds the agent's ``main.rs`` with ``rustc -O`` as
-``nobody``, checks the output against a Python reference on fresh secret inputs (edge cases
-without a bar, one large input under it).
+size and the columns. The hidden test (``harness_spec``) builds the agent's ``main.rs`` with
+``rustc -O`` as ``nobody`` and checks its output against what a Python reference printed, at
+generation time, on fresh secret inputs (edge cases without a bar, one large input under it,
+made again in the checker from its seed).
 """
 
 from __future__ import annotations
 
+import random
 import textwrap
 
+from palaestra.tasks import outcomes
 from palaestra.tasks.generators import family
-from palaestra.tasks.generators._toolchains import RUST, one_file_solutions, program_task
+from palaestra.tasks.generators import harness_spec as hs
+from palaestra.tasks.generators._toolchains import RUST
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 from palaestra.tasks.generators.optimization._bench import apply_edits
 
@@ -101,9 +105,10 @@ _TIERS = {
     ),
 }
 
-# Python, in the hidden test: inputs and the reference report.
+# Python, run when the task is generated and shipped as tests/rust_inputs.py: the inputs
+# (the large one is made again in the checker) and the reference report.
 _CASES = r"""
-TIER, SMALL, BIG, BAR = {params}
+TIER = {params}
 
 
 def make_input(rng, n):
@@ -123,13 +128,6 @@ def make_input(rng, n):
         else:  # padded cells
             lines.append(" {{}} , {{}} , {{}} ".format(key, tag, amount))
     return "\n".join(lines) + "\n"
-
-
-def make_cases(rng):
-    cases = [("an empty input", "", None)]
-    cases += [("input {{}} ({{}} lines)".format(k + 1, n), make_input(rng, n), None) for k, n in enumerate(SMALL)]
-    cases.append(("{{}} lines within {{}}s of CPU".format(BIG, BAR), make_input(rng, BIG), BAR))
-    return cases
 
 
 def expected(stdin):
@@ -174,7 +172,7 @@ def generate(spec: GenSpec) -> GeneratedTask:
     )  # fmt: skip
     fast = apply_edits(slow, _FAST)
     big = spec.iscale(60_000, 100_000)
-    cases = _CASES.format(params=repr((spec.tier, [1, 7, 400], big, 1)))
+    cases = _CASES.format(params=repr(spec.tier))
     wrongs = {
         # still a linear scan, from the other end
         "still-quadratic": apply_edits(slow, [(".iter().position(", ".iter().rposition(")]),
@@ -213,14 +211,43 @@ def generate(spec: GenSpec) -> GeneratedTask:
         `./prog < input.csv`; a sample input is `/app/sample.csv`.
         """
     )
-    solution, wrong = one_file_solutions(RUST.source, fast, wrongs, note="a key -> index map")
-    return program_task(
-        RUST,
+    return hs.task(
         instruction=instruction,
         workspace={"main.rs": slow, "sample.csv": sample},
-        cases=cases,
-        secret=rng.randrange(2**31),
-        solution=solution,
-        wrong_solutions=wrong,
+        tests=_tests(scope, cases, rng.randrange(2**31), big),
+        answer_path=RUST.source,
+        reference=fast,
+        wrongs=wrongs,
+        note="a key -> index map",
         tags=("rust", "optimization", "hashing"),
+        verifier_timeout_sec=420.0,
+        reward_outcomes=outcomes.GRADED + outcomes.IO,
+        packages=RUST.packages,
+    )
+
+
+def _tests(scope: dict, module: str, secret: int, big: int) -> dict[str, str | bytes]:
+    """Edge cases without a bar, then ``big`` lines under a 1 s bar (made again in the
+    checker from its seed: its expected output travels as a digest)."""
+    make_input, expected = scope["make_input"], scope["expected"]
+    rng = random.Random(secret)
+    cases = [hs.Case("an empty input", stdin="", want={"lines": []})]
+    for k, n in enumerate([1, 7, 400]):
+        text = make_input(rng, n)
+        want = {"lines": hs.lines(expected(text))}
+        cases.append(hs.Case(f"input {k + 1} ({n} lines)", stdin=text, want=want))
+    seed = rng.getrandbits(31)
+    text = make_input(random.Random(seed), big)
+    report = hs.lines(expected(text))
+    want = {"lines_sha256": hs.digest({"": "\n".join(report)}), "count": len(report)}
+    made = hs.made("rust_inputs", "make_input", seed, [big], text)
+    cases.append(hs.Case(f"{big} lines within 1s of CPU", make=made, cpu=1, want=want))
+    return hs.tests(
+        answer=hs.program(RUST.run, build=RUST.build, build_env=dict(RUST.env)),
+        cases=cases,
+        compare=hs.compare("lines"),
+        kind="io",
+        reference={"module": "rust_inputs", "fn": "expected"},
+        modules={"rust_inputs.py": module},
+        timeout=400,
     )

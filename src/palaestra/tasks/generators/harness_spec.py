@@ -1,0 +1,232 @@
+"""The host side of the declarative hidden test: a family describes its test as data, and
+``palaestra_harness.py`` (shipped in the task's ``tests/``) runs it. Nothing of the test is
+assembled from source text.
+
+    from palaestra.tasks.generators import harness_spec as hs
+    tests = hs.tests(
+        answer=hs.program(["python3", "{app}/report.py", "{in}/logs"], require="/app/report.py"),
+        cases=[hs.Case("log set 1", files={"logs/a.jsonl": text}, want=report)],
+        compare=hs.compare("json_keys", tol=1e-4, ...),
+        limits=hs.limits(timeout=60, cpu=10),
+    )
+
+:class:`Case` values are computed now, when the task is generated (run the reference here);
+an input too large to ship is :func:`made` again in the checker from a seed, by a module the
+task ships in ``tests/``, and checked against its digest. :func:`tests` returns the task's
+``tests/`` files: ``test.sh``, the harness and ``harness.bin`` (the spec). :func:`task` builds
+the whole :class:`GeneratedTask` of a family whose answer is one file: the reference and the
+wrong solutions are plain texts of that file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from palaestra.tasks.generators.base import (
+    Files,
+    GeneratedTask,
+    precomputed,
+    python_test_sh,
+    solve_sh_writing,
+)
+
+#: What a harness task ships in ``tests/`` beside ``palaestra_check.py`` and its fork server.
+HARNESS_RUNTIME = tuple(
+    Path(__file__).with_name(name)
+    for name in ("palaestra_harness.py", "palaestra_compare.py", "palaestra_pg.py")
+)
+SPEC = "harness.bin"
+ANSWERS = ("program", "python", "sqlite", "postgres")
+COMPARISONS = ("output", "lines", "json_keys", "csv", "rows", "equal")
+
+
+def digest(files: Mapping[str, str | bytes]) -> str:
+    """SHA-256 of named texts, as the harness computes it."""
+    h = hashlib.sha256()
+    for name in sorted(files):
+        data = files[name]
+        data = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data
+        h.update(f"{name}\0{len(data)}\0".encode() + data)
+    return h.hexdigest()
+
+
+def lines(text: str) -> list[str]:
+    """What the ``lines`` comparison sees of an output: its lines, right-stripped."""
+    return [line.rstrip() for line in text.strip("\n").splitlines()]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One check of the answer: its input and its expected value.
+
+    ``files`` (path in the case directory -> text or bytes) and ``stdin`` feed a program;
+    ``db`` is an SQLite database's bytes, ``load`` the SQL that loads a PostgreSQL case;
+    ``make`` (see :func:`made`) stands for ``files`` or ``stdin`` too large to ship; ``cpu``
+    is a CPU bar over the run's process tree (seconds); ``want`` the expected value, in the
+    comparison's terms."""
+
+    label: str
+    want: object = None
+    files: Mapping[str, str | bytes] | None = None
+    stdin: str | None = None
+    cpu: int | None = None
+    make: Mapping[str, object] | None = None
+    db: bytes | None = None
+    load: str | None = None
+
+    def data(self) -> dict:
+        out = {"label": self.label, "want": self.want}
+        for key in ("files", "stdin", "cpu", "make", "db", "load"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = dict(value) if isinstance(value, Mapping) else value
+        return out
+
+
+def made(module: str, fn: str, seed: int, args: Sequence[object], value: object) -> dict:
+    """A case's input made again in the checker: ``module.fn(random.Random(seed), *args)``
+    (``module`` shipped in ``tests/``) must give ``value`` (files or stdin), else the reference
+    runs on what it gave."""
+    shape = value if isinstance(value, Mapping) else {"": value}
+    return {"module": module, "fn": fn, "seed": seed, "args": list(args), "sha256": digest(shape)}
+
+
+def program(
+    argv: Sequence[str],
+    *,
+    build: Sequence[str] | None = None,
+    build_env: Mapping[str, str] | None = None,
+    compile: Sequence[str] = (),
+    out_dir: str | None = None,
+    require: str | None = None,
+) -> dict:
+    """The answer is a program: ``argv`` run once a case as nobody, ``{app}`` the private copy
+    of /app (built first with ``build``), ``{in}`` the case's directory (its ``files``,
+    read-only; ``out_dir`` under it holds the output files compared). ``compile``: Python files
+    whose syntax errors count as a compile error; ``require``: a file that must exist."""
+    return {
+        "kind": "program",
+        "argv": list(argv),
+        "build": list(build) if build else None,
+        "build_env": dict(build_env or {}),
+        "compile": list(compile),
+        "out_dir": out_dir,
+        "require": require,
+    }
+
+
+def python_call(code: str, input_value: object) -> dict:
+    """The answer is Python called in one child: ``code`` (``INPUT`` bound to
+    ``input_value``) must ``emit`` a list of one value per case."""
+    return {"kind": "python", "code": code, "input": input_value}
+
+
+def sqlite_query(path: str) -> dict:
+    """The answer is one SQLite statement in ``path``, run read-only on each case's ``db``."""
+    return {"kind": "sqlite", "file": path}
+
+
+def postgres_query(path: str) -> dict:
+    """The answer is one PostgreSQL query in ``path``, run on each case's ``load`` as a role
+    that may only read it (see ``palaestra_pg``)."""
+    return {"kind": "postgres", "file": path}
+
+
+def compare(how: str, **options: object) -> dict:
+    """How a case's output meets its ``want``: ``output`` (stdout and output files byte for
+    byte), ``lines`` (right-stripped lines), ``json_keys`` (a JSON object, one check a key:
+    ``tol``, labels), ``csv`` (header and rows, ``columns``: None, "strip" or a tolerance a
+    column), ``rows`` (a query's rows and column names, ``tol``) or ``equal``."""
+    if how not in COMPARISONS:
+        raise ValueError(f"comparison {how!r}: use one of {', '.join(COMPARISONS)}")
+    return {"how": how, **options}
+
+
+def limits(
+    *,
+    timeout: float = 60,
+    cpu: int | None = None,
+    memory_mb: int | None = None,
+    build_timeout: float = 240,
+) -> dict:
+    """Wall time of a run, CPU seconds over its process tree (a case's ``cpu`` overrides),
+    memory."""
+    return {"timeout": timeout, "cpu": cpu, "memory_mb": memory_mb, "build_timeout": build_timeout}
+
+
+def tests(
+    *,
+    answer: Mapping[str, object],
+    cases: Sequence[Case],
+    compare: Mapping[str, object],
+    limits: Mapping[str, object] | None = None,
+    kind: str | None = None,
+    reference: Mapping[str, object] | None = None,
+    modules: Mapping[str, str] | None = None,
+    timeout: int = 120,
+) -> dict[str, str | bytes]:
+    """The task's ``tests/``: ``test.sh``, the harness, the spec and ``modules`` (input makers
+    for :func:`made`, ``name.py`` -> source). ``reference``: ``{"files": ..., "argv": ...}``,
+    what runs on a made-again input whose digest differs."""
+    if answer["kind"] not in ANSWERS:
+        raise ValueError(f"answer kind {answer['kind']!r}: use one of {', '.join(ANSWERS)}")
+    if any(c.make for c in cases) and reference is None:
+        raise ValueError("cases made in the checker need a reference")
+    spec = {
+        "answer": dict(answer),
+        "cases": [c.data() for c in cases],
+        "compare": dict(compare),
+        "limits": dict(limits or {}),
+        "kind": kind,
+        "reference": dict(reference or {}),
+    }
+    files: dict[str, str | bytes] = {
+        "test.sh": python_test_sh("palaestra_harness.py", timeout=timeout),
+        SPEC: precomputed(spec),
+        **{
+            path.name: path.read_text()
+            for path in HARNESS_RUNTIME
+            if path.name != "palaestra_pg.py" or answer["kind"] == "postgres"
+        },
+    }
+    files.update(modules or {})
+    return files
+
+
+def solutions(
+    path: str, reference: str, wrongs: Mapping[str, str], *, note: str
+) -> tuple[Files, dict[str, Files]]:
+    """The ``solution`` and ``wrong_solutions`` of a task whose answer is the file ``path``
+    (relative to /app): each writes its text there."""
+    wrong = {
+        name: {"solve.sh": solve_sh_writing({path: text}, note=f"wrong: {name}")}
+        for name, text in wrongs.items()
+    }
+    return {"solve.sh": solve_sh_writing({path: reference}, note=note)}, wrong
+
+
+def task(
+    *,
+    instruction: str,
+    workspace: Files,
+    tests: Mapping[str, str | bytes],
+    answer_path: str,
+    reference: str,
+    wrongs: Mapping[str, str],
+    note: str,
+    **options: object,
+) -> GeneratedTask:
+    """A whole task whose answer is one file: ``options`` are :class:`GeneratedTask`'s
+    (tags, timeouts, packages, reward outcomes...)."""
+    solution, wrong = solutions(answer_path, reference, wrongs, note=note)
+    return GeneratedTask(
+        instruction=instruction,
+        workspace=workspace,
+        tests=dict(tests),
+        solution=solution,
+        wrong_solutions=wrong,
+        **options,  # type: ignore[arg-type]
+    )

@@ -1,0 +1,203 @@
+"""The comparisons of the declarative hidden test (stdlib only, Python 3.8+; shipped in
+``tests/`` beside ``palaestra_harness.py``): ``COMPARE[how](ck, label, want, got, options)``
+records the checks of one case on a ``palaestra_check.Checker``. ``got`` is what the answer
+gave: ``{"stdout", "files"}`` of a program, the value a Python call emitted, or
+``{"columns", "rows"}`` of a query."""
+
+import hashlib
+
+from palaestra_check import json_loads
+
+
+def digest(files):
+    """SHA-256 of named texts (the generator's ``harness_spec.digest``)."""
+    h = hashlib.sha256()
+    for name in sorted(files):
+        data = files[name]
+        data = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data
+        h.update(f"{name}\0{len(data)}\0".encode() + data)
+    return h.hexdigest()
+
+
+def lines(text):
+    """What the ``lines`` comparison sees of an output: its lines, right-stripped."""
+    return [line.rstrip() for line in text.strip("\n").splitlines()]
+
+
+def _first_diff(want, got, what="line"):
+    bad = [i for i in range(max(len(want), len(got))) if want[i : i + 1] != got[i : i + 1]]
+    if not bad:
+        return ""
+    i = bad[0]
+    w, g = want[i] if i < len(want) else None, got[i] if i < len(got) else None
+    return f"{what} {i + 1}: expected {w!r}, got {g!r} ({len(bad)} of {len(want)} differ)"
+
+
+def compare_output(ck, label, want, got, opts):
+    """stdout (and the output files) byte for byte; a large expected output as digests."""
+    stdout, files = got["stdout"], got["files"]
+    if "stdout" not in want:
+        if digest({"": stdout}) != want["stdout_sha256"]:
+            return ck.check(
+                label,
+                False,
+                "stdout differs from the reference's ({} lines expected, {} printed)".format(
+                    want["stdout_lines"], len(stdout.splitlines())
+                ),
+            )
+        hashes = {name: digest({"": text}) for name, text in files.items()}
+        bad = [
+            n
+            for n in sorted(set(hashes) | set(want["files_sha256"]))
+            if hashes.get(n) != want["files_sha256"].get(n)
+        ]
+        return ck.check(
+            label,
+            not bad,
+            bad and f"output file {bad[0]}: differs or missing or unexpected",
+        )
+    if stdout != want["stdout"]:
+        return ck.check(
+            label, False, "stdout " + _first_diff(want["stdout"].splitlines(), stdout.splitlines())
+        )
+    wants = want["files"]
+    bad = [n for n in sorted(set(wants) | set(files)) if wants.get(n) != files.get(n)]
+    if not bad:
+        return ck.check(label, True)
+    name = bad[0]
+    if name in wants and name in files:
+        return ck.check(
+            label,
+            False,
+            f"output file {name}: "
+            + _first_diff(wants[name].splitlines(), files[name].splitlines()),
+        )
+    return ck.check(label, False, f"output file {name}: missing or unexpected")
+
+
+def compare_lines(ck, label, want, got, opts):
+    """The output's lines (right-stripped); a large expected output as a digest."""
+    have = lines(got["stdout"])
+    if "lines" not in want:
+        return ck.check(
+            label,
+            digest({"": "\n".join(have)}) == want["lines_sha256"],
+            "output differs from the expected ({} lines expected, {} printed)".format(
+                want["count"], len(have)
+            ),
+        )
+    return ck.check(
+        label,
+        have == want["lines"],
+        _first_diff(want["lines"], have, opts.get("what", "output line")),
+    )
+
+
+def close(got, want, tol):
+    """Equal, numbers within ``tol`` (bools are not numbers), recursively."""
+    if isinstance(want, dict):
+        return (
+            isinstance(got, dict)
+            and set(got) == set(want)
+            and all(close(got[k], want[k], tol) for k in want)
+        )
+    if isinstance(want, list):
+        return (
+            isinstance(got, list)
+            and len(got) == len(want)
+            and all(close(g, w, tol) for g, w in zip(got, want))
+        )
+    numbers = (int, float)
+    if isinstance(want, float) or isinstance(got, float):
+        return (
+            isinstance(got, numbers)
+            and isinstance(want, numbers)
+            and not isinstance(got, bool)
+            and not isinstance(want, bool)
+            and abs(got - want) <= tol
+        )
+    return type(got) is type(want) and got == want
+
+
+def compare_json_keys(ck, label, want, got, opts):
+    """stdout is a JSON object; one check per expected key (partial credit by key)."""
+    try:
+        value = json_loads(got["stdout"])
+    except (ValueError, RecursionError):
+        return ck.check(opts["parse_label"].format(label=label), False, got["stdout"][-300:])
+    if not isinstance(value, dict):
+        return ck.check(opts["object_label"].format(label=label), False, repr(value)[:200])
+    for key in want:
+        ck.check(
+            opts["key_label"].format(label=label, key=key),
+            close(value.get(key), want[key], opts.get("tol", 0.0)),
+            f"expected {want[key]!r:.300}, got {value.get(key)!r:.300}",
+        )
+
+
+def compare_csv(ck, label, want, got, opts):
+    """stdout is CSV: its header, then its rows, cell by cell: ``columns`` says how each is
+    compared (None: exactly, "strip": blanks around ignored, a number: a tolerance)."""
+    import csv
+    import io
+
+    rows = list(csv.reader(io.StringIO(got["stdout"])))
+    header, rows = (rows[0] if rows else None), rows[1:]
+    ck.equal(opts["header_label"].format(label=label), header, want["header"])
+    ck.check(
+        opts["rows_label"].format(label=label, n=len(want["rows"])),
+        _same_cells(rows, want["rows"], opts["columns"]),
+        "expected {}, got {}".format(want["rows"], rows),
+    )
+
+
+def _same_cells(rows, wants, columns):
+    if len(rows) != len(wants):
+        return False
+    for row, w in zip(rows, wants):
+        if len(row) != len(columns):
+            return False
+        for g, w_cell, how in zip(row, w, columns):
+            if how is None and g != w_cell or how == "strip" and g.strip() != w_cell:
+                return False
+            if isinstance(how, (int, float)):
+                try:
+                    if abs(float(g) - float(w_cell)) > how:
+                        return False
+                except ValueError:
+                    return False
+    return True
+
+
+def compare_rows(ck, label, want, got, opts):
+    """A query's rows (and its column names, when expected), numbers within ``tol``."""
+    if "columns" in want:
+        ck.equal(
+            opts.get("columns_label", "columns on {label}").format(label=label),
+            got["columns"],
+            want["columns"],
+        )
+    rows, tol = got["rows"], opts.get("tol", 0.0)
+    ok = len(rows) == len(want["rows"]) and all(
+        isinstance(g, list) and len(g) == len(w) and all(close(a, b, tol) for a, b in zip(g, w))
+        for g, w in zip(rows, want["rows"])
+    )
+    ck.check(
+        opts.get("rows_label", "{label}").format(label=label, n=len(want["rows"])),
+        ok,
+        _first_diff(want["rows"], rows, "row"),
+    )
+
+
+def compare_equal(ck, label, want, got, opts):
+    return ck.equal(label, got, want)
+
+
+COMPARE = {
+    "output": compare_output,
+    "lines": compare_lines,
+    "json_keys": compare_json_keys,
+    "csv": compare_csv,
+    "rows": compare_rows,
+    "equal": compare_equal,
+}

@@ -1,0 +1,333 @@
+"""One declarative hidden test (stdlib only, Python 3.8+; shipped in ``tests/`` beside
+``palaestra_check.py`` by the tasks that use it): ``test.sh`` runs this module, which reads
+``tests/harness.bin`` (a spec the generator wrote with ``generators.harness_spec``) and does
+what every such hidden test did by hand:
+
+1. **Expected values first.** Cases carry their expected value (made when the task was
+   generated). A large input travels as a seed: it is made again here from ``tests/``'s input
+   module and checked against its SHA-256; should this Python make other data, the reference
+   (``tests/``, copied root's and read-only) runs on it *now*, before any agent code runs.
+2. **The answer runs in a jail**: a program (built first when it must be, as nobody, in a
+   private copy of ``/app``), a Python call, an SQLite query or a PostgreSQL query. A program
+   runs once a case, as nobody, in a fresh case directory made just before it that holds only
+   that case's inputs (root's files, sticky directory: it may add files, never change or remove
+   them); what it writes under the declared output directory is read without following links
+   (regular files only, size-capped). Queries run as SQL only (see ``palaestra_pg``).
+3. **One comparison a task** (``output``, ``lines``, ``json_keys``, ``csv``, ``rows``,
+   ``equal``), with its tolerance, and the reward through ``Checker``.
+
+The spec (a dict) keys: ``answer`` (how the agent's work runs), ``cases`` (``label``,
+``files`` / ``stdin`` / ``make``, ``cpu``, ``want``), ``compare`` (``how`` and options),
+``limits`` (``timeout``, ``cpu``, ``memory_mb``), ``kind`` (the checks' outcome kind) and
+``reference`` (how expected values are remade). ``docs/tasks.md`` documents them.
+"""
+
+import os
+import random
+import stat
+import sys
+
+from palaestra_check import (
+    NOBODY,
+    Checker,
+    copy_tree_for_child,
+    make_private_dir,
+    precomputed,
+    run_command,
+    run_python,
+)
+from palaestra_compare import COMPARE, digest, lines
+
+SPEC = "harness.bin"
+_MAX_FILE = 64 * 1024 * 1024
+_TESTS = os.path.dirname(os.path.abspath(__file__))
+
+
+# --- inputs and expected values: all made before the agent's code runs ---------------------
+
+
+def _module(name):
+    """A module the task ships in ``tests/`` (root's: written by the generator)."""
+    sys.path.insert(0, _TESTS)
+    try:
+        return __import__(name)
+    finally:
+        sys.path.remove(_TESTS)
+
+
+def _made(make):
+    """A large input, made again from its seed by the task's input module."""
+    fn = getattr(_module(make["module"]), make["fn"])
+    return fn(random.Random(make["seed"]), *make.get("args", ()))
+
+
+def materialise(spec):
+    """The cases with their inputs, and every expected value fixed: a made-again input whose
+    digest differs gets the reference's output on it, made here, first (a function of a
+    module in ``tests/``, or a program run as nobody from a read-only copy of root's)."""
+    cases, stale = [], []
+    for case in spec["cases"]:
+        case = dict(case)
+        make = case.get("make")
+        if make is not None:
+            made = _made(make)
+            key = "stdin" if isinstance(made, str) else "files"
+            case[key] = made
+            if digest(made if key == "files" else {"": made}) != make["sha256"]:
+                stale.append(case)
+        cases.append(case)
+    if stale:
+        print("NOTE this Python made other data from a seed: the reference runs on it")
+        ref = spec["reference"]
+        root = _readonly_tree(ref["files"]) if ref.get("files") else None
+        for case in stale:
+            if ref.get("fn"):
+                fn = getattr(_module(ref["module"]), ref["fn"])
+                stdout, files = fn(case.get("stdin", case.get("files"))), {}
+            else:
+                argv = ref.get("argv") or spec["answer"]["argv"]
+                res, files = run_case(argv, root, case, spec, cpu=None)
+                if not res.ok:
+                    raise SystemExit("reference failed: " + res.error)
+                stdout = res.stdout
+            case["want"] = expectation(spec["compare"], stdout, files)
+    return cases
+
+
+def expectation(compare, stdout, files):
+    """The expected value a reference's output makes, in the comparison's own terms."""
+    if compare["how"] == "lines":
+        return {"lines": lines(stdout)}
+    return {"stdout": stdout, "files": files}
+
+
+def _readonly_tree(files):
+    """A new directory of root's, readable by all, holding ``files`` (path -> text or bytes)."""
+    root = make_private_dir("ref-")
+    _write_files(root, files, 0o644)
+    os.chmod(root, 0o755)
+    return root
+
+
+def _write_files(root, files, mode):
+    for rel in sorted(files):
+        path = os.path.join(root, rel)
+        parent = os.path.dirname(path)
+        if not os.path.isdir(parent):
+            os.makedirs(parent, 0o755)
+        data = files[rel]
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data)
+    for here, dirs, _ in os.walk(root):
+        for name in dirs:
+            os.chmod(os.path.join(here, name), 0o755)
+
+
+# --- running the answer ------------------------------------------------------------------
+
+
+def case_dir(files):
+    """A fresh directory for one run: ``files`` in it are root's and read-only; the directory
+    is sticky and writable, so the run may add its own files but never change or remove
+    the inputs. Nothing of another case is in it."""
+    root = make_private_dir("case-")
+    _write_files(root, files or {}, 0o644)
+    os.chmod(root, 0o1777)
+    return root
+
+
+def read_outputs(directory):
+    """``{name: text}`` of the regular files directly in ``directory`` (which must not be a
+    link), each read without following links and capped; anything else is skipped."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+    try:
+        dir_fd = os.open(directory, flags)
+    except OSError:
+        return {}
+    out = {}
+    try:
+        for name in sorted(os.listdir(dir_fd)):
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+            except OSError:
+                continue
+            with os.fdopen(fd, "rb") as f:
+                if stat.S_ISREG(os.fstat(fd).st_mode):
+                    out[name] = f.read(_MAX_FILE).decode("utf-8", "replace")
+    finally:
+        os.close(dir_fd)
+    return out
+
+
+def _argv(template, app, where):
+    return [a.replace("{app}", app or "").replace("{in}", where) for a in template]
+
+
+def run_case(template, app, case, spec, cpu):
+    """``(result, output files)`` of one run of ``template`` on ``case``."""
+    limits = spec.get("limits", {})
+    where = case_dir(case.get("files"))
+    extra = {"memory_mb": limits["memory_mb"]} if limits.get("memory_mb") and _HAS_MEMORY else {}
+    res = run_command(
+        _argv(template, app, where),
+        cwd=app or where,
+        stdin=case.get("stdin", ""),
+        timeout=limits.get("timeout", 60),
+        cpu_seconds=cpu,
+        **extra,
+    )
+    out_dir = spec["answer"].get("out_dir")
+    return res, read_outputs(os.path.join(where, out_dir)) if out_dir else {}
+
+
+_HAS_MEMORY = "memory_mb" in run_command.__code__.co_varnames
+
+
+def build(ck, answer, limits):
+    """A private copy of /app (built as nobody when the answer has a build step), or None when
+    the build failed (recorded as a compile error)."""
+    work = copy_tree_for_child("/app", prefix="app-")
+    if not answer.get("build"):
+        return work
+    env = dict(answer.get("build_env") or {})
+    cache = make_private_dir("cache-")
+    os.chown(cache, NOBODY, NOBODY)
+    env.update(GOCACHE=os.path.join(cache, "go"), GOPATH=os.path.join(cache, "gopath"))
+    res = run_command(
+        list(answer["build"]), cwd=work, env=env, timeout=limits.get("build_timeout", 240)
+    )
+    if res.ok:
+        return work
+    failure = (res.stderr or res.stdout or res.error).strip()[-800:] or res.error
+    ck.compile_errors.append(failure)
+    print("BUILD FAILED " + failure)
+    return None
+
+
+def run_program(ck, spec, cases):
+    answer, limits = spec["answer"], spec.get("limits", {})
+    if answer.get("compile"):
+        ck.compile_python(*answer["compile"])
+    work = build(ck, answer, limits)
+    for case in cases:
+        if work is None:
+            ck.error(case["label"], "the program did not build")
+            continue
+        cpu = case.get("cpu", limits.get("cpu"))
+        res, files = run_case(answer["argv"], work, case, spec, cpu)
+        if not res.ok:
+            ck.error(case["label"], res.error)
+            continue
+        COMPARE[spec["compare"]["how"]](
+            ck, case["label"], case["want"], {"stdout": res.stdout, "files": files}, spec["compare"]
+        )
+
+
+def run_call(ck, spec, cases):
+    """One Python child for all cases: ``answer["code"]`` emits one value a case."""
+    answer, limits = spec["answer"], spec.get("limits", {})
+    work = copy_tree_for_child("/app", prefix="app-")
+    res = run_python(
+        answer["code"],
+        answer.get("input"),
+        cwd=work,
+        timeout=limits.get("timeout", 60),
+        cpu_seconds=limits.get("cpu"),
+    )
+    values = res.value if res.ok and isinstance(res.value, list) else None
+    for i, case in enumerate(cases):
+        if values is None:
+            ck.error(case["label"], res.error or "the answer did not emit one value a case")
+        else:
+            got = values[i] if i < len(values) else None
+            COMPARE[spec["compare"]["how"]](ck, case["label"], case["want"], got, spec["compare"])
+
+
+#: The child that runs an SQLite answer: read-only databases, an authorizer that lets only
+#: reads through (no ATTACH, PRAGMA, writes or extensions), one statement.
+_SQLITE_CHILD = r"""
+import sqlite3
+ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION,
+           getattr(sqlite3, "SQLITE_RECURSIVE", 33)}
+def gate(action, *args):
+    return sqlite3.SQLITE_OK if action in ALLOWED else sqlite3.SQLITE_DENY
+path, dbs = INPUT
+with open(path) as f:
+    sql = f.read()
+out = []
+for db in dbs:
+    con = sqlite3.connect("file:" + db + "?mode=ro", uri=True)
+    con.set_authorizer(gate)
+    try:
+        cur = con.execute(sql)
+        rows = [[v if not isinstance(v, bytes) else "x'" + v.hex() + "'" for v in r]
+                for r in cur]
+        out.append({"columns": [d[0] for d in cur.description or ()], "rows": rows})
+    except sqlite3.Error as e:
+        out.append({"error": "{}: {}".format(type(e).__name__, e)})
+    con.close()
+emit(out)
+"""
+
+
+def run_sqlite(ck, spec, cases):
+    answer, limits = spec["answer"], spec.get("limits", {})
+    path = answer["file"]
+    if not os.path.isfile(path) or os.path.islink(path):
+        ck.check(path + " exists", False, "no " + path)
+        return
+    where = _readonly_tree({f"db{i}.sqlite": c["db"] for i, c in enumerate(cases)})
+    dbs = [os.path.join(where, f"db{i}.sqlite") for i in range(len(cases))]
+    res = run_python(
+        _SQLITE_CHILD,
+        [path, dbs],
+        cwd=where,
+        timeout=limits.get("timeout", 60),
+        cpu_seconds=limits.get("cpu"),
+    )
+    if not res.ok:
+        ck.check(os.path.basename(path) + " runs", False, res.error)
+        return
+    for case, got in zip(cases, res.value):
+        if "error" in got:
+            ck.error(case["label"], got["error"])
+            continue
+        COMPARE[spec["compare"]["how"]](ck, case["label"], case["want"], got, spec["compare"])
+
+
+def run_postgres(ck, spec, cases):
+    import palaestra_pg
+
+    palaestra_pg.run_answer(
+        ck,
+        spec,
+        cases,
+        lambda label, want, got: COMPARE[spec["compare"]["how"]](
+            ck, label, want, got, spec["compare"]
+        ),
+    )
+
+
+RUNNERS = {
+    "program": run_program,
+    "python": run_call,
+    "sqlite": run_sqlite,
+    "postgres": run_postgres,
+}
+
+
+def main(spec=None):
+    spec = spec if spec is not None else precomputed(SPEC)
+    ck = Checker(kind=spec.get("kind"))
+    require = spec["answer"].get("require")
+    if require and (os.path.islink(require) or not os.path.isfile(require)):
+        ck.error(require + " exists", "no " + require)
+        ck.finish()
+    cases = materialise(spec)
+    RUNNERS[spec["answer"]["kind"]](ck, spec, cases)
+    ck.finish()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,179 @@
+"""The declarative hidden test (``generators.harness_spec`` writes ``tests/harness.bin``,
+``palaestra_harness.py`` runs it): the optimization and data-querying families are data plus
+the one harness; a large input is made again in the checker as the generator made it, and when
+it is not, the reference runs first and decides; a program's run cannot change its inputs, and
+its output directory is read without following links (a FIFO there does not hang the checker).
+"""
+
+from __future__ import annotations
+
+import marshal
+import random
+import textwrap
+import zlib
+from pathlib import Path
+
+import pytest
+
+from palaestra import CodeEnv
+from palaestra.llm import ScriptedPolicy
+from palaestra.run import rollout
+from palaestra.run.check import check_tasks
+from palaestra.sandbox.local import LocalBackend
+from palaestra.tasks import generators as g
+from palaestra.tasks import load_task
+from palaestra.tasks.generators import harness_spec as hs
+from palaestra.tasks.generators import write as write_generated
+from palaestra.tasks.source import TaskSet
+from tests.conftest import SUBMIT_ACTION, bash_action
+from tests.tasks.test_generators import _cache  # noqa: F401  (a private generator cache)
+from tests.tasks.test_language_families import needs_toolchains
+
+MINE = [f.name for f in g.families("optimization") + g.families("data-querying")]
+
+
+def _spec(tests: dict | Path) -> dict:
+    blob = tests["harness.bin"] if isinstance(tests, dict) else tests.read_bytes()
+    return marshal.loads(zlib.decompress(blob))
+
+
+@pytest.mark.parametrize("family", MINE)
+def test_the_hidden_test_is_data(family: str):
+    for difficulty in (0.1, 0.5, 0.9):
+        tests = g.generate(family, 5, difficulty).tests
+        assert "test_hidden.py" not in tests and "palaestra_harness.py" in tests
+        assert "palaestra_harness.py" in tests["test.sh"]
+        spec = _spec(tests)
+        assert spec["answer"]["kind"] in hs.ANSWERS and spec["compare"]["how"] in hs.COMPARISONS
+        assert spec["cases"] and all("want" in c for c in spec["cases"])
+        assert ("palaestra_pg.py" in tests) == (spec["answer"]["kind"] == "postgres")
+
+
+def test_the_builder_refuses_what_the_harness_cannot_run():
+    with pytest.raises(ValueError, match="comparison 'fuzzy'"):
+        hs.compare("fuzzy")
+    with pytest.raises(ValueError, match="answer kind 'shell'"):
+        hs.tests(answer={"kind": "shell"}, cases=[], compare=hs.compare("equal"))
+    made = hs.made("inputs", "make", 1, [], "text")
+    with pytest.raises(ValueError, match="need a reference"):
+        hs.tests(
+            answer=hs.program(["x"]), cases=[hs.Case("c", make=made)], compare=hs.compare("lines")
+        )
+
+
+@pytest.mark.parametrize(("family", "module"), [("shipment-reconcile", "bench_inputs"),
+                                                ("key-totals-rust", "rust_inputs")])  # fmt: skip
+def test_a_large_input_is_made_again_as_the_generator_made_it(family: str, module: str):
+    tests = g.generate(family, 2, 0.9).tests
+    (make,) = [c["make"] for c in _spec(tests)["cases"] if "make" in c]
+    scope: dict = {}
+    exec(tests[f"{module}.py"], scope)
+    value = scope[make["fn"]](random.Random(make["seed"]), *make["args"])
+    assert (
+        hs.made(module, make["fn"], make["seed"], make["args"], value)["sha256"] == make["sha256"]
+    )
+
+
+def _with_stale_digest(source: Path, dest: Path) -> Path:
+    """A copy of a task whose large input's digest is not what its input module makes."""
+    import shutil
+
+    shutil.copytree(source, dest)
+    path = dest / "tests" / "harness.bin"
+    spec = _spec(path)
+    for case in spec["cases"]:
+        if "make" in case:
+            case["make"]["sha256"] = "0" * 64
+            case["want"] = {"stdout": "", "files": {}}  # made for other data: not trusted
+    path.write_bytes(zlib.compress(marshal.dumps(spec, 2), 6))
+    return dest
+
+
+async def test_other_data_from_a_seed_runs_the_reference_first(tmp_path: Path):
+    source = g.materialise("shipment-reconcile", 1, 0.1)
+    task = load_task(_with_stale_digest(source, tmp_path / source.name))
+    results = await check_tasks([task], only=["oracle", "nop"])
+    assert {r.scenario: r.reward for r in results} == {"oracle": 1.0, "nop": 0.0}
+    assert "the reference runs on it" in results[0].detail
+
+
+@needs_toolchains
+async def test_other_data_from_a_seed_runs_the_reference_function_first(tmp_path: Path):
+    source = g.materialise("key-totals-rust", 1, 0.1)
+    task = load_task(_with_stale_digest(source, tmp_path / source.name))
+    results = await check_tasks([task], only=["oracle", "wrong:sorted-by-key"])
+    assert [r.reward for r in results] == [1.0, 0.0], [r.detail[-500:] for r in results]
+
+
+# -- the program's jail ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def split(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
+    """log-split-io (easy): its program, and the reference's source."""
+    task = write_generated("log-split-io", 0, 0.0, tmp_path_factory.mktemp("gen") / "split")
+    ((program, source),) = _spec(task / "tests" / "harness.bin")["reference"]["files"].items()
+    return task, program, source
+
+
+async def _reward(task: Path, program: str, source: str) -> tuple[float | None, str]:
+    command = f"cat > /app/{program} <<'EOF_PROGRAM'\n{source}\nEOF_PROGRAM"
+    policy = ScriptedPolicy([bash_action(command), SUBMIT_ACTION])
+    async with CodeEnv(TaskSet.from_dir(task), sandbox=LocalBackend()) as env:
+        episode = await rollout(env, policy)
+    return episode.reward, episode.end.verifier.output if episode.end.verifier else ""
+
+
+#: Runs first: tries to empty, remove and replace the case's input (a later read would see it).
+SPOIL_INPUTS = textwrap.dedent(
+    """\
+    import os as _os, sys as _sys
+    _log = _sys.argv[1]
+    for _try in (lambda: open(_log, "w").close(), lambda: _os.unlink(_log),
+                 lambda: _os.rename(_log, _log + ".x"), lambda: _os.chmod(_log, 0o666)):
+        try:
+            _try()
+        except OSError:
+            pass
+    """
+)
+
+
+def _after(body: str) -> str:
+    """Runs after the program wrote its output directory (``sys.argv[2]``), on each file."""
+    return (
+        "\nimport os as _os, sys as _sys, tempfile as _tf\n"
+        "for _name in sorted(_os.listdir(_sys.argv[2])):\n"
+        "    victim = _os.path.join(_sys.argv[2], _name)\n"
+        + textwrap.indent(textwrap.dedent(body), "    ")
+    )
+
+
+async def test_a_run_cannot_change_its_inputs(split):
+    task, program, source = split
+    reward, output = await _reward(task, program, SPOIL_INPUTS + source)
+    assert reward == 1.0, output
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [
+        # the real output elsewhere, a link to it in its place
+        """\
+        keep = _os.path.join(_tf.mkdtemp(), "real")
+        _os.rename(victim, keep)
+        _os.symlink(keep, victim)
+        """,
+        # a FIFO in its place: opened for reading, it would block the checker
+        """\
+        _os.unlink(victim)
+        _os.mkfifo(victim)
+        """,
+    ],
+    ids=["link", "fifo"],
+)
+async def test_output_is_read_without_links(split, planted: str):
+    task, program, source = split
+    reward, output = await _reward(task, program, source + _after(planted))
+    assert reward == 0.0, output
+    assert "missing or unexpected" in output, output
