@@ -60,3 +60,27 @@ async def test_nothing_of_one_episode_is_seen_by_the_next(make_task):
     assert outputs[0].strip().endswith("left"), outputs[0]
     assert "looked" in outputs[1] and "SEEN" not in outputs[1], outputs[1]
     assert our_processes() == []
+
+
+async def test_it_starts_no_npm_install_of_its_plugin_package(make_task):
+    """OpenCode installs ``@opencode-ai/plugin`` into its configuration directory at every
+    start, in the background, with its bundled npm (which asks registry.npmjs.org; offline it
+    fails and logs so). The home palaestra prepares lists the package, so no install starts:
+    after the first request and a command, its log has no install failure and its home no
+    npm cache."""
+    look = (
+        "sleep 1; ls -A $HOME; "
+        'grep -h "dependency instal[l]" "$XDG_DATA_HOME"/opencode/log/*.log; echo looked'
+    )
+    script = ProtocolScript(
+        [
+            lambda r: call("bash", 0, command=look, description="Look"),
+            lambda r: LLMResponse(content="Done."),
+        ]
+    )
+    async with CodeEnv(TaskSet.from_dir(make_task().parent), scaffold="opencode") as env:
+        episode = await rollout(env, script)
+    assert episode.end_reason == "submitted", episode.end.error
+    output = script.requests[1].messages[-1]["content"]
+    assert "looked" in output and "dependency install" not in output, output
+    assert ".npm" not in output.split(), output
