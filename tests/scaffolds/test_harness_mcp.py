@@ -127,10 +127,12 @@ REMOTE = MCPServerConfig(
 def test_each_harness_writes_the_servers_into_its_own_configuration(tmp_path):
     plain, notes = run_with(), run_with(NOTES_SERVER)
     claude, opencode, codex = (HARNESSES[n] for n in ("claude-code", "opencode", "codex"))
-    # no servers: no MCP configuration (OpenCode's empty models catalogue is written anyway)
+    # no servers: no MCP configuration (OpenCode's empty models catalogue and plugin manifest
+    # are written anyway)
     for h in (claude, codex):
         assert h.files(plain) == {}
-    assert opencode.files(plain) == {opencode.models_file(plain): "{}\n"}
+    written = {opencode.models_file(plain): "{}\n", **opencode.plugin_manifest(plain)}
+    assert opencode.files(plain) == written
     assert "--mcp-config" not in claude.command(plain)
     assert "mcp" not in opencode.config(plain) and "ENABLE_TOOL_SEARCH" not in claude.env(plain)
     # Claude Code: a file for --mcp-config, only it, its tools allowed and listed up front

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from palaestra import CodeEnv
+from palaestra.llm.types import LLMResponse
+from palaestra.run import rollout
 from palaestra.scaffolds import make_scaffold
-from tests.scaffolds.harness_support import installed, oracle_and_nop
+from palaestra.tasks.source import TaskSet
+from tests.scaffolds.harness_support import ProtocolScript, call, installed, oracle_and_nop
 from tests.scaffolds.test_external import our_processes
 
 
@@ -28,3 +32,55 @@ async def test_starter_oracle_passes_and_nop_fails_through_opencode():
     result = oracle.turns[1].observation.messages[-1]
     assert result["role"] == "tool" and result["tool_call_id"] == "call_0_bash"
     assert our_processes() == [] and scaffold._own_proxy is None
+
+
+#: The first episode's files: in OpenCode's home, in its data directory (its sessions and
+#: database) and in the sandbox's /tmp; the first command leaves them, the second looks.
+MARKERS = '"$HOME/marker" "$XDG_DATA_HOME/opencode/marker" /tmp/marker'
+LEAVE = f'for f in {MARKERS}; do echo x > "$f" || exit 1; done; echo left'
+LOOK = f'for f in {MARKERS}; do [ -e "$f" ] && echo "SEEN $f"; done; echo looked'
+
+
+async def test_nothing_of_one_episode_is_seen_by_the_next(make_task):
+    """Two episodes in a row on one scaffold: the first writes into OpenCode's home, its data
+    directory and /tmp; the second finds none of it (a fresh sandbox and home each)."""
+    scaffold, tasks = make_scaffold("opencode"), TaskSet.from_dir(make_task().parent)
+    outputs = []
+    for command in (LEAVE, LOOK):
+        script = ProtocolScript(
+            [
+                lambda r, c=command: call("bash", 0, command=c, description="Markers"),
+                lambda r: LLMResponse(content="Done."),
+            ]
+        )
+        async with CodeEnv(tasks, scaffold=scaffold) as env:
+            episode = await rollout(env, script)
+        assert episode.end_reason == "submitted", episode.end.error
+        outputs.append(script.requests[1].messages[-1]["content"])
+    assert outputs[0].strip().endswith("left"), outputs[0]
+    assert "looked" in outputs[1] and "SEEN" not in outputs[1], outputs[1]
+    assert our_processes() == []
+
+
+async def test_it_starts_no_npm_install_of_its_plugin_package(make_task):
+    """OpenCode installs ``@opencode-ai/plugin`` into its configuration directory at every
+    start, in the background, with its bundled npm (which asks registry.npmjs.org; offline it
+    fails and logs so). The home palaestra prepares lists the package, so no install starts:
+    after the first request and a command, its log has no install failure and its home no
+    npm cache."""
+    look = (
+        "sleep 1; ls -A $HOME; "
+        'grep -h "dependency instal[l]" "$XDG_DATA_HOME"/opencode/log/*.log; echo looked'
+    )
+    script = ProtocolScript(
+        [
+            lambda r: call("bash", 0, command=look, description="Look"),
+            lambda r: LLMResponse(content="Done."),
+        ]
+    )
+    async with CodeEnv(TaskSet.from_dir(make_task().parent), scaffold="opencode") as env:
+        episode = await rollout(env, script)
+    assert episode.end_reason == "submitted", episode.end.error
+    output = script.requests[1].messages[-1]["content"]
+    assert "looked" in output and "dependency install" not in output, output
+    assert ".npm" not in output.split(), output

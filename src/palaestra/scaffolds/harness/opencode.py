@@ -15,7 +15,14 @@ Start-up cost (``docs/proxy.md``): the models catalogue it reads is an empty one
 the home (``OPENCODE_MODELS_PATH``), not the models.dev snapshot bundled in the executable,
 whose hundreds of providers it would otherwise load and merge on every run (about a third of
 its start-up CPU and 110 MB of memory; the proxy's provider is defined by the configuration
-alone), and its file watcher is off (a one-shot run reacts to no file change).
+alone), and its file watcher is off (a one-shot run reacts to no file change). Its
+configuration directory holds a package manifest and lockfile that already list
+``@opencode-ai/plugin``: at every start OpenCode otherwise installs that package there with
+the npm bundled in its executable (loading npm, reading ``.npmrc`` files, asking
+registry.npmjs.org, in the background of the run; it fails offline anyway, and nothing here
+uses it). And Bun's top JIT tier (JavaScriptCore's FTL) is off: a run is a few seconds of
+start-up code, whose FTL compiles cost more CPU than they win back (about a sixth of a run's
+CPU; the DFG tier still optimises hot code).
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ from palaestra.scaffolds.harness.base import Harness, HarnessRun, ShellToolActio
 from palaestra.scaffolds.mcp_config import render_mcp_config
 
 PROVIDER = "palaestra"
+#: The package OpenCode installs into its configuration directory at every start.
+PLUGIN_PACKAGE = "@opencode-ai/plugin"
 
 
 class OpenCode(Harness):
@@ -78,7 +87,23 @@ class OpenCode(Harness):
         return f"{run.home}/.cache/palaestra-models.json"
 
     def files(self, run: HarnessRun) -> dict[str, str]:
-        return {self.models_file(run): "{}\n"}
+        return {self.models_file(run): "{}\n", **self.plugin_manifest(run)}
+
+    def plugin_manifest(self, run: HarnessRun) -> dict[str, str]:
+        """Its configuration directory as OpenCode leaves it once ``@opencode-ai/plugin`` is
+        installed there (a ``node_modules`` directory, a manifest and a lockfile listing the
+        package), so it starts no npm install of it. Only the names are compared; the
+        directory stays empty (no plugin or custom tool of the home needs the package)."""
+        config = f"{run.home}/.config/opencode"
+        dependencies = {PLUGIN_PACKAGE: self.version}
+        return {
+            f"{config}/node_modules/.palaestra": "",
+            f"{config}/package.json": json.dumps({"dependencies": dependencies}) + "\n",
+            f"{config}/package-lock.json": json.dumps(
+                {"packages": {"": {"dependencies": dependencies}}}
+            )
+            + "\n",
+        }
 
     def env(self, run: HarnessRun) -> dict[str, str]:
         return {
@@ -97,6 +122,7 @@ class OpenCode(Harness):
             "OPENCODE_DISABLE_CLAUDE_CODE": "1",
             "OPENCODE_DISABLE_EXTERNAL_SKILLS": "1",
             "OPENCODE_DISABLE_TERMINAL_TITLE": "1",
+            "BUN_JSC_useFTLJIT": "0",
         }
 
     def last_error(self, output: str) -> str:
