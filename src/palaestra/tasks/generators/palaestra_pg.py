@@ -245,6 +245,7 @@ def start_server(password):
             ],
             cwd=sock,
             timeout=180,
+            service=True,  # the server outlives this run: the cases' queries use it
         )
     if not res.ok:
         raise SystemExit("cannot start PostgreSQL: " + res.error)
