@@ -24,7 +24,9 @@ half of a local sandbox's cold start. ``$PALAESTRA_HELPER`` chooses: ``c`` (an e
 could not be built), ``python``, or unset (C when built, else Python, with a warning). The shell
 session's bash script is compiled into it from :data:`._helper.shell.SCRIPT`: one definition.
 
-It lives in ``$PALAESTRA_HELPER_DIR`` (default ``~/.cache/palaestra/helper``) under a key made of
+It lives in ``$PALAESTRA_HELPER_DIR`` (default ``/var/cache/palaestra/helper`` for root, where
+local sandboxes reach it without a bind of their own; ``~/.cache/palaestra/helper`` otherwise)
+under a key made of
 both helpers' sources and the interpreter's identity (path, size, modification time, version),
 is made atomically (a rename) and reused by every later process. Making it takes about 1.5 s
 (mostly the C compile), once.
@@ -147,9 +149,21 @@ def helper_runtime() -> Path:
         return made
 
 
+#: Where root keeps the bundle by default: a path every uid can reach, so that local sandboxes
+#: (whose bwrap runs as an unprivileged uid) bind it directly. Under root's home (mode 0700) each
+#: sandbox needed a bind of its own made by root first: a mount and an unmount a sandbox.
+SYSTEM_RUNTIME_DIR = Path("/var/cache/palaestra/helper")
+
+
 def runtime_cache_dir() -> Path:
+    """``$PALAESTRA_HELPER_DIR``; else :data:`SYSTEM_RUNTIME_DIR` for root, where ``/var/cache``
+    exists; else ``~/.cache/palaestra/helper``."""
     configured = os.environ.get("PALAESTRA_HELPER_DIR")
-    return Path(configured) if configured else Path.home() / ".cache" / "palaestra" / "helper"
+    if configured:
+        return Path(configured)
+    if os.geteuid() == 0 and SYSTEM_RUNTIME_DIR.parent.parent.is_dir():
+        return SYSTEM_RUNTIME_DIR
+    return Path.home() / ".cache" / "palaestra" / "helper"
 
 
 def _interpreter() -> Path:
@@ -174,6 +188,9 @@ def _made() -> Path:
     target = runtime_cache_dir() / digest.hexdigest()[:16]
     if not (target / "ld.so").is_file():
         target.parent.mkdir(parents=True, exist_ok=True)
+        if target.parent == SYSTEM_RUNTIME_DIR:  # reachable by every uid, whatever the umask
+            for directory in (SYSTEM_RUNTIME_DIR.parent, SYSTEM_RUNTIME_DIR):
+                directory.chmod(0o755)
         tmp = target.with_name(f"{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         try:
