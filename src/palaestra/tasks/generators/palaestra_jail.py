@@ -203,6 +203,41 @@ def read_regular_bytes(path, limit=1 << 20):
         os.close(fd)
 
 
+def read_output_dir(path, limit=1 << 20):
+    """``{name: bytes}`` of the files of the run's output directory at ``path`` (each its first
+    ``limit`` bytes), reached without following a link at any step and never blocking: an
+    entry that is not a regular file (a link, a FIFO, a device, a directory) maps to None, so
+    the comparison fails on it. None when ``path`` is not a directory reached that way."""
+    fd = open_regular_dir(path)
+    if fd is None:
+        return None
+    try:
+        names = sorted(os.listdir(fd))
+    finally:
+        os.close(fd)
+    return {name: read_regular_bytes(os.path.join(path, name), limit) for name in names}
+
+
+def open_regular_dir(path):
+    """A read-only fd on the directory at the absolute ``path``, reached without following a
+    link at any step, or None."""
+    fd = None
+    try:
+        fd = os.open("/", _NOFOLLOW_DIR)
+        for part in [p for p in path.split("/") if p]:
+            step = os.open(part, _NOFOLLOW_DIR, dir_fd=fd)
+            os.close(fd)
+            fd = step
+    except OSError:
+        if fd is not None:
+            os.close(fd)
+        return None
+    return fd
+
+
+READ_ONLY_ROOTS = set()  # the directories read_only_dir made
+
+
 def read_only_dir(files, prefix="ro-"):
     """A new directory holding ``files`` (relative path -> str or bytes) that runs may read
     and never write: root's, directories 0555, files 0444. For a reference's code and for
@@ -210,6 +245,7 @@ def read_only_dir(files, prefix="ro-"):
     from palaestra_fork import make_private_dir
 
     root = make_private_dir(prefix)
+    READ_ONLY_ROOTS.add(root)
     for rel, data in files.items():
         path = os.path.join(root, rel)
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -217,6 +253,19 @@ def read_only_dir(files, prefix="ro-"):
             f.write(data)
     seal(root)
     return root
+
+
+def close_to_runs(paths):
+    """Make each directory of ``paths`` root's alone (mode 0700; never through a link): what
+    a run cannot enter it cannot read, import or execute (a reference's, once agent code is
+    about to run)."""
+    for path in sorted(paths):
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            os.fchown(fd, 0, 0)
+            os.fchmod(fd, 0o700)
+        finally:
+            os.close(fd)
 
 
 def seal(root):
