@@ -116,3 +116,58 @@ async def test_nan_within_a_tolerance(backend: SandboxBackend, tmp_path: Path) -
     assert isinstance(solve, str)
     episode = await play(backend, task, solve, NAN_REVENUES)
     assert_no_reward(episode)
+
+
+#: The right report.py, made an unoptimised one (5 s of CPU a report), whose first, untimed run
+#: (on the small input) also makes the large input's report, beside it, and leaves it where
+#: runs may write (/dev/shm, else /tmp); the timed run prints what it left.
+STASH_THE_LARGE_REPORT = r"""
+cd /app && bash /solution/solve.sh && mv report.py report_fast.py
+cat > report.py <<'EOF_STASH'
+import os, subprocess, sys, time
+orders, customers = sys.argv[1], sys.argv[2]
+here = os.path.dirname(orders)
+stashes = ["/dev/shm/.report-stash", "/tmp/.report-stash", "/var/tmp/.report-stash"]
+
+
+def slow(o, c):
+    start = time.process_time()
+    while time.process_time() - start < 5:
+        pass
+    return subprocess.run([sys.executable, "/app/report_fast.py", o, c],
+                          capture_output=True, text=True).stdout
+
+
+if os.path.basename(orders) == "o_small.csv":
+    big = slow(os.path.join(here, "o_big.csv"), os.path.join(here, "c_big.csv"))
+    for stash in stashes:
+        try:
+            with open(stash, "w") as f:
+                f.write(big)
+        except OSError:
+            pass
+    sys.stdout.write(slow(orders, customers))
+else:
+    for stash in stashes:
+        try:
+            with open(stash) as f:
+                sys.stdout.write(f.read())
+                break
+        except OSError:
+            pass
+    else:
+        sys.stdout.write(slow(orders, customers))
+EOF_STASH
+"""
+
+
+async def test_large_report_made_by_the_untimed_run(backend: SandboxBackend) -> None:
+    """optimization-easy-order-report: the untimed small run sees the large input beside its
+    own and leaves the large report in /dev/shm for the timed run: the work is over the large
+    case's bar, wherever it was done."""
+    from tests.tasks.starter.pack import PACK_DIR
+    from tests.tasks.starter.test_episodes import with_solution
+
+    task = "optimization-easy-order-report"
+    episode = await play(backend, PACK_DIR / task, with_solution(STASH_THE_LARGE_REPORT, task))
+    assert_no_reward(episode)
