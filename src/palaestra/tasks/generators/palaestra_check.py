@@ -44,7 +44,6 @@ from palaestra_jail import (  # noqa: F401 (the checker's API: families import t
     Tree,
     close_to_runs,
     read_only_dir,
-    read_output_dir,
     read_regular_bytes,
     seal,
     writable_by_runs,

@@ -203,38 +203,6 @@ def read_regular_bytes(path, limit=1 << 20):
         os.close(fd)
 
 
-def read_output_dir(path, limit=1 << 20):
-    """``{name: bytes}`` of the files of the run's output directory at ``path`` (each its first
-    ``limit`` bytes), reached without following a link at any step and never blocking: an
-    entry that is not a regular file (a link, a FIFO, a device, a directory) maps to None, so
-    the comparison fails on it. None when ``path`` is not a directory reached that way."""
-    fd = open_regular_dir(path)
-    if fd is None:
-        return None
-    try:
-        names = sorted(os.listdir(fd))
-    finally:
-        os.close(fd)
-    return {name: read_regular_bytes(os.path.join(path, name), limit) for name in names}
-
-
-def open_regular_dir(path):
-    """A read-only fd on the directory at the absolute ``path``, reached without following a
-    link at any step, or None."""
-    fd = None
-    try:
-        fd = os.open("/", _NOFOLLOW_DIR)
-        for part in [p for p in path.split("/") if p]:
-            step = os.open(part, _NOFOLLOW_DIR, dir_fd=fd)
-            os.close(fd)
-            fd = step
-    except OSError:
-        if fd is not None:
-            os.close(fd)
-        return None
-    return fd
-
-
 READ_ONLY_ROOTS = set()  # the directories read_only_dir made
 
 
