@@ -40,7 +40,9 @@ from palaestra_fork import (
     stop_server,
 )
 from palaestra_jail import (  # noqa: F401 (the checker's API: families import them from here)
+    READ_ONLY_ROOTS,
     Tree,
+    close_to_runs,
     read_only_dir,
     read_regular_bytes,
     seal,
@@ -177,13 +179,17 @@ def _forked_result(status, out, err, timeout, cpu_seconds):
 
 
 _agent_ran = []  # whether a run that is not a reference's started (expected values come first)
+_reference_dirs = set()  # where references ran from: closed to runs before the first agent run
 
 
 def _reference_guard(reference, code_dir):
     """Expected values are fixed before any agent code runs, from code no run could change: a
     ``reference`` run after an agent run, or from a directory nobody may write, is a bug of
-    the checker (it raises: the oracle fails ``palaestra tasks check``)."""
+    the checker (it raises: the oracle fails ``palaestra tasks check``). The first agent run
+    closes every reference's directory to runs: agent code would answer with its code."""
     if not reference:
+        if not _agent_ran:
+            close_to_runs(_reference_dirs)
         _agent_ran.append(True)
         return
     if _agent_ran:
@@ -191,6 +197,11 @@ def _reference_guard(reference, code_dir):
     bad = writable_by_runs(code_dir)
     if bad is not None:
         raise RuntimeError(f"a reference ran from {bad}, which runs may write: use read_only_dir")
+    code_dir = os.path.abspath(code_dir)
+    root = next((r for r in READ_ONLY_ROOTS if code_dir == r or code_dir.startswith(r + "/")), None)
+    if root is None:
+        raise RuntimeError(f"a reference ran from {code_dir}, not made by read_only_dir")
+    _reference_dirs.add(root)
 
 
 def run_command(
@@ -268,6 +279,18 @@ def run_python(
     except (ValueError, KeyError, TypeError):
         res.ok, res.error = False, "unreadable output"
     return res
+
+
+def within(got, want, tol):
+    """Whether ``got`` (a number, or a number's text) is within ``tol`` of ``want``: both
+    finite. A comparison written ``abs(g - w) > tol`` lets NaN through (every comparison with
+    NaN is False): every tolerance of a hidden test goes through here."""
+    try:
+        g, w = float(got), float(want)
+    except (TypeError, ValueError, OverflowError):
+        return False
+    finite = g - g == 0 and w - w == 0  # NaN and infinities are not (math: an import)
+    return finite and abs(g - w) <= tol
 
 
 def precomputed(name="precomputed.bin"):
@@ -392,8 +415,8 @@ class Checker:
 
     def close_to(self, name, got, want, rel=1e-6, abs_=1e-9, kind=None):
         try:
-            ok = abs(float(got) - float(want)) <= max(abs_, rel * abs(float(want)))
-        except (TypeError, ValueError):
+            ok = within(got, want, max(abs_, rel * abs(float(want))))
+        except (TypeError, ValueError, OverflowError):
             ok = False
         detail = "" if ok else f"expected {_short(want)}, got {_short(got)}"
         return self.check(name, ok, detail, kind=kind)

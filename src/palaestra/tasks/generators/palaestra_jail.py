@@ -203,6 +203,9 @@ def read_regular_bytes(path, limit=1 << 20):
         os.close(fd)
 
 
+READ_ONLY_ROOTS = set()  # the directories read_only_dir made
+
+
 def read_only_dir(files, prefix="ro-"):
     """A new directory holding ``files`` (relative path -> str or bytes) that runs may read
     and never write: root's, directories 0555, files 0444. For a reference's code and for
@@ -210,6 +213,7 @@ def read_only_dir(files, prefix="ro-"):
     from palaestra_fork import make_private_dir
 
     root = make_private_dir(prefix)
+    READ_ONLY_ROOTS.add(root)
     for rel, data in files.items():
         path = os.path.join(root, rel)
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -217,6 +221,19 @@ def read_only_dir(files, prefix="ro-"):
             f.write(data)
     seal(root)
     return root
+
+
+def close_to_runs(paths):
+    """Make each directory of ``paths`` root's alone (mode 0700; never through a link): what
+    a run cannot enter it cannot read, import or execute (a reference's, once agent code is
+    about to run)."""
+    for path in sorted(paths):
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            os.fchown(fd, 0, 0)
+            os.fchmod(fd, 0o700)
+        finally:
+            os.close(fd)
 
 
 def seal(root):

@@ -74,6 +74,21 @@ def sealed(d):
     os.chmod(d, 0o755)
 
 
+def alone(*paths):
+    """Copies of ``paths`` (one case's inputs) in a new directory the agent's program may read
+    and nothing it runs may write. The inputs' own directory is root's alone once the
+    references ran: a run never sees another case's input (an untimed run would make the
+    timed case's output, and leave it where a later run reads it)."""
+    where = tempfile.mkdtemp()
+    copies = []
+    for path in paths:
+        copies.append(os.path.join(where, os.path.basename(path)))
+        with open(path, "rb") as src, open(copies[-1], "wb") as dst:
+            dst.write(src.read())
+    sealed(where)
+    return copies
+
+
 def run(argv, cpu_limit=None, wall_timeout=120, agent=False):
     """Run argv; return (CompletedProcess or None on wall timeout, CPU seconds it used).
 
@@ -111,7 +126,9 @@ def main():
             ref, ref_s = run([sys.executable, "-I", "-c", REFERENCE, orders, customers])
             assert ref is not None and ref.returncode == 0, ref and ref.stderr
             cases.append((label, (orders, customers), check_time, ref, ref_s))
+        os.chmod(d, 0o700)
         for label, (orders, customers), check_time, ref, ref_s in cases:
+            orders, customers = alone(orders, customers)
             bar = max(2.0, 10 * ref_s) if check_time else 60
             got, got_s = run([sys.executable, "-E", "-s", "/app/report.py", orders, customers], agent=True,
                              cpu_limit=bar, wall_timeout=4 * bar + 10)

@@ -52,6 +52,21 @@ def sealed(d):
     os.chmod(d, 0o755)
 
 
+def alone(*paths):
+    """Copies of ``paths`` (one case's inputs) in a new directory the agent's program may read
+    and nothing it runs may write. The inputs' own directory is root's alone once the
+    references ran: a run never sees another case's input (an untimed run would make the
+    timed case's output, and leave it where a later run reads it)."""
+    where = tempfile.mkdtemp()
+    copies = []
+    for path in paths:
+        copies.append(os.path.join(where, os.path.basename(path)))
+        with open(path, "rb") as src, open(copies[-1], "wb") as dst:
+            dst.write(src.read())
+    sealed(where)
+    return copies
+
+
 def run(argv, cpu_limit=None, wall_timeout=120, agent=False):
     def limit():
         if cpu_limit:
@@ -91,7 +106,9 @@ def main():
             ref, ref_cpu = run([sys.executable, "-I", "/tests/reference.py", path])
             assert ref is not None and ref.returncode == 0, ref and ref.stderr
             refs.append((ref, ref_cpu))
+        os.chmod(d, 0o700)
         for (label, path, timed), (ref, ref_cpu) in zip(cases, refs):
+            (path,) = alone(path)
             bar = max(3.0, 5 * ref_cpu) if timed else 60
             got, cpu = run([sys.executable, "-E", "-s", "/app/analyze.py", path], agent=True,
                            cpu_limit=bar, wall_timeout=4 * bar + 10)

@@ -79,6 +79,21 @@ def sealed(d):
     os.chmod(d, 0o755)
 
 
+def alone(*paths):
+    """Copies of ``paths`` (one case's inputs) in a new directory the agent's program may read
+    and nothing it runs may write. The inputs' own directory is root's alone once the
+    references ran: a run never sees another case's input (an untimed run would make the
+    timed case's output, and leave it where a later run reads it)."""
+    where = tempfile.mkdtemp()
+    copies = []
+    for path in paths:
+        copies.append(os.path.join(where, os.path.basename(path)))
+        with open(path, "rb") as src, open(copies[-1], "wb") as dst:
+            dst.write(src.read())
+    sealed(where)
+    return copies
+
+
 def run(argv, cpu_limit=None, wall_timeout=120, agent=False):
     """Run argv; return (CompletedProcess or None on wall timeout, CPU seconds it used).
 
@@ -128,7 +143,9 @@ def main():
             ref, ref_s = run([sys.executable, "-I", "-c", REFERENCE, path, str(k)])
             assert ref is not None and ref.returncode == 0, ref and ref.stderr
             refs.append((path, ref, ref_s))
+        os.chmod(d, 0o700)
         for (label, text, k, timed), (path, ref, ref_s) in zip(cases, refs):
+            (path,) = alone(path)
             bar = max(2.0, 8 * ref_s) if timed else 30
             got, got_s = run([sys.executable, "-E", "-s", "/app/smooth.py", path, str(k)], agent=True,
                              cpu_limit=bar, wall_timeout=4 * bar + 10)
