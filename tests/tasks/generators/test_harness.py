@@ -97,6 +97,27 @@ async def test_other_data_from_a_seed_runs_the_reference_first(tmp_path: Path):
     assert "the reference runs on it" in results[0].detail
 
 
+#: A program that runs the reference's copy of itself where the checker left one.
+RUN_THE_REFERENCE = textwrap.dedent(
+    """\
+    import glob, runpy, sys
+    found = glob.glob("/tmp/ref-*/{name}") + glob.glob("/tmp/**/ref-*/{name}", recursive=True)
+    if not found:
+        sys.exit("no reference to run")
+    runpy.run_path(found[0], run_name="__main__")
+    """
+)
+
+
+async def test_a_reference_run_for_other_data_is_closed_to_the_agent(tmp_path: Path):
+    source = g.materialise("shipment-reconcile", 1, 0.1)
+    task = _with_stale_digest(source, tmp_path / source.name)
+    ((program, _),) = _spec(task / "tests" / "harness.bin")["reference"]["files"].items()
+    reward, output = await _reward(task, program, RUN_THE_REFERENCE.format(name=program))
+    assert "the reference runs on it" in output
+    assert reward == 0.0, output[-800:]
+
+
 @needs_toolchains
 async def test_other_data_from_a_seed_runs_the_reference_function_first(tmp_path: Path):
     source = g.materialise("key-totals-rust", 1, 0.1)

@@ -30,6 +30,7 @@ import sys
 from palaestra_check import (
     NOBODY,
     Checker,
+    close_to_runs,
     copy_tree_for_child,
     make_private_dir,
     precomputed,
@@ -80,17 +81,20 @@ def materialise(spec):
         print("NOTE this Python made other data from a seed: the reference runs on it")
         ref = spec["reference"]
         root = _readonly_tree(ref["files"]) if ref.get("files") else None
+        used = [root] if root else []  # the reference's code, its cases' dirs and outputs
         for case in stale:
             if ref.get("fn"):
                 fn = getattr(_module(ref["module"]), ref["fn"])
                 stdout, files = fn(case.get("stdin", case.get("files"))), {}
             else:
                 argv = ref.get("argv") or spec["answer"]["argv"]
-                res, files = run_case(argv, root, case, spec, cpu=None)
+                res, files = run_case(argv, root, case, spec, cpu=None, made=used)
                 if not res.ok:
                     raise SystemExit("reference failed: " + res.error)
                 stdout = res.stdout
             case["want"] = expectation(spec["compare"], stdout, files)
+        # Agent code runs next: it must neither run the reference's code nor read its outputs.
+        close_to_runs(used)
     return cases
 
 
@@ -164,10 +168,13 @@ def _argv(template, app, where):
     return [a.replace("{app}", app or "").replace("{in}", where) for a in template]
 
 
-def run_case(template, app, case, spec, cpu):
-    """``(result, output files)`` of one run of ``template`` on ``case``."""
+def run_case(template, app, case, spec, cpu, made=None):
+    """``(result, output files)`` of one run of ``template`` on ``case``; the run's directory
+    is added to ``made`` when given."""
     limits = spec.get("limits", {})
     where = case_dir(case.get("files"))
+    if made is not None:
+        made.append(where)
     extra = {"memory_mb": limits["memory_mb"]} if limits.get("memory_mb") and _HAS_MEMORY else {}
     res = run_command(
         _argv(template, app, where),
