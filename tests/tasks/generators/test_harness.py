@@ -176,6 +176,25 @@ async def test_a_run_cannot_change_its_inputs(split):
     assert reward == 1.0, output
 
 
+#: Runs first: fails the run when an earlier case's directory (inputs, outputs, whatever an
+#: earlier run left there) is open to it.
+PEEK_AT_EARLIER_CASES = textwrap.dedent(
+    """\
+    import glob as _g, os as _os, sys as _sys
+    _own = _os.path.dirname(_os.path.abspath(_sys.argv[1]))
+    for _d in _g.glob("/tmp/case-*"):
+        if _os.path.abspath(_d) != _own and _os.access(_d, _os.R_OK | _os.X_OK):
+            _sys.exit("an earlier case's directory is open: " + _d)
+    """
+)
+
+
+async def test_a_run_finds_earlier_cases_closed(split):
+    task, program, source = split
+    reward, output = await _reward(task, program, PEEK_AT_EARLIER_CASES + source)
+    assert reward == 1.0, output
+
+
 @pytest.mark.parametrize(
     "planted",
     [

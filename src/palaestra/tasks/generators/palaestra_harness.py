@@ -185,7 +185,9 @@ def run_case(template, app, case, spec, cpu, made=None):
         **extra,
     )
     out_dir = spec["answer"].get("out_dir")
-    return res, read_outputs(os.path.join(where, out_dir)) if out_dir else {}
+    outputs = read_outputs(os.path.join(where, out_dir)) if out_dir else {}
+    close_to_runs([where])  # nothing of this case (inputs, outputs, files left) for later runs
+    return res, outputs
 
 
 _HAS_MEMORY = "memory_mb" in run_command.__code__.co_varnames
