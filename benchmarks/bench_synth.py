@@ -35,12 +35,37 @@ from palaestra.tasks.synth import SynthError
 from palaestra.tasks.synth.pipeline import Options, synthesise
 
 PROJECTS = (
-    "more-itertools", "toolz", "python-slugify", "humanize", "tabulate", "inflection",
-    "boltons", "sortedcontainers", "cachetools", "jmespath", "semver", "packaging",
-    "markdown", "docopt", "itsdangerous", "xmltodict", "parse", "tomli", "pathspec",
-    "wcwidth", "text-unidecode", "isodate", "python-dateutil", "pyparsing", "attrs",
-    "six", "idna", "click", "toml", "schema",
-)  # fmt: skip
+    "more-itertools",
+    "toolz",
+    "python-slugify",
+    "humanize",
+    "tabulate",
+    "inflection",
+    "boltons",
+    "sortedcontainers",
+    "cachetools",
+    "jmespath",
+    "semver",
+    "packaging",
+    "markdown",
+    "docopt",
+    "itsdangerous",
+    "xmltodict",
+    "parse",
+    "tomli",
+    "pathspec",
+    "wcwidth",
+    "text-unidecode",
+    "isodate",
+    "python-dateutil",
+    "pyparsing",
+    "attrs",
+    "six",
+    "idna",
+    "click",
+    "toml",
+    "schema",
+)
 SHIP = Path(__file__).resolve().parents[1] / "src/palaestra/tasks/synth/manifests"
 DEFAULT_OUT = Path.home() / ".cache" / "palaestra" / "bench-synth"
 
@@ -57,24 +82,27 @@ def du_many(paths: list[Path]) -> int:
     paths = [p for p in paths if p.exists()]
     if not paths:
         return 0
-    out = subprocess.run(["du", "-s", "-c", "-B1", *map(str, paths)], capture_output=True,
-                         text=True)  # fmt: skip
+    out = subprocess.run(
+        ["du", "-s", "-c", "-B1", *map(str, paths)], capture_output=True, text=True
+    )
     return int(out.stdout.strip().splitlines()[-1].split()[0])
 
 
 def image_layer_bytes(image: str) -> int:
     sizes = []
     for tag in (image, "palaestra/base:bookworm"):
-        out = subprocess.run(["docker", "image", "inspect", "-f", "{{.Size}}", tag],
-                             capture_output=True, text=True)  # fmt: skip
+        out = subprocess.run(
+            ["docker", "image", "inspect", "-f", "{{.Size}}", tag], capture_output=True, text=True
+        )
         sizes.append(int(out.stdout.strip() or 0))
     return max(0, sizes[0] - sizes[1])
 
 
 def rootfs_bytes(image: str) -> int:
     """The local backend's export of the image (shared by the project's tasks)."""
-    out = subprocess.run(["docker", "image", "inspect", "-f", "{{.Id}}", image],
-                         capture_output=True, text=True)  # fmt: skip
+    out = subprocess.run(
+        ["docker", "image", "inspect", "-f", "{{.Id}}", image], capture_output=True, text=True
+    )
     image_id = out.stdout.strip().removeprefix("sha256:")
     return du(Path.home() / ".cache" / "palaestra" / "rootfs" / image_id) if image_id else 0
 
@@ -90,25 +118,32 @@ def measure(out: Path) -> dict:
     tried = stats["candidates"] + stats["pairs_tried"]
     seconds = sum(stats["step_seconds"].values())
     return {
-        "project": manifest["project"], "version": manifest["version"],
-        "tasks": len(tasks), "candidates": tried, "dropped": stats["dropped"],
-        "reliable_tests": stats["reliable_tests"], "flaky_tests": stats["flaky_tests"],
+        "project": manifest["project"],
+        "version": manifest["version"],
+        "tasks": len(tasks),
+        "candidates": tried,
+        "dropped": stats["dropped"],
+        "reliable_tests": stats["reliable_tests"],
+        "flaky_tests": stats["flaky_tests"],
         "minutes": round(seconds / 60, 1),
         "s_per_candidate": round(stats["candidate_seconds"] / max(1, tried), 1),
         "s_per_task": round(seconds / n, 1),
-        "source_mb": round(source / 1e6, 2), "venv_mb": round(du(work / "venv") / 1e6, 1),
+        "source_mb": round(source / 1e6, 2),
+        "venv_mb": round(du(work / "venv") / 1e6, 1),
         "image_layer_mb": round(image_layer_bytes(stats["image"]) / 1e6, 1),
         "rootfs_mb": round(rootfs_bytes(stats["image"]) / 1e6, 1),
         "task_kb": round((with_tasks - source) / n / 1e3, 1),
         "manifest_bytes_per_task": round((out / "manifest.json").stat().st_size / n),
-    }  # fmt: skip
+    }
 
 
 def run_project(name: str, root: Path, options: Options, ship: bool) -> dict:
     out = root / name
     started = time.monotonic()
     try:
-        manifest = synthesise(name, out, options, say=lambda line: print(f"[{name}] {line}", flush=True))  # fmt: skip
+        manifest = synthesise(
+            name, out, options, say=lambda line: print(f"[{name}] {line}", flush=True)
+        )
     except Exception as e:  # noqa: BLE001 - an unattended run records it and goes on
         reason = str(e) if isinstance(e, SynthError) else f"{type(e).__name__}: {e}"
         row = {"project": name, "error": reason}
@@ -136,10 +171,12 @@ def report(root: Path) -> None:
     if rows:
         total = sum(r["tasks"] for r in rows)
         tried = sum(r["candidates"] for r in rows)
-        print(f"{len(rows)} projects, {total} tasks of {tried} candidates "
-              f"({100 * total / max(1, tried):.0f} % kept), {len(errors)} projects skipped; "
-              f"median task {statistics.median(r['task_kb'] for r in rows):.0f} KB, "
-              f"median {statistics.median(r['s_per_candidate'] for r in rows):.1f} s a candidate")  # fmt: skip
+        print(
+            f"{len(rows)} projects, {total} tasks of {tried} candidates "
+            f"({100 * total / max(1, tried):.0f} % kept), {len(errors)} projects skipped; "
+            f"median task {statistics.median(r['task_kb'] for r in rows):.0f} KB, "
+            f"median {statistics.median(r['s_per_candidate'] for r in rows):.1f} s a candidate"
+        )
 
 
 async def sandbox_start(task_dir: Path, reps: int) -> None:
@@ -150,7 +187,10 @@ async def sandbox_start(task_dir: Path, reps: int) -> None:
     generated = generators.load_generated("meeting-rooms", seed=0, difficulty=0.5)
     backend = make_backend("local")
     try:
-        for label, task in (("repository task", load_task(task_dir)), ("generated task", generated)):  # fmt: skip
+        for label, task in (
+            ("repository task", load_task(task_dir)),
+            ("generated task", generated),
+        ):
             spec = await prepare_sandbox_spec(task, "local")
             times = []
             for _ in range(reps):
@@ -159,8 +199,10 @@ async def sandbox_start(task_dir: Path, reps: int) -> None:
                 await sandbox.exec(["true"], timeout=30)
                 times.append(time.perf_counter() - start)
                 await sandbox.close()
-            print(f"{label}: create to first exec, median of {reps}: "
-                  f"{statistics.median(times) * 1000:.0f} ms (min {min(times) * 1000:.0f})")  # fmt: skip
+            print(
+                f"{label}: create to first exec, median of {reps}: "
+                f"{statistics.median(times) * 1000:.0f} ms (min {min(times) * 1000:.0f})"
+            )
     finally:
         await backend.aclose()
 

@@ -33,8 +33,9 @@ def _writer(name: str) -> Rewriter:
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--writer") from None
     if name in ("oracle", "nop"):
-        raise typer.BadParameter("the writer must be a model: openai:MODEL or hf:MODEL",
-                                 param_hint="--writer")  # fmt: skip
+        raise typer.BadParameter(
+            "the writer must be a model: openai:MODEL or hf:MODEL", param_hint="--writer"
+        )
     policy = make_policy(name)
 
     def rewrite(prompt: str) -> str:
@@ -52,31 +53,38 @@ def synth(
             help="A PyPI package name (its sdist, which carries "
             "its tests), name==version, or a local git directory."
         ),
-    ],  # fmt: skip
+    ],
     out: Annotated[Path, typer.Option("--out", "-o", help="Where the tasks go.")],
     candidates: Annotated[int, typer.Option(help="Candidate bugs to try.")] = 200,
     seed: Annotated[int, typer.Option(help="Which sites are tried (deterministic).")] = 0,
     pairs: Annotated[
         float, typer.Option(help="Two-site bugs to try, as a share of the kept one-site bugs.")
-    ] = 0.25,  # fmt: skip
+    ] = 0.25,
     jobs: Annotated[int, typer.Option("--jobs", "-j", help="Candidates tried at once.")] = 1,
     max_tasks: Annotated[int | None, typer.Option(help="Write at most N tasks.")] = None,
     image: Annotated[
         bool, typer.Option(help="Build the tasks' Docker image (needed to run them).")
-    ] = True,  # fmt: skip
+    ] = True,
     writer: Annotated[
         str | None,
         typer.Option(
             help="Rewrite each instruction with this policy "
             "(openai:MODEL); template text otherwise."
         ),
-    ] = None,  # fmt: skip
+    ] = None,
 ) -> None:
     """Turn a real Python project into validated SWE-style bug-fix tasks (Harbor format)."""
     if candidates < 1 or jobs < 1 or not 0 <= pairs <= 1:
         raise typer.BadParameter("--candidates and -j take N >= 1, --pairs a share in [0, 1]")
-    options = Options(seed=seed, candidates=candidates, pairs=pairs, workers=jobs, image=image,
-                      max_tasks=max_tasks, rewrite=_writer(writer) if writer else None)  # fmt: skip
+    options = Options(
+        seed=seed,
+        candidates=candidates,
+        pairs=pairs,
+        workers=jobs,
+        image=image,
+        max_tasks=max_tasks,
+        rewrite=_writer(writer) if writer else None,
+    )
     live = console.is_terminal
 
     def progress(done: int, total: int, kept: int) -> None:
@@ -87,8 +95,9 @@ def synth(
             console.print(line)
 
     try:
-        manifest = synthesise(source, out, options, say=lambda line: console.print(escape(line)),
-                              progress=progress)  # fmt: skip
+        manifest = synthesise(
+            source, out, options, say=lambda line: console.print(escape(line)), progress=progress
+        )
     except SynthError as e:
         fail(str(e))
     stats = manifest.stats

@@ -29,10 +29,12 @@ def test_it_is_what_the_local_backend_starts_bwrap_through() -> None:
 def test_every_id_changes_and_no_group_is_left() -> None:
     res = subprocess.run(
         [*setids_argv(2_000_000_123), "sh", "-c", IDS],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
         # a supplementary group to lose: root's own list may be empty
         preexec_fn=lambda: os.setgroups([4, 27]),
-    )  # fmt: skip
+    )
     fields = {line.split(":")[0]: line.split(":")[1].split() for line in res.stdout.splitlines()}
     assert fields["Uid"] == ["2000000123"] * 4  # real, effective, saved, filesystem
     assert fields["Gid"] == ["2000000123"] * 4
@@ -58,8 +60,9 @@ def test_without_the_right_to_change_ids_it_runs_nothing() -> None:
         # Already unprivileged: changing to another uid fails, and nothing is exec'd.
         res = subprocess.run(
             [*setids_argv(2_000_000_123), str(launcher), "2000000124", "touch", str(marker)],
-            capture_output=True, text=True,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+        )
         assert not marker.exists()
     assert res.returncode == 126
     assert "cannot become 2000000124" in res.stderr

@@ -101,15 +101,19 @@ def test_compare_operator_swaps_the_operator_only() -> None:
 def test_boolean_and_arithmetic_operators() -> None:
     assert changed(mutants("boolean-operator")[0]) == [("    return a and b", "    return a or b")]
     arithmetic = {pair for m in mutants("arithmetic-operator") for pair in changed(m)}
-    assert ("    for i in range(len(seq) - size + 1):",
-            "    for i in range(len(seq) + size + 1):") in arithmetic  # fmt: skip
+    assert (
+        "    for i in range(len(seq) - size + 1):",
+        "    for i in range(len(seq) + size + 1):",
+    ) in arithmetic
 
 
 def test_off_by_one_moves_indices_and_drops_plus_one() -> None:
     pairs = {pair for m in mutants("off-by-one") for pair in changed(m)}
     assert ("    return items[0]", "    return items[1]") in pairs
-    assert ("    for i in range(len(seq) - size + 1):",
-            "    for i in range(len(seq) - size):") in pairs  # fmt: skip
+    assert (
+        "    for i in range(len(seq) - size + 1):",
+        "    for i in range(len(seq) - size):",
+    ) in pairs
 
 
 def test_remove_statement_and_guard_delete_whole_lines() -> None:
@@ -121,8 +125,10 @@ def test_remove_statement_and_guard_delete_whole_lines() -> None:
     assert SOURCE.replace("    result = result * 1\n", "") in texts  # a re-assignment
     assert not any("result = start" not in m for m in removed)  # a first assignment stays
     guards = mutants("remove-guard")
-    assert SOURCE.replace('    if size <= 0:\n        raise ValueError("size must be positive")\n',
-                          "") in guards  # fmt: skip
+    assert (
+        SOURCE.replace('    if size <= 0:\n        raise ValueError("size must be positive")\n', "")
+        in guards
+    )
 
 
 def test_swap_arguments_skips_commutative_builtins() -> None:
@@ -135,17 +141,25 @@ def test_constants_defaults_returns_and_exceptions() -> None:
     constants = {pair for m in mutants("change-constant") for pair in changed(m)}
     assert ("    result = result * 1", "    result = result * 2") in constants
     defaults = {pair for m in mutants("change-default") for pair in changed(m)}
-    assert ("def clamp(value, low=0, high=10, strict=False):",
-            "def clamp(value, low=1, high=10, strict=False):") in defaults  # fmt: skip
-    assert ("def clamp(value, low=0, high=10, strict=False):",
-            "def clamp(value, low=0, high=10, strict=True):") in defaults  # fmt: skip
+    assert (
+        "def clamp(value, low=0, high=10, strict=False):",
+        "def clamp(value, low=1, high=10, strict=False):",
+    ) in defaults
+    assert (
+        "def clamp(value, low=0, high=10, strict=False):",
+        "def clamp(value, low=0, high=10, strict=True):",
+    ) in defaults
     returns = {pair for m in mutants("wrong-return") for pair in changed(m)}
     assert ("    return out", "    return None") in returns
     assert ("    return n > LIMIT", "    return not (n > LIMIT)") in returns
     assert ("        return None", "        return None") not in returns  # nothing to change
     broken = mutants("broken-exception")
-    assert broken == [SOURCE.replace("    except ZeroDivisionError:\n        return None\n",
-                                     "    except ZeroDivisionError:\n        raise\n")]  # fmt: skip
+    assert broken == [
+        SOURCE.replace(
+            "    except ZeroDivisionError:\n        return None\n",
+            "    except ZeroDivisionError:\n        raise\n",
+        )
+    ]
 
 
 def test_every_class_has_sites_here_and_module_level_code_is_never_mutated() -> None:
@@ -173,8 +187,14 @@ def test_mutate_refuses_what_changes_nothing_and_edits_apply_and_diff() -> None:
 
 
 def _baseline(calls: dict[str, list[list]]) -> Baseline:
-    return Baseline(reliable=sorted(calls), flaky=[], failing=[], calls=calls, seconds=1.0,
-                    files=["tests/test_m.py"])  # fmt: skip
+    return Baseline(
+        reliable=sorted(calls),
+        flaky=[],
+        failing=[],
+        calls=calls,
+        seconds=1.0,
+        files=["tests/test_m.py"],
+    )
 
 
 def test_choose_is_deterministic_by_seed_balanced_and_skips_unreached(tmp_path) -> None:

@@ -41,7 +41,8 @@ def test_kept_bugs_are_tasks_with_failing_tests(synthesised) -> None:
     assert len(manifest.tasks) >= 10
     assert stats["kept"] == len(manifest.tasks)
     assert stats["candidates"] + stats["pairs_tried"] == len(manifest.tasks) + sum(
-        stats["dropped"].values())  # fmt: skip
+        stats["dropped"].values()
+    )
     assert any(len(b.sites) == 2 for b in manifest.tasks)
     for bug in manifest.tasks:
         task = load_task(out / bug.id)
@@ -76,15 +77,17 @@ def test_nothing_gives_the_answer_away(synthesised) -> None:
     for bug in manifest.tasks:
         task_dir = out / bug.id
         mutated = (task_dir / "environment" / "tinycalc" / "core.py").read_text()
-        originals = [line for line in CORE.splitlines()
-                     if line.strip() and line not in mutated.splitlines()]  # fmt: skip
+        originals = [
+            line for line in CORE.splitlines() if line.strip() and line not in mutated.splitlines()
+        ]
         instruction = (task_dir / "instruction.md").read_text()
         assert "tinycalc/core.py" not in instruction and "tinycalc.core" not in instruction
         assert not any(line.strip() in instruction for line in originals if len(line.strip()) > 8)
         assert "cd /app && python -m pytest" in instruction
         env_files = {p.name for p in (task_dir / "environment").rglob("*")}
         assert not env_files & {".git", "__pycache__"} and not any(
-            n.endswith(".pyc") for n in env_files)  # fmt: skip
+            n.endswith(".pyc") for n in env_files
+        )
         for path in (task_dir / "tests").rglob("*.py"):
             text = path.read_text()
             assert not any(line in text for line in originals if len(line.strip()) > 8), path

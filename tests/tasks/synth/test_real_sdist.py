@@ -11,8 +11,12 @@ from palaestra.tasks.synth.project import sha256
 
 
 def test_a_real_sdist_becomes_tasks(tmp_path: Path) -> None:
-    manifest = synthesise("inflection==0.5.1", tmp_path, Options(candidates=8, pairs=0, image=False),
-                          say=lambda _: None)  # fmt: skip
+    manifest = synthesise(
+        "inflection==0.5.1",
+        tmp_path,
+        Options(candidates=8, pairs=0, image=False),
+        say=lambda _: None,
+    )
     assert (manifest.project, manifest.version, manifest.source) == ("inflection", "0.5.1", "pypi")
     (sdist,) = (tmp_path / ".synth").glob("*/sdist/inflection-0.5.1.tar.gz")
     assert manifest.sdist_sha256 == sha256(sdist)

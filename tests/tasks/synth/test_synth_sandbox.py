@@ -93,10 +93,12 @@ async def test_reference_passes_nop_and_partial_fix_fail_on_local(synthesised) -
     results = await check_tasks(tasks, concurrency=2)
     got = {(r.task_id, r.scenario): r.reward for r in results}
     assert got == {
-        (chosen[0], "oracle"): 1.0, (chosen[0], "nop"): 0.0,
-        (chosen[1], "oracle"): 1.0, (chosen[1], "nop"): 0.0,
+        (chosen[0], "oracle"): 1.0,
+        (chosen[0], "nop"): 0.0,
+        (chosen[1], "oracle"): 1.0,
+        (chosen[1], "nop"): 0.0,
         (chosen[1], "wrong:partial-fix"): 0.0,
-    }, [(r.task_id, r.scenario, r.reward, r.detail[-500:]) for r in results]  # fmt: skip
+    }, [(r.task_id, r.scenario, r.reward, r.detail[-500:]) for r in results]
 
 
 async def test_an_episode_on_docker_scores_oracle_1_and_nop_0(synthesised) -> None:

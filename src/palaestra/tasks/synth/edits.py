@@ -64,9 +64,11 @@ def apply(source: str, edits: list[Edit]) -> str:
 def unified_diff(path: str, before: str, after: str) -> str:
     """A ``patch -p1`` style diff of one file (``a/path``, ``b/path``), 3 lines of context."""
     lines = difflib.unified_diff(
-        before.splitlines(keepends=True), after.splitlines(keepends=True),
-        fromfile=f"a/{path}", tofile=f"b/{path}",
-    )  # fmt: skip
+        before.splitlines(keepends=True),
+        after.splitlines(keepends=True),
+        fromfile=f"a/{path}",
+        tofile=f"b/{path}",
+    )
     out = []
     for line in lines:
         out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")

@@ -38,10 +38,14 @@ IMAGE_PREFIX = "palaestra/synth-"
 ROOTFS_LABEL = "palaestra.local-rootfs"  # palaestra.sandbox.images.LOCAL_ROOTFS_LABEL
 _TEST_EXTRAS = re.compile(r"^(test|tests|testing)$")
 _REQUIREMENT_FILES = (
-    "requirements/test*.txt", "requirements-test*.txt", "requirements_test*.txt",
-    "test-requirements*.txt", "test_requirements*.txt", "tests/requirements*.txt",
+    "requirements/test*.txt",
+    "requirements-test*.txt",
+    "requirements_test*.txt",
+    "test-requirements*.txt",
+    "test_requirements*.txt",
+    "tests/requirements*.txt",
     "requirements/tests*.txt",
-)  # fmt: skip
+)
 
 
 @dataclass(frozen=True)
@@ -116,11 +120,23 @@ def _resolve(project: Project, venv: Path, work: Path) -> list[dict]:
     for path in _requirement_files(project):
         args += ["-r", str(path)]
     done = subprocess.run(
-        [*pip(), "--python", str(venv / "bin" / "python"), "install", "--dry-run",
-         "--ignore-installed", "--disable-pip-version-check", "-q", "--report", str(report),
-         *args],
-        capture_output=True, text=True, timeout=1200,
-    )  # fmt: skip
+        [
+            *pip(),
+            "--python",
+            str(venv / "bin" / "python"),
+            "install",
+            "--dry-run",
+            "--ignore-installed",
+            "--disable-pip-version-check",
+            "-q",
+            "--report",
+            str(report),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     shutil.rmtree(copy, ignore_errors=True)
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
@@ -142,16 +158,32 @@ def build_venv(project: Project, work: Path, pinned: list[str] | None = None) ->
         shutil.rmtree(venv)
     subprocess.run([str(PYTHON), "-m", "venv", "--without-pip", str(venv)], check=True)
     own = normalise(project.name)
-    wanted = sorted(pinned) if pinned is not None else sorted(
-        f"{item['metadata']['name']}=={item['metadata']['version']}"
-        for item in _resolve(project, venv, work)
-        if normalise(item["metadata"]["name"]) != own
-    )  # fmt: skip
+    wanted = (
+        sorted(pinned)
+        if pinned is not None
+        else sorted(
+            f"{item['metadata']['name']}=={item['metadata']['version']}"
+            for item in _resolve(project, venv, work)
+            if normalise(item["metadata"]["name"]) != own
+        )
+    )
     done = subprocess.run(
-        [*pip(), "--python", str(venv / "bin" / "python"), "install", "--no-deps",
-         "--no-compile", "--no-cache-dir", "--disable-pip-version-check", "-q", *wanted],
-        capture_output=True, text=True, timeout=1800,
-    )  # fmt: skip
+        [
+            *pip(),
+            "--python",
+            str(venv / "bin" / "python"),
+            "install",
+            "--no-deps",
+            "--no-compile",
+            "--no-cache-dir",
+            "--disable-pip-version-check",
+            "-q",
+            *wanted,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise SynthError(
@@ -211,8 +243,10 @@ def build_image(project: Project, environment: Environment, work: Path) -> str:
     shutil.copytree(environment.venv, context / "venv", symlinks=True)
     done = subprocess.run(
         ["docker", "build", "-q", "-t", tag, str(context)],
-        capture_output=True, text=True, timeout=1800,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     shutil.rmtree(context, ignore_errors=True)
     if done.returncode != 0:
         raise SynthError(

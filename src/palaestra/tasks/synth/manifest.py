@@ -84,8 +84,15 @@ def instruction_of(project: Project, bug: Bug, sites: list[Site]) -> str:
 
 def write_bug(project: Project, image: str, bug: Bug, by_key: dict[str, Site], dest: Path) -> Path:
     sites = [by_key[k] for k in bug.sites]
-    return write_task(project, image, sites, bug.fail_to_pass, bug.pass_to_pass,
-                      instruction_of(project, bug, sites), dest)  # fmt: skip
+    return write_task(
+        project,
+        image,
+        sites,
+        bug.fail_to_pass,
+        bug.pass_to_pass,
+        instruction_of(project, bug, sites),
+        dest,
+    )
 
 
 def shipped() -> list[str]:
@@ -121,8 +128,11 @@ class Materialised:
                 source = f"{m.project}=={m.version}" if m.source == "pypi" else m.source
                 project = fetch(source, self.work, sdist_sha256=m.sdist_sha256)
                 environment = build_venv(project, self.work, pinned=m.packages)
-                image = (build_image(project, environment, self.work) if self.image
-                         else image_tag(project, environment))  # fmt: skip
+                image = (
+                    build_image(project, environment, self.work)
+                    if self.image
+                    else image_tag(project, environment)
+                )
                 self._ready = project, image, {s.key: s for s in all_sites(project)}
             return self._ready
 

@@ -34,10 +34,36 @@ from palaestra.tasks.synth.edits import Edit, Offsets, apply
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _ATOMIC = (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Constant)
 _NO_SWAP = frozenset(
-    {"max", "min", "print", "isinstance", "issubclass", "getattr", "setattr", "hasattr",
-     "super", "zip", "map", "filter", "sum", "any", "all", "dict", "set", "tuple", "list",
-     "format", "append", "warn", "log", "debug", "info", "warning", "error"}
-)  # fmt: skip
+    {
+        "max",
+        "min",
+        "print",
+        "isinstance",
+        "issubclass",
+        "getattr",
+        "setattr",
+        "hasattr",
+        "super",
+        "zip",
+        "map",
+        "filter",
+        "sum",
+        "any",
+        "all",
+        "dict",
+        "set",
+        "tuple",
+        "list",
+        "format",
+        "append",
+        "warn",
+        "log",
+        "debug",
+        "info",
+        "warning",
+        "error",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -135,11 +161,17 @@ class InvertCondition(Mutator):
 
 
 _COMPARE = {
-    ast.Lt: (r"<(?!=)", "<="), ast.LtE: (r"<=", "<"), ast.Gt: (r">(?!=)", ">="),
-    ast.GtE: (r">=", ">"), ast.Eq: (r"==", "!="), ast.NotEq: (r"!=", "=="),
-    ast.In: (r"\bin\b", "not in"), ast.NotIn: (r"\bnot\s+in\b", "in"),
-    ast.Is: (r"\bis\b(?!\s+not\b)", "is not"), ast.IsNot: (r"\bis\s+not\b", "is"),
-}  # fmt: skip
+    ast.Lt: (r"<(?!=)", "<="),
+    ast.LtE: (r"<=", "<"),
+    ast.Gt: (r">(?!=)", ">="),
+    ast.GtE: (r">=", ">"),
+    ast.Eq: (r"==", "!="),
+    ast.NotEq: (r"!=", "=="),
+    ast.In: (r"\bin\b", "not in"),
+    ast.NotIn: (r"\bnot\s+in\b", "in"),
+    ast.Is: (r"\bis\b(?!\s+not\b)", "is not"),
+    ast.IsNot: (r"\bis\s+not\b", "is"),
+}
 
 
 class CompareOperator(Mutator):
@@ -157,7 +189,9 @@ class BooleanOperator(Mutator):
 
     def edits(self, node, scope):
         if isinstance(node, ast.BoolOp) and scope.one_line(node):
-            pattern, new = (r"\band\b", "or") if isinstance(node.op, ast.And) else (r"\bor\b", "and")  # fmt: skip
+            pattern, new = (
+                (r"\band\b", "or") if isinstance(node.op, ast.And) else (r"\bor\b", "and")
+            )
             if edit := scope.gap_edit(node.values[0], node.values[1], pattern, new):
                 yield edit
 
@@ -172,9 +206,13 @@ class ArithmeticOperator(Mutator):
     name = "arithmetic-operator"
 
     def edits(self, node, scope):
-        if (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub)
-                and scope.one_line(node) and not _stringy(node.left)
-                and not _stringy(node.right)):  # fmt: skip
+        if (
+            isinstance(node, ast.BinOp)
+            and isinstance(node.op, ast.Add | ast.Sub)
+            and scope.one_line(node)
+            and not _stringy(node.left)
+            and not _stringy(node.right)
+        ):
             pattern, new = (r"\+", "-") if isinstance(node.op, ast.Add) else (r"-", "+")
             if edit := scope.gap_edit(node.left, node.right, pattern, new):
                 yield edit
@@ -193,8 +231,12 @@ def _in_index(node: ast.AST, scope: Scope) -> bool:
         return True
     if isinstance(parent, ast.Subscript) and parent.slice is node:
         return True
-    return (isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name)
-            and parent.func.id == "range" and node in parent.args)  # fmt: skip
+    return (
+        isinstance(parent, ast.Call)
+        and isinstance(parent.func, ast.Name)
+        and parent.func.id == "range"
+        and node in parent.args
+    )
 
 
 class OffByOne(Mutator):
@@ -203,9 +245,13 @@ class OffByOne(Mutator):
     def edits(self, node, scope):
         if _is_int(node) and _in_index(node, scope):
             yield scope.replace(node, str(node.value + 1))
-        elif (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub)
-              and _is_int(node.right) and node.right.value == 1
-              and scope.one_line(node)):  # fmt: skip
+        elif (
+            isinstance(node, ast.BinOp)
+            and isinstance(node.op, ast.Add | ast.Sub)
+            and _is_int(node.right)
+            and node.right.value == 1
+            and scope.one_line(node)
+        ):
             yield scope.replace(node, scope.text(node.left))
 
 
@@ -215,8 +261,12 @@ def _assigned_before(stmt: ast.Assign, name: str, function: ast.AST | None) -> b
     for node in ast.walk(function):
         if isinstance(node, ast.arg) and node.arg == name:
             return True
-        if (isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Store)
-                and node.lineno < stmt.lineno):  # fmt: skip
+        if (
+            isinstance(node, ast.Name)
+            and node.id == name
+            and isinstance(node.ctx, ast.Store)
+            and node.lineno < stmt.lineno
+        ):
             return True
     return False
 
@@ -228,11 +278,15 @@ class RemoveStatement(Mutator):
         removable = (
             (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call | ast.Await))
             or isinstance(node, ast.AugAssign)
-            or (isinstance(node, ast.Assign) and all(
-                isinstance(t, ast.Attribute | ast.Subscript)
-                or (isinstance(t, ast.Name) and _assigned_before(node, t.id, scope.function))
-                for t in node.targets))
-        )  # fmt: skip
+            or (
+                isinstance(node, ast.Assign)
+                and all(
+                    isinstance(t, ast.Attribute | ast.Subscript)
+                    or (isinstance(t, ast.Name) and _assigned_before(node, t.id, scope.function))
+                    for t in node.targets
+                )
+            )
+        )
         body = scope.body_of(node) if removable else None
         if body is not None and scope.owns_lines(node, node):
             yield scope.remove_lines(node, node, keep_pass=len(body) == 1)
@@ -242,10 +296,13 @@ class RemoveGuard(Mutator):
     name = "remove-guard"
 
     def edits(self, node, scope):
-        if (isinstance(node, ast.If) and not node.orelse
-                and len(node.body) == 1
-                and isinstance(node.body[0], ast.Raise | ast.Return | ast.Continue | ast.Break)
-                and node.end_lineno - node.lineno < 4):  # fmt: skip
+        if (
+            isinstance(node, ast.If)
+            and not node.orelse
+            and len(node.body) == 1
+            and isinstance(node.body[0], ast.Raise | ast.Return | ast.Continue | ast.Break)
+            and node.end_lineno - node.lineno < 4
+        ):
             body = scope.body_of(node)
             if body is not None and len(body) > 1 and scope.owns_lines(node, node):
                 yield scope.remove_lines(node, node, keep_pass=False)
@@ -291,8 +348,12 @@ class ChangeConstant(Mutator):
         parent = scope.parents.get(node)
         if isinstance(parent, ast.JoinedStr | ast.FormattedValue | ast.arguments):
             return
-        if (isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Add | ast.Sub)
-                and parent.right is node and node.value == 1):  # fmt: skip
+        if (
+            isinstance(parent, ast.BinOp)
+            and isinstance(parent.op, ast.Add | ast.Sub)
+            and parent.right is node
+            and node.value == 1
+        ):
             return  # off-by-one's
         if (new := _moved(node)) is not None:
             yield scope.replace(node, new)
@@ -345,10 +406,19 @@ class BrokenException(Mutator):
 
 
 MUTATORS: tuple[Mutator, ...] = (
-    InvertCondition(), CompareOperator(), BooleanOperator(), ArithmeticOperator(), OffByOne(),
-    RemoveStatement(), RemoveGuard(), SwapArguments(), ChangeConstant(), ChangeDefault(),
-    WrongReturn(), BrokenException(),
-)  # fmt: skip
+    InvertCondition(),
+    CompareOperator(),
+    BooleanOperator(),
+    ArithmeticOperator(),
+    OffByOne(),
+    RemoveStatement(),
+    RemoveGuard(),
+    SwapArguments(),
+    ChangeConstant(),
+    ChangeDefault(),
+    WrongReturn(),
+    BrokenException(),
+)
 BY_NAME = {m.name: m for m in MUTATORS}
 
 
@@ -395,10 +465,17 @@ def sites(path: str, source: str, mutators: tuple[Mutator, ...] = MUTATORS) -> l
                 if edit in seen:
                     continue
                 seen.add(edit)
-                found.append(Site(
-                    path, mutator.name, index, getattr(node, "lineno", function.lineno),
-                    _first_line(function), function.name, edit,
-                ))  # fmt: skip
+                found.append(
+                    Site(
+                        path,
+                        mutator.name,
+                        index,
+                        getattr(node, "lineno", function.lineno),
+                        _first_line(function),
+                        function.name,
+                        edit,
+                    )
+                )
                 index += 1
     return found
 

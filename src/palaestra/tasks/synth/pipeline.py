@@ -74,13 +74,22 @@ def synthesise(
     say(f"fetch: {source}")
     project = fetch(source, work)
     step("fetch", start)
-    say(f"  {project.name} {project.version}: {len(project.library)} library modules, "
-        f"{len(project.tests)} test files")  # fmt: skip
+    say(
+        f"  {project.name} {project.version}: {len(project.library)} library modules, "
+        f"{len(project.tests)} test files"
+    )
 
     start = time.monotonic()
-    say("environment: dependencies and pytest in a venv" + (", then its image" if options.image else ""))  # fmt: skip
+    say(
+        "environment: dependencies and pytest in a venv"
+        + (", then its image" if options.image else "")
+    )
     environment = build_venv(project, work)
-    image = build_image(project, environment, work) if options.image else image_tag(project, environment)  # fmt: skip
+    image = (
+        build_image(project, environment, work)
+        if options.image
+        else image_tag(project, environment)
+    )
     step("environment", start)
     say(f"  {len(environment.packages)} packages; image {image}")
 
@@ -88,14 +97,23 @@ def synthesise(
     say("baseline: the suite, twice")
     base = run_baseline(environment, project, project.root, work)
     step("baseline", start)
-    say(f"  {len(base.reliable)} reliable tests, {len(base.flaky)} flaky, "
-        f"{len(base.failing)} failing ({base.seconds:.1f} s a run)")  # fmt: skip
+    say(
+        f"  {len(base.reliable)} reliable tests, {len(base.flaky)} flaky, "
+        f"{len(base.failing)} failing ({base.seconds:.1f} s a run)"
+    )
 
     start = time.monotonic()
     chosen, unreached = choose(project, base, options.seed, options.candidates)
     say(f"candidates: {len(chosen)} sites ({unreached} sites no reliable test reaches)")
-    singles = run(project, environment, base, [(s.key, [s]) for s in chosen], work,
-                  workers=options.workers, progress=progress)  # fmt: skip
+    singles = run(
+        project,
+        environment,
+        base,
+        [(s.key, [s]) for s in chosen],
+        work,
+        workers=options.workers,
+        progress=progress,
+    )
     step("candidates", start)
     kept = [(o, s) for o, s in zip(singles, chosen, strict=True) if o.kept]
     say(f"  kept {len(kept)} of {len(chosen)}")
@@ -114,35 +132,52 @@ def synthesise(
     start = time.monotonic()
     bugs = []
     for outcome in [o for o, _ in kept] + [o for o in doubles if o.kept]:
-        bug = Bug(task_id(project.short, outcome.sites), outcome.sites, outcome.fail_to_pass,
-                  outcome.pass_to_pass, outcome.messages)  # fmt: skip
+        bug = Bug(
+            task_id(project.short, outcome.sites),
+            outcome.sites,
+            outcome.fail_to_pass,
+            outcome.pass_to_pass,
+            outcome.messages,
+        )
         if options.rewrite is not None:
             bug.instruction = _rewritten(project, bug, by_key, options.rewrite, say)
         bugs.append(bug)
     bugs = bugs[: options.max_tasks] if options.max_tasks is not None else bugs
     say(f"tasks: writing {len(bugs)} to {out}")
     for bug in bugs:
-        write_atomically(out / bug.id, lambda tmp, bug=bug: write_bug(project, image, bug, by_key, tmp))  # fmt: skip
+        write_atomically(
+            out / bug.id, lambda tmp, bug=bug: write_bug(project, image, bug, by_key, tmp)
+        )
     step("tasks", start)
 
     every = list(singles) + list(doubles)
     manifest = Manifest(
-        project=project.short, version=project.version,
+        project=project.short,
+        version=project.version,
         source="pypi" if project.sdist else str(Path(source).resolve()),
-        sdist=project.sdist, sdist_sha256=project.sdist_sha256, seed=options.seed,
-        packages=list(environment.packages), tasks=bugs,
+        sdist=project.sdist,
+        sdist_sha256=project.sdist_sha256,
+        seed=options.seed,
+        packages=list(environment.packages),
+        tasks=bugs,
         stats={
-            "sites": len(by_key), "unreached_sites": unreached,
-            "reliable_tests": len(base.reliable), "flaky_tests": len(base.flaky),
-            "failing_tests": len(base.failing), "candidates": len(chosen),
-            "pairs_tried": len(jobs), "kept": len(bugs),
+            "sites": len(by_key),
+            "unreached_sites": unreached,
+            "reliable_tests": len(base.reliable),
+            "flaky_tests": len(base.flaky),
+            "failing_tests": len(base.failing),
+            "candidates": len(chosen),
+            "pairs_tried": len(jobs),
+            "kept": len(bugs),
             "dropped": dict(Counter(o.status for o in every if not o.kept)),
-            "kept_by_mutator": dict(Counter(s.mutator for b in bugs for s in
-                                            [by_key[k] for k in b.sites])),
+            "kept_by_mutator": dict(
+                Counter(s.mutator for b in bugs for s in [by_key[k] for k in b.sites])
+            ),
             "candidate_seconds": round(sum(o.seconds for o in every), 1),
-            "step_seconds": timings, "image": image,
+            "step_seconds": timings,
+            "image": image,
         },
-    )  # fmt: skip
+    )
     manifest.save(out / "manifest.json")
     return manifest
 
@@ -157,9 +192,7 @@ def _rewritten(project, bug: Bug, by_key, rewrite: text.Rewriter, say: Say) -> s
         say(f"  writer failed for {bug.id} ({type(e).__name__}: {e}); template kept")
         return ""
     words = text.forbidden(sorted({s.path for s in sites}), project.import_root)
-    originals = [
-        (project.root / s.path).read_text().splitlines()[s.line - 1] for s in sites
-    ]  # fmt: skip
+    originals = [(project.root / s.path).read_text().splitlines()[s.line - 1] for s in sites]
     leak = text.leaks(answer, words, originals) if answer else "nothing"
     if leak is not None:
         say(f"  writer's text for {bug.id} gives away {leak!r}; template kept")

@@ -29,10 +29,31 @@ from palaestra.tasks.synth.errors import SynthError
 
 #: Directories whose Python files are neither library nor tests.
 _NOT_LIBRARY = frozenset(
-    {"docs", "doc", "examples", "example", "benchmarks", "benchmark", "bench", "scripts",
-     "tools", "build", "dist", "ci", ".github", "contrib", "demo", "site-packages", "venv",
-     ".venv", "tasks", "_build", "extra", "misc"}
-)  # fmt: skip
+    {
+        "docs",
+        "doc",
+        "examples",
+        "example",
+        "benchmarks",
+        "benchmark",
+        "bench",
+        "scripts",
+        "tools",
+        "build",
+        "dist",
+        "ci",
+        ".github",
+        "contrib",
+        "demo",
+        "site-packages",
+        "venv",
+        ".venv",
+        "tasks",
+        "_build",
+        "extra",
+        "misc",
+    }
+)
 _NOT_LIBRARY_FILES = frozenset({"setup.py", "noxfile.py", "fabfile.py", "conftest.py", "tasks.py"})
 _TEST_DIRS = frozenset({"test", "tests", "testing", "t"})
 _NATIVE = (".c", ".cc", ".cpp", ".pyx", ".pxd", ".rs", ".f90")
@@ -99,10 +120,22 @@ def download_sdist(spec: str, dest: Path) -> Path:
         )
     dest.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(
-        [*pip(), "download", "--no-binary", ":all:", "--no-deps",
-         "--disable-pip-version-check", "-q", "-d", str(dest), spec],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            *pip(),
+            "download",
+            "--no-binary",
+            ":all:",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "-q",
+            "-d",
+            str(dest),
+            spec,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     found = sorted(p for p in dest.iterdir() if p.name.endswith((".tar.gz", ".zip", ".tgz")))
     if done.returncode != 0 or not found:
         err = done.stderr.strip().splitlines()
@@ -136,8 +169,10 @@ def copy_git_tree(source: Path, dest: Path) -> str:
     try:
         archive = subprocess.run(
             ["git", "-C", str(source), "archive", "--format=tar", "HEAD"],
-            capture_output=True, check=True, timeout=300,
-        )  # fmt: skip
+            capture_output=True,
+            check=True,
+            timeout=300,
+        )
     except subprocess.CalledProcessError as e:
         raise SynthError(
             f"{source} is not a git work tree with a commit ({e.stderr.decode().strip()})",
@@ -147,8 +182,9 @@ def copy_git_tree(source: Path, dest: Path) -> str:
     subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
     described = subprocess.run(
         ["git", "-C", str(source), "describe", "--tags", "--always"],
-        capture_output=True, text=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+    )
     return described.stdout.strip() or "0"
 
 
@@ -165,9 +201,10 @@ def _is_test(rel: Path) -> bool:
 def read_layout(name: str, version: str, root: Path, **sdist: str) -> Project:
     """The project's layout, or a :class:`SynthError` for what cannot be used."""
     files = sorted(
-        p.relative_to(root) for p in root.rglob("*")
+        p.relative_to(root)
+        for p in root.rglob("*")
         if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)
-    )  # fmt: skip
+    )
     native = [str(p) for p in files if p.suffix in _NATIVE and p.parts[0] not in _NOT_LIBRARY]
     setup = root / "setup.py"
     if native or (setup.is_file() and "Extension(" in setup.read_text(errors="replace")):
@@ -184,8 +221,11 @@ def read_layout(name: str, version: str, root: Path, **sdist: str) -> Project:
             "tests/ directory)",
             fix="pick a project whose sdist ships its test suite",
         )
-    import_root = "src" if (root / "src").is_dir() and any(
-        p.parts[0] == "src" and not _is_test(p) for p in python) else ""  # fmt: skip
+    import_root = (
+        "src"
+        if (root / "src").is_dir() and any(p.parts[0] == "src" and not _is_test(p) for p in python)
+        else ""
+    )
     library = []
     for p in python:
         if import_root and p.parts[0] != import_root:
@@ -199,9 +239,14 @@ def read_layout(name: str, version: str, root: Path, **sdist: str) -> Project:
     if not library:
         raise SynthError(f"found no library modules in {name} {version}", fix="pick another")
     return Project(
-        name=name, version=version, root=root, import_root=import_root,
-        library=tuple(library), tests=tuple(str(p) for p in tests), **sdist,
-    )  # fmt: skip
+        name=name,
+        version=version,
+        root=root,
+        import_root=import_root,
+        library=tuple(library),
+        tests=tuple(str(p) for p in tests),
+        **sdist,
+    )
 
 
 def fetch(source: str, work: Path, *, sdist_sha256: str = "") -> Project:

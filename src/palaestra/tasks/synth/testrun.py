@@ -30,9 +30,22 @@ from palaestra.tasks.synth.project import Project
 PLUGIN = Path(__file__).with_name("palaestra_synth_pytest.py")
 #: The options every run passes (test.sh passes the same).
 PYTEST_OPTIONS = (
-    "-p", "palaestra_synth_pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
-    "-p", "no:xdist", "-p", "no:cov", "-o", "addopts=", "-q", "--tb=short", "-rN",
-)  # fmt: skip
+    "-p",
+    "palaestra_synth_pytest",
+    "-p",
+    "no:cacheprovider",
+    "-p",
+    "no:randomly",
+    "-p",
+    "no:xdist",
+    "-p",
+    "no:cov",
+    "-o",
+    "addopts=",
+    "-q",
+    "--tb=short",
+    "-rN",
+)
 
 
 @dataclass
@@ -83,11 +96,14 @@ def run_pytest(
         report_path = run / "report.json"
         env = {
             "PATH": f"{environment.venv}/bin:/usr/local/bin:/usr/bin:/bin",
-            "HOME": str(run), "TMPDIR": str(run), "LANG": "C.UTF-8",
+            "HOME": str(run),
+            "TMPDIR": str(run),
+            "LANG": "C.UTF-8",
             "PYTHONPATH": f"{tree / project.import_root}:{run}",
-            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONHASHSEED": "0",
             "PALAESTRA_SYNTH_REPORT": str(report_path),
-        }  # fmt: skip
+        }
         if select is not None:
             (run / "select.txt").write_text("".join(f"{n}\n" for n in select))
             env["PALAESTRA_SYNTH_SELECT"] = str(run / "select.txt")
@@ -98,9 +114,14 @@ def run_pytest(
             command = ["unshare", "-n", *command]
         start = time.monotonic()
         proc = subprocess.Popen(
-            command, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, start_new_session=True,
-        )  # fmt: skip
+            command,
+            cwd=tree,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         timed_out = False
         try:
             out, _ = proc.communicate(timeout=timeout)
@@ -154,8 +175,11 @@ def baseline(environment: Environment, project: Project, tree: Path, work: Path)
     files = test_files(project)
     first = run_pytest(environment, project, tree, files, trace=True, timeout=1800)
     if not first.collected:
-        problem = first.errors[0]["message"].strip().splitlines()[-1] if first.errors else (
-            first.output.strip().splitlines() or ["no output"])[-1]  # fmt: skip
+        problem = (
+            first.errors[0]["message"].strip().splitlines()[-1]
+            if first.errors
+            else (first.output.strip().splitlines() or ["no output"])[-1]
+        )
         raise SynthError(
             f"the test suite of {project.name} {project.version} runs no test here: {problem}",
             fix="pick a project whose tests run offline with pytest",

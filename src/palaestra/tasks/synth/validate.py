@@ -106,8 +106,15 @@ def _load(record: Path) -> dict[str, Outcome]:
     return done
 
 
-def _try(project: Project, environment: Environment, baseline: Baseline, tree: Path,
-         chosen: list[Site], key: str, tests: list[str]) -> Outcome:  # fmt: skip
+def _try(
+    project: Project,
+    environment: Environment,
+    baseline: Baseline,
+    tree: Path,
+    chosen: list[Site],
+    key: str,
+    tests: list[str],
+) -> Outcome:
     keys = [s.key for s in chosen]
     originals: dict[str, str] = {}
     for site in chosen:

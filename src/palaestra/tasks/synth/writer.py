@@ -221,6 +221,9 @@ def write_task(
         current = changed[first.path][1]
         restored = alone[first.path][1] if first.path in alone else before
         partial = unified_diff(first.path, current, restored)
-        _solution(dest / "wrong_solutions" / "partial-fix", partial,
-                  f"wrong: restores only the first of the two changed sites ({first.mutator})")  # fmt: skip
+        _solution(
+            dest / "wrong_solutions" / "partial-fix",
+            partial,
+            f"wrong: restores only the first of the two changed sites ({first.mutator})",
+        )
     return dest
