@@ -56,7 +56,6 @@ import itertools
 import random
 import time
 import uuid
-import warnings
 from collections import Counter, deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -162,14 +161,9 @@ class RolloutStream:
     ) -> None:
         if concurrency < 1 or buffer < 1:
             raise ValueError(f"concurrency={concurrency} and buffer={buffer} must be >= 1")
-        if max_retries is not None:
-            warnings.warn(
-                "RolloutStream(max_retries=...) is deprecated: pass retries=... (as to evaluate)",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            retries = max_retries
-        self.retry = RetryPolicy.of(retries, retry_backoff_s)
+        self.retry = RetryPolicy.of(
+            retries, retry_backoff_s, max_retries=max_retries, owner="RolloutStream"
+        )
         if on_error not in ("retry", "drop_group"):
             raise ValueError(f"on_error={on_error!r}: choose 'retry' or 'drop_group'")
         check_staleness_options(max_staleness, stale, current_version(policy))

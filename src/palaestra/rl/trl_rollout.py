@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -83,14 +82,9 @@ class PalaestraRollout:
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency={concurrency} must be >= 1")
-        if max_retries is not None:
-            warnings.warn(
-                "PalaestraRollout(max_retries=...) is deprecated: pass retries=...",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            retries = max_retries
-        self.retry = RetryPolicy.of(retries, retry_backoff_s)
+        self.retry = RetryPolicy.of(
+            retries, retry_backoff_s, max_retries=max_retries, owner="PalaestraRollout"
+        )
         self.env, self.env_kwargs = env, env_kwargs
         self.policy, self.concurrency = policy, concurrency
         make_env = (lambda: make(env, **env_kwargs)) if isinstance(env, str) else env

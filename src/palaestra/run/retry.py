@@ -15,6 +15,7 @@ and hands each to the caller as it ends (the caller records it: a store row, a g
 from __future__ import annotations
 
 import asyncio
+import warnings
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -43,9 +44,25 @@ class RetryPolicy:
             )
 
     @classmethod
-    def of(cls, retries: int | RetryPolicy, backoff_s: float | None = None) -> RetryPolicy:
+    def of(
+        cls,
+        retries: int | RetryPolicy,
+        backoff_s: float | None = None,
+        *,
+        max_retries: int | None = None,
+        owner: str = "",
+    ) -> RetryPolicy:
         """The policy a runner's ``retries`` / ``retry_backoff_s`` arguments name: a count
-        (with ``backoff_s``, 1 s when None) or a policy (then ``backoff_s`` stays None)."""
+        (with ``backoff_s``, 1 s when None) or a policy (then ``backoff_s`` stays None).
+        ``max_retries`` is the deprecated name of ``retries`` in ``owner``'s arguments: given,
+        it wins, with a DeprecationWarning pointing at the runner's caller."""
+        if max_retries is not None:
+            warnings.warn(
+                f"{owner}(max_retries=...) is deprecated: pass retries=... (as to evaluate)",
+                DeprecationWarning,
+                stacklevel=3,
+            )
+            retries = max_retries
         if isinstance(retries, RetryPolicy):
             if backoff_s is not None:
                 raise ValueError("retry_backoff_s: set the backoff in the RetryPolicy passed")
