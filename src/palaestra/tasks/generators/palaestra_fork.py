@@ -28,7 +28,7 @@ import os
 import sys
 import time
 
-from palaestra_jail import Tree
+from palaestra_jail import Tree, read_fd
 from palaestra_zygote import SOURCE as _ZYGOTE  # the server's own code
 
 NOBODY = 65534
@@ -249,19 +249,10 @@ def _read_child_file(dir_fd, name):
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
     except OSError:
         return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        chunks, size = [], 0
-        while size <= _MAX_OUTPUT:
-            chunk = os.read(fd, _MAX_OUTPUT + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        return b"".join(chunks)
-    finally:
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
+        return None
+    return read_fd(fd, _MAX_OUTPUT + 1)
 
 
 def forkable(argv, environ):

@@ -188,8 +188,11 @@ def read_regular_bytes(path, limit=1 << 20):
     """The first ``limit`` bytes of the regular file at ``path`` (see :func:`open_regular`),
     or None."""
     fd = open_regular(path)
-    if fd is None:
-        return None
+    return None if fd is None else read_fd(fd, limit)
+
+
+def read_fd(fd, limit):
+    """The first ``limit`` bytes of the open file ``fd``, which is closed."""
     try:
         chunks, size = [], 0
         while size < limit:
