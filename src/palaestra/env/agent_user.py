@@ -75,8 +75,9 @@ async def open_agent_dirs(sandbox: Sandbox) -> None:
     """Make :data:`AGENT_DIRS` writable by any user (before a non-root agent starts)."""
     result = await sandbox.exec(["chmod", "0777", *AGENT_DIRS], timeout=60)
     if not result.ok:
-        raise SandboxError(f"could not open {', '.join(AGENT_DIRS)} to the agent's user: "
-                           f"{result.output.strip()}")  # fmt: skip
+        raise SandboxError(
+            f"could not open {', '.join(AGENT_DIRS)} to the agent's user: {result.output.strip()}"
+        )
 
 
 def agent_sandbox(sandbox: Sandbox, user: str | int | None) -> Sandbox:

@@ -150,8 +150,11 @@ class CreatorEnv(Environment[LLMRequest, LLMResponse]):
         lines = []
         if context.parent is not None:
             parent = self.seeds.get(context.parent)
-            lines += ["The solver FAILED this task. Write an easier task that teaches the same "
-                      "skill (a related variant, not a copy):", _example(parent)]  # fmt: skip
+            lines += [
+                "The solver FAILED this task. Write an easier task that teaches the same "
+                "skill (a related variant, not a copy):",
+                _example(parent),
+            ]
         else:
             lines.append("Write a new task.")
             picks = rng.sample(range(len(self.seeds)), min(self.examples, len(self.seeds)))
@@ -172,18 +175,22 @@ class CreatorEnv(Environment[LLMRequest, LLMResponse]):
             parent = self.seeds.id_at(rng.randrange(len(self.seeds)))
         if parent is not None:
             self.seeds.check(parent)
-        context = CreatorContext(self.env_id, parent, options.get("category"),
-                                 options.get("target"), uuid.uuid4().hex)  # fmt: skip
+        context = CreatorContext(
+            self.env_id, parent, options.get("category"), options.get("target"), uuid.uuid4().hex
+        )
         prompt = await asyncio.to_thread(self._prompt, rng, context)
         task_id = parent or "creator"
         self._context = context
         self._request = LLMRequest(
-            messages=[{"role": "system", "content": SYSTEM_PROMPT},
-                      {"role": "user", "content": prompt}],
+            messages=[
+                {"role": "system", "content": SYSTEM_PROMPT},
+                {"role": "user", "content": prompt},
+            ],
             metadata={"env": self.env_id, "task_id": task_id, "turn": 0, "scaffold": "creator"},
-        )  # fmt: skip
-        return restart(self._request, {"episode_id": context.episode_id, "task_id": task_id,
-                                       "step": 0})  # fmt: skip
+        )
+        return restart(
+            self._request, {"episode_id": context.episode_id, "task_id": task_id, "step": 0}
+        )
 
     async def step(self, action: LLMResponse) -> TimeStep[LLMRequest]:
         context, request = self._context, self._request
@@ -192,12 +199,22 @@ class CreatorEnv(Environment[LLMRequest, LLMResponse]):
         self._context = None
         judgment = await self.judge(action.content or "", context)
         status = EpisodeStatus.PASSED if judgment.accepted else EpisodeStatus.FAILED
-        end = EpisodeEnd(status, EndReason.SUBMITTED, judgment.reward,
-                         {"reward": judgment.reward}, verified=True)  # fmt: skip
-        return termination(judgment.reward, request, {
-            "episode_id": context.episode_id, "task_id": request.metadata["task_id"],
-            "step": 1, "end": end, "judgment": judgment, "category": context.category,
-            "shaping_reward": None})  # fmt: skip
+        end = EpisodeEnd(
+            status, EndReason.SUBMITTED, judgment.reward, {"reward": judgment.reward}, verified=True
+        )
+        return termination(
+            judgment.reward,
+            request,
+            {
+                "episode_id": context.episode_id,
+                "task_id": request.metadata["task_id"],
+                "step": 1,
+                "end": end,
+                "judgment": judgment,
+                "category": context.category,
+                "shaping_reward": None,
+            },
+        )
 
     async def abandon(self) -> None:
         self._context = None

@@ -23,11 +23,19 @@ from palaestra.verify.harbor import VerifierResult
 #: the retry policy (:mod:`palaestra.run.retry`) runs it again.
 INFRA_ERRORS = frozenset(
     {
-        "SandboxError", "SandboxClosedError", "ConnectionError", "ConnectionResetError",
-        "ConnectionRefusedError", "BrokenPipeError", "TimeoutError", "APIConnectionError",
-        "APITimeoutError", "RateLimitError", "InternalServerError",
+        "SandboxError",
+        "SandboxClosedError",
+        "ConnectionError",
+        "ConnectionResetError",
+        "ConnectionRefusedError",
+        "BrokenPipeError",
+        "TimeoutError",
+        "APIConnectionError",
+        "APITimeoutError",
+        "RateLimitError",
+        "InternalServerError",
     }
-)  # fmt: skip
+)
 
 
 #: Exception class names of failures that repeat on every try although they come from the

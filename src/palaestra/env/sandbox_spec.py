@@ -221,9 +221,12 @@ async def _prepare(definition: _Definition, backend: str) -> SandboxSpec:
     image_workdir = rootfs.path / workdir.lstrip("/")
     files = {workdir: image_workdir} if await asyncio.to_thread(image_workdir.is_dir) else {}
     return SandboxSpec(
-        workdir=workdir, env=dict(rootfs.config.env), files=files, rootfs=rootfs.path,
+        workdir=workdir,
+        env=dict(rootfs.config.env),
+        files=files,
+        rootfs=rootfs.path,
         **_limits(definition),
-    )  # fmt: skip
+    )
 
 
 async def _prebuilt_rootfs_spec(definition: _Definition, image: str) -> SandboxSpec:
@@ -235,9 +238,12 @@ async def _prebuilt_rootfs_spec(definition: _Definition, image: str) -> SandboxS
     workdir = definition.environment.workdir or rootfs.config.workdir or DEFAULT_WORKDIR
     files = {workdir: next(iter(plan.files.values()))} if plan.files else {}
     return SandboxSpec(
-        workdir=workdir, env=dict(rootfs.config.env), files=files, rootfs=rootfs.path,
+        workdir=workdir,
+        env=dict(rootfs.config.env),
+        files=files,
+        rootfs=rootfs.path,
         **_limits(definition),
-    )  # fmt: skip
+    )
 
 
 async def _build_image(definition: _Definition) -> str:

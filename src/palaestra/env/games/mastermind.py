@@ -61,6 +61,11 @@ def build(rng: random.Random, tier: str) -> Scenario:
         f"and in the right place (exact) and how many more are right but in another place "
         f"(misplaced). You have {guesses} guesses to find the code."
     )
-    return Scenario(instruction, state, list(TOOLS), lambda s: s["solved"],
-                    [("guess", {"code": secret})],
-                    over=lambda s: s["solved"] or s["left"] == 0)  # fmt: skip
+    return Scenario(
+        instruction,
+        state,
+        list(TOOLS),
+        lambda s: s["solved"],
+        [("guess", {"code": secret})],
+        over=lambda s: s["solved"] or s["left"] == 0,
+    )

@@ -21,23 +21,50 @@ from palaestra.env.tools.tool import Scenario, State, Tool, ToolError, dumps, pa
 #: Each property's phrase (what a question must contain) and the objects that have it.
 PROPERTIES = {
     "plant": {"apple", "carrot", "oak tree", "rose", "coconut"},
-    "animal": {"dog", "horse", "whale", "eagle", "penguin", "goldfish", "shark", "bee", "ant",
-               "parrot"},
+    "animal": {
+        "dog",
+        "horse",
+        "whale",
+        "eagle",
+        "penguin",
+        "goldfish",
+        "shark",
+        "bee",
+        "ant",
+        "parrot",
+    },
     "mammal": {"dog", "horse", "whale"},
     "insect": {"bee", "ant"},
     "fly": {"eagle", "bee", "parrot", "airplane", "drone"},
     "water": {"whale", "penguin", "goldfish", "shark", "submarine", "sailboat"},
-    "bigger than a person": {"horse", "whale", "shark", "oak tree", "refrigerator", "car",
-                             "airplane", "submarine", "sailboat"},
+    "bigger than a person": {
+        "horse",
+        "whale",
+        "shark",
+        "oak tree",
+        "refrigerator",
+        "car",
+        "airplane",
+        "submarine",
+        "sailboat",
+    },
     "edible": {"apple", "carrot", "bread", "ice cream", "coconut"},
     "electronic": {"toaster", "refrigerator", "smartphone", "laptop", "drone"},
     "wheels": {"bicycle", "car", "skateboard", "airplane"},
-    "metal": {"toaster", "refrigerator", "laptop", "bicycle", "car", "spoon", "airplane",
-              "submarine"},
+    "metal": {
+        "toaster",
+        "refrigerator",
+        "laptop",
+        "bicycle",
+        "car",
+        "spoon",
+        "airplane",
+        "submarine",
+    },
     "kitchen": {"apple", "carrot", "bread", "toaster", "refrigerator", "spoon"},
     "pet": {"dog", "goldfish", "parrot"},
     "grows on trees": {"apple", "coconut"},
-}  # fmt: skip
+}
 OBJECTS = sorted({"chair", "ice cream", "smartphone", "skateboard"}.union(*PROPERTIES.values()))
 #: Candidates listed and questions allowed, per tier.
 TIERS = {"easy": (6, 12), "medium": (12, 10), "hard": (24, 8)}
@@ -74,11 +101,19 @@ def _guess(state: State, args: dict[str, Any]) -> str:
 
 
 TOOLS = [
-    Tool("ask", "Ask the other side a yes/no question (costs one question).",
-         params(["question"], question=string("A yes/no question about the object.")), _ask),
-    Tool("guess", "Guess the object (costs one question; a right guess wins).",
-         params(["name"], name=string("One of the candidates.")), _guess),
-]  # fmt: skip
+    Tool(
+        "ask",
+        "Ask the other side a yes/no question (costs one question).",
+        params(["question"], question=string("A yes/no question about the object.")),
+        _ask,
+    ),
+    Tool(
+        "guess",
+        "Guess the object (costs one question; a right guess wins).",
+        params(["name"], name=string("One of the candidates.")),
+        _guess,
+    ),
+]
 
 
 def build(rng: random.Random, tier: str) -> Scenario:
@@ -93,8 +128,19 @@ def build(rng: random.Random, tier: str) -> Scenario:
         f"questions containing exactly one of these phrases: {'; '.join(PROPERTIES)} (for "
         'example: "Is it an animal?", "Is it bigger than a person?", "Can it fly?").'
     )
-    sample = dumps({"secret_object": secret, "properties": row(secret),
-                    "rule": "answer yes or no, and how many questions are left"})  # fmt: skip
-    return Scenario(instruction, state, list(TOOLS), lambda s: s["solved"],
-                    [("guess", {"name": secret})], sample,
-                    over=lambda s: s["solved"] or s["left"] == 0)  # fmt: skip
+    sample = dumps(
+        {
+            "secret_object": secret,
+            "properties": row(secret),
+            "rule": "answer yes or no, and how many questions are left",
+        }
+    )
+    return Scenario(
+        instruction,
+        state,
+        list(TOOLS),
+        lambda s: s["solved"],
+        [("guess", {"name": secret})],
+        sample,
+        over=lambda s: s["solved"] or s["left"] == 0,
+    )

@@ -27,14 +27,20 @@ from palaestra.env.tools.tool import (
 DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri")
 OPENS, CLOSES = 9, 18
 PEOPLE = ("ana", "bo", "cy", "dee", "eli", "fay", "gus", "hal")
+# Word pools: packed, they read as the lists they are.
 TITLES = ("Standup", "Design review", "1:1", "Planning", "Retro", "Interview", "Demo",
           "Budget sync", "Customer call", "Hiring panel", "Roadmap", "Lunch and learn")  # fmt: skip
 EVENTS = {"easy": 8, "medium": 16, "hard": 26}
 
 
 def _busy(state: State, person: str, day: str, hour: int, skip: str = "") -> bool:
-    return any(eid != skip and e["day"] == day and e["start"] <= hour < e["end"]
-               and person in e["attendees"] for eid, e in state["events"].items())  # fmt: skip
+    return any(
+        eid != skip
+        and e["day"] == day
+        and e["start"] <= hour < e["end"]
+        and person in e["attendees"]
+        for eid, e in state["events"].items()
+    )
 
 
 def _check_slot(state: State, event: dict[str, Any], skip: str = "") -> None:
@@ -54,14 +60,23 @@ def _event(state: State, event_id: str) -> dict[str, Any]:
 
 def _list(state: State, args: dict[str, Any]) -> str:
     day, person = args.get("day"), args.get("person")
-    return dumps([{"id": eid, **e} for eid, e in sorted(state["events"].items())
-                  if day in (None, e["day"]) and person in (None, *e["attendees"])])  # fmt: skip
+    return dumps(
+        [
+            {"id": eid, **e}
+            for eid, e in sorted(state["events"].items())
+            if day in (None, e["day"]) and person in (None, *e["attendees"])
+        ]
+    )
 
 
 def _create(state: State, args: dict[str, Any]) -> str:
-    event = {"title": args["title"], "day": args["day"], "start": args["start"],
-             "end": args["start"] + args.get("hours", 1),
-             "attendees": sorted(set(args["attendees"]))}  # fmt: skip
+    event = {
+        "title": args["title"],
+        "day": args["day"],
+        "start": args["start"],
+        "end": args["start"] + args.get("hours", 1),
+        "attendees": sorted(set(args["attendees"])),
+    }
     _check_slot(state, event)
     eid = f"e{len(state['events']) + 1:02d}"
     while eid in state["events"]:  # ids of cancelled events are never reused
@@ -78,8 +93,12 @@ def _cancel(state: State, args: dict[str, Any]) -> str:
 
 def _move(state: State, args: dict[str, Any]) -> str:
     event = _event(state, args["event_id"])
-    moved = {**event, "day": args["day"], "start": args["start"],
-             "end": args["start"] + event["end"] - event["start"]}  # fmt: skip
+    moved = {
+        **event,
+        "day": args["day"],
+        "start": args["start"],
+        "end": args["start"] + event["end"] - event["start"],
+    }
     _check_slot(state, moved, skip=args["event_id"])
     event.update(moved)
     return "Moved."
@@ -88,19 +107,42 @@ def _move(state: State, args: dict[str, Any]) -> str:
 DAY = string("Day of the week.", enum=list(DAYS))
 START = integer(f"Start hour, {OPENS} to {CLOSES - 1}.")
 TOOLS = [
-    Tool("list_events", "List events, optionally of one day and/or one person.",
-         params([], day=DAY, person=string("Attendee name.")), _list),
-    Tool("create_event", "Book an event; refused when an attendee is busy.",
-         params(["title", "day", "start", "attendees"], title=string("Title."), day=DAY,
-                start=START, hours=integer("Length in hours (default 1)."),
-                attendees={"type": "array", "items": {"type": "string"},
-                           "description": "Attendee names."}), _create),
-    Tool("cancel_event", "Cancel an event.",
-         params(["event_id"], event_id=string("Event id, e.g. e04.")), _cancel),
-    Tool("move_event", "Move an event to another day and start hour (same length).",
-         params(["event_id", "day", "start"], event_id=string("Event id."), day=DAY,
-                start=START), _move),
-]  # fmt: skip
+    Tool(
+        "list_events",
+        "List events, optionally of one day and/or one person.",
+        params([], day=DAY, person=string("Attendee name.")),
+        _list,
+    ),
+    Tool(
+        "create_event",
+        "Book an event; refused when an attendee is busy.",
+        params(
+            ["title", "day", "start", "attendees"],
+            title=string("Title."),
+            day=DAY,
+            start=START,
+            hours=integer("Length in hours (default 1)."),
+            attendees={
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Attendee names.",
+            },
+        ),
+        _create,
+    ),
+    Tool(
+        "cancel_event",
+        "Cancel an event.",
+        params(["event_id"], event_id=string("Event id, e.g. e04.")),
+        _cancel,
+    ),
+    Tool(
+        "move_event",
+        "Move an event to another day and start hour (same length).",
+        params(["event_id", "day", "start"], event_id=string("Event id."), day=DAY, start=START),
+        _move,
+    ),
+]
 
 
 def _world(rng: random.Random, tier: str) -> State:
@@ -109,9 +151,13 @@ def _world(rng: random.Random, tier: str) -> State:
     while len(state["events"]) < EVENTS[tier]:
         title, day = rng.choice(TITLES), rng.choice(DAYS)
         start = rng.randrange(OPENS, CLOSES - 1)
-        event = {"title": title, "day": day, "start": start,
-                 "end": start + rng.choice((1, 1, 2)),
-                 "attendees": sorted(rng.sample(PEOPLE, rng.randrange(1, 4)))}  # fmt: skip
+        event = {
+            "title": title,
+            "day": day,
+            "start": start,
+            "end": start + rng.choice((1, 1, 2)),
+            "attendees": sorted(rng.sample(PEOPLE, rng.randrange(1, 4))),
+        }
         if (title, day) in titles_days or event["end"] > CLOSES:
             continue
         try:
@@ -145,18 +191,21 @@ def _task(rng: random.Random, tier: str, state: State) -> tuple[str, list[Call]]
         if not slots:
             return None
         start = rng.choice(slots)
-        return (f"Move {when} to {day} at {start}:00 (keep its length).",
-                [("move_event", {"event_id": eid, "day": day, "start": start})])  # fmt: skip
+        return (
+            f"Move {when} to {day} at {start}:00 (keep its length).",
+            [("move_event", {"event_id": eid, "day": day, "start": start})],
+        )
     a, b = sorted(rng.sample(PEOPLE, 2))
     day = rng.choice(DAYS)
     slots = _free(state, [a, b], day)
     if not slots:
         return None
     title = f"{a.title()}/{b.title()} sync"
-    return (f"Book a one-hour event titled \"{title}\" for {a} and {b} on {day}, at the "
-            f"earliest whole hour ({OPENS}:00 to {CLOSES - 1}:00) when neither has an event.",
-            [("create_event", {"title": title, "day": day, "start": slots[0],
-                               "attendees": [a, b]})])  # fmt: skip
+    return (
+        f'Book a one-hour event titled "{title}" for {a} and {b} on {day}, at the '
+        f"earliest whole hour ({OPENS}:00 to {CLOSES - 1}:00) when neither has an event.",
+        [("create_event", {"title": title, "day": day, "start": slots[0], "attendees": [a, b]})],
+    )
 
 
 def build(rng: random.Random, tier: str) -> Scenario:

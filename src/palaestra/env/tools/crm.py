@@ -22,6 +22,7 @@ from palaestra.env.tools.tool import (
     string,
 )
 
+# Word pools: packed, they read as the lists they are.
 FIRST = ("Ada", "Ben", "Cleo", "Dev", "Eva", "Finn", "Gia", "Hugo", "Iris", "Jon", "Kai", "Lena",
          "Milo", "Nora", "Omar", "Pia", "Quinn", "Rosa", "Sam", "Tara", "Umar", "Vera")  # fmt: skip
 LAST = ("Adams", "Brook", "Chen", "Diaz", "Evans", "Fox", "Gray", "Hale", "Ito", "Jones", "Khan",
@@ -41,9 +42,11 @@ def _contact(state: State, contact_id: str) -> dict[str, Any]:
 
 def _search(state: State, args: dict[str, Any]) -> str:
     q = args["query"].lower()
-    hits = [{"id": cid, **{k: c[k] for k in ("name", "company", "email")}}
-            for cid, c in sorted(state["contacts"].items())
-            if q in f"{c['name']} {c['company']} {c['email']}".lower()]  # fmt: skip
+    hits = [
+        {"id": cid, **{k: c[k] for k in ("name", "company", "email")}}
+        for cid, c in sorted(state["contacts"].items())
+        if q in f"{c['name']} {c['company']} {c['email']}".lower()
+    ]
     return dumps(hits)
 
 
@@ -84,32 +87,73 @@ def _create(state: State, args: dict[str, Any]) -> str:
     if any(c["email"] == args["email"] for c in state["contacts"].values()):
         raise ToolError(f"a contact with email {args['email']!r} exists already")
     cid = f"c{len(state['contacts']) + 1:02d}"
-    state["contacts"][cid] = {"name": args["name"], "email": args["email"],
-                              "company": args["company"], "phone": ""}  # fmt: skip
+    state["contacts"][cid] = {
+        "name": args["name"],
+        "email": args["email"],
+        "company": args["company"],
+        "phone": "",
+    }
     return dumps({"id": cid})
 
 
 TOOLS = [
-    Tool("search_contacts", "Find contacts whose name, company or email contains the query "
-         "(case-insensitive).", params(["query"], query=string("Text to look for.")), _search),
-    Tool("get_contact", "A contact's details and notes.",
-         params(["contact_id"], contact_id=string("Contact id, e.g. c03.")), _get),
-    Tool("list_deals", "The deals of a contact.",
-         params(["contact_id"], contact_id=string("Contact id.")), _deals),
-    Tool("update_contact", "Set one field of a contact.",
-         params(["contact_id", "field", "value"], contact_id=string("Contact id."),
-                field=string("Field to set.", enum=["email", "phone", "company"]),
-                value=string("New value.")), _update_contact),
-    Tool("update_deal", "Move a deal to another stage.",
-         params(["deal_id", "stage"], deal_id=string("Deal id, e.g. d07."),
-                stage=string("New stage.", enum=list(STAGES))), _update_deal),
-    Tool("add_note", "Append a note to a contact.",
-         params(["contact_id", "text"], contact_id=string("Contact id."),
-                text=string("The note.")), _add_note),
-    Tool("create_contact", "Create a contact; returns its id.",
-         params(["name", "email", "company"], name=string("Full name."),
-                email=string("Email address."), company=string("Company.")), _create),
-]  # fmt: skip
+    Tool(
+        "search_contacts",
+        "Find contacts whose name, company or email contains the query (case-insensitive).",
+        params(["query"], query=string("Text to look for.")),
+        _search,
+    ),
+    Tool(
+        "get_contact",
+        "A contact's details and notes.",
+        params(["contact_id"], contact_id=string("Contact id, e.g. c03.")),
+        _get,
+    ),
+    Tool(
+        "list_deals",
+        "The deals of a contact.",
+        params(["contact_id"], contact_id=string("Contact id.")),
+        _deals,
+    ),
+    Tool(
+        "update_contact",
+        "Set one field of a contact.",
+        params(
+            ["contact_id", "field", "value"],
+            contact_id=string("Contact id."),
+            field=string("Field to set.", enum=["email", "phone", "company"]),
+            value=string("New value."),
+        ),
+        _update_contact,
+    ),
+    Tool(
+        "update_deal",
+        "Move a deal to another stage.",
+        params(
+            ["deal_id", "stage"],
+            deal_id=string("Deal id, e.g. d07."),
+            stage=string("New stage.", enum=list(STAGES)),
+        ),
+        _update_deal,
+    ),
+    Tool(
+        "add_note",
+        "Append a note to a contact.",
+        params(["contact_id", "text"], contact_id=string("Contact id."), text=string("The note.")),
+        _add_note,
+    ),
+    Tool(
+        "create_contact",
+        "Create a contact; returns its id.",
+        params(
+            ["name", "email", "company"],
+            name=string("Full name."),
+            email=string("Email address."),
+            company=string("Company."),
+        ),
+        _create,
+    ),
+]
 
 
 def _world(rng: random.Random, tier: str) -> State:
@@ -120,18 +164,27 @@ def _world(rng: random.Random, tier: str) -> State:
         company = companies[i % len(companies)]
         handle = name.lower().replace(" ", ".")
         state["contacts"][f"c{i:02d}"] = {
-            "name": name, "company": company, "email": f"{handle}@{company.lower()}.com",
-            "phone": f"+1-555-{rng.randrange(1000, 10000)}"}  # fmt: skip
+            "name": name,
+            "company": company,
+            "email": f"{handle}@{company.lower()}.com",
+            "phone": f"+1-555-{rng.randrange(1000, 10000)}",
+        }
         for _ in range(rng.choice((1, 1, 2, 3))):
             state["deals"][f"d{len(state['deals']) + 1:02d}"] = {
-                "contact_id": f"c{i:02d}", "title": f"{company} {rng.choice(PRODUCTS)}",
-                "amount": rng.randrange(10, 200) * 100, "stage": rng.choice(STAGES)}  # fmt: skip
+                "contact_id": f"c{i:02d}",
+                "title": f"{company} {rng.choice(PRODUCTS)}",
+                "amount": rng.randrange(10, 200) * 100,
+                "stage": rng.choice(STAGES),
+            }
     return state
 
 
 def _open_deals(state: State, cid: str) -> list[tuple[str, dict[str, Any]]]:
-    return [(did, d) for did, d in sorted(state["deals"].items())
-            if d["contact_id"] == cid and d["stage"] in OPEN]  # fmt: skip
+    return [
+        (did, d)
+        for did, d in sorted(state["deals"].items())
+        if d["contact_id"] == cid and d["stage"] in OPEN
+    ]
 
 
 def _at(state: State, company: str) -> list[str]:
@@ -150,8 +203,10 @@ def _task(rng: random.Random, tier: str, state: State) -> tuple[str, list[Call]]
                 [("update_contact", {"contact_id": cid, "field": "email", "value": email})],
             )
         text = f"Called on {rng.choice(['Monday', 'Tuesday', 'Friday'])}: wants a quote."
-        return (f"Add the note \"{text}\" to {c['name']}'s record.",
-                [("add_note", {"contact_id": cid, "text": text})])  # fmt: skip
+        return (
+            f'Add the note "{text}" to {c["name"]}\'s record.',
+            [("add_note", {"contact_id": cid, "text": text})],
+        )
     company = c["company"]
     if tier == "medium":
         calls = [
@@ -160,29 +215,40 @@ def _task(rng: random.Random, tier: str, state: State) -> tuple[str, list[Call]]
             for did, _ in _open_deals(state, other)
         ]
         if rng.random() < 0.5 and calls:
-            return (f"All open deals (stage lead, qualified or proposal) of contacts at {company} "
-                    "were won: set their stage to won.", calls)  # fmt: skip
+            return (
+                f"All open deals (stage lead, qualified or proposal) of contacts at {company} "
+                "were won: set their stage to won.",
+                calls,
+            )
         new = rng.choice([x for x in COMPANIES if x != company])
         text = f"Moved from {company} to {new}."
-        return (f"{c['name']} now works at {new}: update their company and add the note "
-                f"\"{text}\".", [("update_contact", {"contact_id": cid, "field": "company",
-                                                    "value": new}),
-                                 ("add_note", {"contact_id": cid, "text": text})])  # fmt: skip
+        return (
+            f'{c["name"]} now works at {new}: update their company and add the note "{text}".',
+            [
+                ("update_contact", {"contact_id": cid, "field": "company", "value": new}),
+                ("add_note", {"contact_id": cid, "text": text}),
+            ],
+        )
     totals = {o: sum(d["amount"] for _, d in _open_deals(state, o)) for o in _at(state, company)}
     threshold = sorted(totals.values())[len(totals) // 2] // 100 * 100
     plan: list[Call] = []
     for other, total in totals.items():
         if total > threshold:
             did, _ = max(_open_deals(state, other), key=lambda item: (item[1]["amount"], item[0]))
-            plan += [("update_deal", {"deal_id": did, "stage": "won"}),
-                      ("add_note", {"contact_id": other, "text": "Priority account"})]  # fmt: skip
+            plan += [
+                ("update_deal", {"deal_id": did, "stage": "won"}),
+                ("add_note", {"contact_id": other, "text": "Priority account"}),
+            ]
     name = f"{rng.choice(FIRST)} {rng.choice(LAST)}-{rng.randrange(10, 99)}"
     email = f"{name.split()[0].lower()}.new@{company.lower()}.com"
     plan.append(("create_contact", {"name": name, "email": email, "company": company}))
-    return (f"For every contact at {company} whose open deals (stage lead, qualified or "
-            f"proposal) total more than ${threshold}, set their largest open deal's stage to won "
-            "and add the note \"Priority account\" to them. Then create the contact "
-            f"{name} <{email}> at {company}.", plan)  # fmt: skip
+    return (
+        f"For every contact at {company} whose open deals (stage lead, qualified or "
+        f"proposal) total more than ${threshold}, set their largest open deal's stage to won "
+        'and add the note "Priority account" to them. Then create the contact '
+        f"{name} <{email}> at {company}.",
+        plan,
+    )
 
 
 def build(rng: random.Random, tier: str) -> Scenario:

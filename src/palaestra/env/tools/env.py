@@ -169,13 +169,16 @@ class ToolEnv(Environment[LLMRequest, LLMResponse]):
         )
         system = SYSTEM_PROMPT.format(step_limit=self.step_limit)
         request = LLMRequest(
-            messages=[{"role": "system", "content": system},
-                      {"role": "user", "content": scenario.instruction}],
+            messages=[
+                {"role": "system", "content": system},
+                {"role": "user", "content": scenario.instruction},
+            ],
             tools=[t.spec() for t in tools],
             metadata={"env": self.env_id, "task_id": task.id, "turn": 0, "scaffold": PROTOCOL},
-        )  # fmt: skip
-        ep = _Episode(uuid.uuid4().hex[:16], task, scenario, {t.name: t for t in tools},
-                      simulated, request)  # fmt: skip
+        )
+        ep = _Episode(
+            uuid.uuid4().hex[:16], task, scenario, {t.name: t for t in tools}, simulated, request
+        )
         self._episode = ep
         return restart(request, self._info(ep))
 
@@ -199,8 +202,14 @@ class ToolEnv(Environment[LLMRequest, LLMResponse]):
             messages.append({"role": "user", "content": NO_TOOL_CALL})
         format_error = all("error" in r for r in records)  # also true with no call
         ep.format_errors = ep.format_errors + 1 if format_error else 0
-        ep.trajectory.append({"turn": turn, "content": action.content, "tool_calls": records,
-                              "format_error": format_error})  # fmt: skip
+        ep.trajectory.append(
+            {
+                "turn": turn,
+                "content": action.content,
+                "tool_calls": records,
+                "format_error": format_error,
+            }
+        )
         metadata = {**ep.request.metadata, "turn": ep.steps}
         ep.request = ep.request.model_copy(update={"messages": messages, "metadata": metadata})
         submitted = any(r["tool"] == SUBMIT.name and "error" not in r for r in records)
@@ -237,9 +246,12 @@ class ToolEnv(Environment[LLMRequest, LLMResponse]):
             record["refused"] = True
         if self.simulator is not None and call.name in ep.simulated:
             answer = await simulate(self.simulator, tool, args, ep.scenario.sample_data, ep.task.id)
-            record.update(python_output=text, simulated=True,
-                          simulator_usage=answer.usage.model_dump(),
-                          simulator_cost_usd=answer.cost_usd)  # fmt: skip
+            record.update(
+                python_output=text,
+                simulated=True,
+                simulator_usage=answer.usage.model_dump(),
+                simulator_cost_usd=answer.cost_usd,
+            )
             text = answer.content or ""
         text = cap(text, OUTPUT_CHARS, "[... {elided} characters elided ...]")
         record["output"] = text
@@ -247,18 +259,27 @@ class ToolEnv(Environment[LLMRequest, LLMResponse]):
 
     def _info(self, ep: _Episode) -> dict[str, Any]:
         task = ep.task
-        return {"episode_id": ep.id, "task_id": task.id, "step": ep.steps,
-                "category": task.category, "difficulty": task.difficulty,
-                "family": task.family}  # fmt: skip
+        return {
+            "episode_id": ep.id,
+            "task_id": task.id,
+            "step": ep.steps,
+            "category": task.category,
+            "difficulty": task.difficulty,
+            "family": task.family,
+        }
 
     def _finish(self, ep: _Episode, reason: EndReason) -> TimeStep[LLMRequest]:
         self._episode = None
         reward = 1.0 if ep.scenario.goal(ep.scenario.state) else 0.0
         status = EpisodeStatus.PASSED if reward == 1.0 else EpisodeStatus.FAILED
         end = EpisodeEnd(status, reason, reward, {"reward": reward}, verified=True)
-        info = {**self._info(ep), "end": end, "trajectory": ep.trajectory,
-                "shaping_reward": None,
-                "timings": {"agent_s": time.perf_counter() - ep.started}}  # fmt: skip
+        info = {
+            **self._info(ep),
+            "end": end,
+            "trajectory": ep.trajectory,
+            "shaping_reward": None,
+            "timings": {"agent_s": time.perf_counter() - ep.started},
+        }
         if reason.truncated:
             return truncation(reward, ep.request, info)
         return termination(reward, ep.request, info)

@@ -25,8 +25,20 @@ from palaestra.env.tools.tool import (
 #: The largest file ``write_file`` accepts (the policy's input is untrusted).
 MAX_FILE_CHARS = 20_000
 DIRS = ("docs", "inbox", "data", "reports", "tmp", "archive")
-STEMS = ("notes", "budget", "plan", "minutes", "summary", "draft", "roadmap", "invoice",
-         "contacts", "review", "backlog", "metrics")  # fmt: skip
+STEMS = (
+    "notes",
+    "budget",
+    "plan",
+    "minutes",
+    "summary",
+    "draft",
+    "roadmap",
+    "invoice",
+    "contacts",
+    "review",
+    "backlog",
+    "metrics",
+)
 EXTS = (".txt", ".md", ".csv", ".tmp", ".bak")
 WORDS = ("alpha", "beta", "ship", "review", "budget", "owner", "deadline", "risk", "scope")
 FILES = {"easy": 8, "medium": 16, "hard": 24}
@@ -72,18 +84,27 @@ def _move(state: State, args: dict[str, Any]) -> str:
 
 
 TOOLS = [
-    Tool("list_files", "List the paths of the files, optionally only those under a prefix.",
-         params([], prefix=string("Path prefix, e.g. docs/.")), _list),
-    Tool("read_file", "The content of a file.", params(["path"], path=string("File path.")),
-         _read),
-    Tool("write_file", "Create a file or replace its content.",
-         params(["path", "content"], path=string("File path."), content=string("Text.")),
-         _write),
+    Tool(
+        "list_files",
+        "List the paths of the files, optionally only those under a prefix.",
+        params([], prefix=string("Path prefix, e.g. docs/.")),
+        _list,
+    ),
+    Tool("read_file", "The content of a file.", params(["path"], path=string("File path.")), _read),
+    Tool(
+        "write_file",
+        "Create a file or replace its content.",
+        params(["path", "content"], path=string("File path."), content=string("Text.")),
+        _write,
+    ),
     Tool("delete_file", "Delete a file.", params(["path"], path=string("File path.")), _delete),
-    Tool("move_file", "Move (rename) a file; the target must not exist.",
-         params(["source", "target"], source=string("Current path."),
-                target=string("New path.")), _move),
-]  # fmt: skip
+    Tool(
+        "move_file",
+        "Move (rename) a file; the target must not exist.",
+        params(["source", "target"], source=string("Current path."), target=string("New path.")),
+        _move,
+    ),
+]
 
 
 def _world(rng: random.Random, tier: str) -> State:
@@ -110,22 +131,32 @@ def _task(rng: random.Random, tier: str, files: dict[str, str]) -> tuple[str, li
         ext = rng.choice([e for e in EXTS if any(p.endswith(e) for p in paths)])
         picked = [p for p in paths if p.endswith(ext)]
         if rng.random() < 0.5:
-            return (f"Delete every file whose name ends in {ext}, in any folder.",
-                    [("delete_file", {"path": p}) for p in picked])  # fmt: skip
-        return (f"Move every file whose name ends in {ext} into archive/, named "
-                "<folder>-<name> (docs/a.txt becomes archive/docs-a.txt).",
-                [("move_file", {"source": p, "target": f"archive/{p.replace('/', '-')}"})
-                 for p in picked])  # fmt: skip
+            return (
+                f"Delete every file whose name ends in {ext}, in any folder.",
+                [("delete_file", {"path": p}) for p in picked],
+            )
+        return (
+            f"Move every file whose name ends in {ext} into archive/, named "
+            "<folder>-<name> (docs/a.txt becomes archive/docs-a.txt).",
+            [
+                ("move_file", {"source": p, "target": f"archive/{p.replace('/', '-')}"})
+                for p in picked
+            ],
+        )
     folder = rng.choice(sorted({p.split("/")[0] for p in paths}))
     todo = [p for p in paths if p.startswith(f"{folder}/") and "TODO" in files[p]]
     index = "".join(f"{p}\n" for p in todo)
     backups = [p for p in paths if p.endswith(".bak")]
-    return (f"Write {folder}/INDEX.txt listing the path of every file under {folder}/ that "
-            "contains the word TODO: sorted, one path per line (like docs/a.txt), each line "
-            "ending with a newline, nothing else (an empty file if there is none). Then delete "
-            "every file whose name ends in .bak, in any folder.",
-            [("write_file", {"path": f"{folder}/INDEX.txt", "content": index}),
-             *[("delete_file", {"path": p}) for p in backups]])  # fmt: skip
+    return (
+        f"Write {folder}/INDEX.txt listing the path of every file under {folder}/ that "
+        "contains the word TODO: sorted, one path per line (like docs/a.txt), each line "
+        "ending with a newline, nothing else (an empty file if there is none). Then delete "
+        "every file whose name ends in .bak, in any folder.",
+        [
+            ("write_file", {"path": f"{folder}/INDEX.txt", "content": index}),
+            *[("delete_file", {"path": p}) for p in backups],
+        ],
+    )
 
 
 def build(rng: random.Random, tier: str) -> Scenario:

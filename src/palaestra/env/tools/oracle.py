@@ -36,8 +36,10 @@ class ToolOracle:
         if turn == 0 and task.id not in self._solutions:
             self._solutions[task.id] = task.scenario().solution
         calls = self._solutions[task.id] if turn == 0 else [("submit", {})]
-        tool_calls = [ToolCall(id=f"call_{turn}_{i}", name=name, arguments=json.dumps(args))
-                      for i, (name, args) in enumerate(calls)]  # fmt: skip
+        tool_calls = [
+            ToolCall(id=f"call_{turn}_{i}", name=name, arguments=json.dumps(args))
+            for i, (name, args) in enumerate(calls)
+        ]
         return LLMResponse(
             tool_calls=tool_calls, finish_reason="tool_calls", model=SCRIPTED_MODEL, cost_usd=0.0
         )

@@ -62,8 +62,9 @@ def task(task_id: str) -> ToolTask:
         )
     f = FAMILIES[m["family"]]
     tier = m["tier"]
-    return ToolTask(f.name, f.category, tier, int(m["seed"]), f.build,
-                    f.distractors[TIERS.index(tier)])  # fmt: skip
+    return ToolTask(
+        f.name, f.category, tier, int(m["seed"]), f.build, f.distractors[TIERS.index(tier)]
+    )
 
 
 def _accepts(names: Sequence[str]) -> Callable[[str], bool]:

@@ -110,8 +110,9 @@ def state_scenario(
     by_name = {t.name: t for t in tools}
     for name, args in solution:
         by_name[name].run(expected, args)
-    return Scenario(instruction, state, list(tools), lambda final: final == expected,
-                    list(solution), sample)  # fmt: skip
+    return Scenario(
+        instruction, state, list(tools), lambda final: final == expected, list(solution), sample
+    )
 
 
 TIERS = ("easy", "medium", "hard")
