@@ -79,11 +79,25 @@ async def run_scenario(
     else:
         raise ValueError(f"unknown scenario {scenario!r}: use oracle, nop or wrong:<name>")
 
-    def result(reward: float | None, rewards: dict[str, float], status: str, detail: str,
-               verify_s: float | None = None) -> ScenarioResult:  # fmt: skip
-        return ScenarioResult(task.id, scenario, expected, reward, rewards, status,  # type: ignore[arg-type]
-                              detail, time.perf_counter() - started,
-                              (task.tests_dir / "palaestra_check.py").is_file(), verify_s)  # fmt: skip
+    def result(
+        reward: float | None,
+        rewards: dict[str, float],
+        status: str,
+        detail: str,
+        verify_s: float | None = None,
+    ) -> ScenarioResult:
+        return ScenarioResult(
+            task.id,
+            scenario,
+            expected,
+            reward,
+            rewards,
+            status,  # type: ignore[arg-type]
+            detail,
+            time.perf_counter() - started,
+            (task.tests_dir / "palaestra_check.py").is_file(),
+            verify_s,
+        )
 
     if task.steps or task.verifier_environment or task.healthcheck or task.agent_user is not None:
         end = await _as_episode(task, solution, backend, verifier)
@@ -95,8 +109,13 @@ async def run_scenario(
         if isinstance(verdict, ScenarioResult):
             return verdict
     if not verdict.ok:
-        return result(None, verdict.rewards, "error", f"{verdict.error}\n{verdict.output[-2000:]}",
-                      verdict.duration_s)  # fmt: skip
+        return result(
+            None,
+            verdict.rewards,
+            "error",
+            f"{verdict.error}\n{verdict.output[-2000:]}",
+            verdict.duration_s,
+        )
     return result(verdict.reward, verdict.rewards, "ok", verdict.output[-2000:], verdict.duration_s)
 
 
@@ -136,8 +155,13 @@ async def _in_one_sandbox(
             )
             if not applied.ok:
                 # a solution (right or deliberately wrong) that does not apply proves nothing
-                return result(None, {}, "error", f"solve.sh failed ({applied.exit_code}): "
-                              f"{(applied.stdout + applied.stderr)[-2000:]}")  # fmt: skip
+                return result(
+                    None,
+                    {},
+                    "error",
+                    f"solve.sh failed ({applied.exit_code}): "
+                    f"{(applied.stdout + applied.stderr)[-2000:]}",
+                )
             await sandbox.exec(f"rm -rf {SOLUTION_DIR}", timeout=30)
         return await (verifier or HarborVerifier()).verify(
             task, sandbox, timeout=task.verifier_timeout_sec

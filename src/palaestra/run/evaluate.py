@@ -92,8 +92,9 @@ def _executor(
         executor = RayOptions()
     if not isinstance(executor, RayOptions):
         raise ValueError(f"executor={executor!r}: choose 'local', 'ray' or a RayOptions")
-    return RayExecutor(env_id, policy, executor, concurrency=concurrency,
-                       env_overrides=env_overrides)  # fmt: skip
+    return RayExecutor(
+        env_id, policy, executor, concurrency=concurrency, env_overrides=env_overrides
+    )
 
 
 def run_identity(
@@ -169,8 +170,15 @@ async def evaluate(
     retry = RetryPolicy.of(retries, retry_backoff_s)
     tasks = tasks if tasks is not None else load_tasks(env_id)
     keep = Path(out_dir) / "episodes" if out_dir is not None else None
-    runner = _executor(env_id, policy, tasks, executor, concurrency,
-                       {"scaffold": scaffold, "sandbox": sandbox, **env_overrides}, keep)  # fmt: skip
+    runner = _executor(
+        env_id,
+        policy,
+        tasks,
+        executor,
+        concurrency,
+        {"scaffold": scaffold, "sandbox": sandbox, **env_overrides},
+        keep,
+    )
     temp = out_dir is None
     if out_dir is None:
         out_dir = await asyncio.to_thread(tempfile.mkdtemp, prefix="palaestra-eval-")
@@ -212,7 +220,7 @@ async def evaluate(
                 "retries": retry.retries,
                 "max_cost_usd": max_cost_usd,
                 "max_trial_cost_usd": max_trial_cost_usd,
-            },  # fmt: skip
+            },
             on_stored=stored,
         )
         done = await recorder.store.done_jobs()

@@ -201,9 +201,11 @@ class RayExecutor:
         if not ray.is_initialized():
             try:
                 await asyncio.to_thread(
-                    ray.init, address=self.options.address, log_to_driver=False,
+                    ray.init,
+                    address=self.options.address,
+                    log_to_driver=False,
                     logging_level="error",
-                )  # fmt: skip
+                )
             except ConnectionError as e:
                 raise RayClusterError(
                     f"no Ray cluster at {self.options.address!r} ({e}); start one with "
@@ -224,7 +226,7 @@ class RayExecutor:
             max_task_retries=0,
             scheduling_strategy="SPREAD",
             runtime_env={"env_vars": env_vars} if env_vars else None,
-        )  # fmt: skip
+        )
         token = secrets.token_hex(4)
         self._actors = [
             _Actor(

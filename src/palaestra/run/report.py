@@ -35,11 +35,30 @@ MAX_TRAJECTORIES = 2000
 
 #: The episode columns the page needs (the rest of a row stays in the store).
 _EPISODE_KEYS = (
-    "id", "task_id", "family", "category", "difficulty", "attempt", "status", "end_reason",
-    "error_class", "error_message", "reward", "rewards", "steps", "cost_usd", "wall_s",
-    "sandbox_start_s", "agent_s", "policy_s", "verifier_s", "prompt_tokens",
-    "completion_tokens", "episode_id", "verifier_output",
-)  # fmt: skip
+    "id",
+    "task_id",
+    "family",
+    "category",
+    "difficulty",
+    "attempt",
+    "status",
+    "end_reason",
+    "error_class",
+    "error_message",
+    "reward",
+    "rewards",
+    "steps",
+    "cost_usd",
+    "wall_s",
+    "sandbox_start_s",
+    "agent_s",
+    "policy_s",
+    "verifier_s",
+    "prompt_tokens",
+    "completion_tokens",
+    "episode_id",
+    "verifier_output",
+)
 
 
 def _cut(text: Any, limit: int) -> Any:
@@ -59,10 +78,15 @@ def _turn(step: dict[str, Any], next_step: dict[str, Any] | None, limit: int) ->
         output = step["execution"].get("output")
         # The scaffold sends the output back in the next request, which the viewer shows: keep
         # one copy (the page would otherwise carry most outputs twice).
-        if output and next_step is not None and any(
-            output in (m.get("content") or "") for m in next_step["new_messages"]
-            if isinstance(m.get("content"), str)
-        ):  # fmt: skip
+        if (
+            output
+            and next_step is not None
+            and any(
+                output in (m.get("content") or "")
+                for m in next_step["new_messages"]
+                if isinstance(m.get("content"), str)
+            )
+        ):
             execution["output"] = None
             execution["output_in_next_request"] = True
     response = step["response"]

@@ -35,8 +35,10 @@ def _num(x: float | None, digits: int) -> str:
 def _table(name: str, head: list[str], rows: list[list[str]]) -> str:
     cells = "".join(f"<th>{escape(h)}</th>" for h in head)
     body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in r) + "</tr>" for r in rows)
-    return (f'<table data-table="{escape(name)}"><thead><tr>{cells}</tr></thead>'
-            f"<tbody>{body}</tbody></table>")  # fmt: skip
+    return (
+        f'<table data-table="{escape(name)}"><thead><tr>{cells}</tr></thead>'
+        f"<tbody>{body}</tbody></table>"
+    )
 
 
 def legend(runs: list[dict[str, Any]]) -> str:
@@ -86,8 +88,10 @@ def bar_chart(
             f'y2="{bottom}"/><text x="{x}" y="{_AXIS_H - 10}" '
             f'text-anchor="{anchor}">{round(100 * tick)}%</text>'
         )
-    parts.append(f'<text class="axis-title" x="{_pct_x(0.5)}" y="{height - 8}" '
-                 f'text-anchor="middle">{escape(value_axis)} →</text>')  # fmt: skip
+    parts.append(
+        f'<text class="axis-title" x="{_pct_x(0.5)}" y="{height - 8}" '
+        f'text-anchor="middle">{escape(value_axis)} →</text>'
+    )
     for gi, (group, entries) in enumerate(groups.items()):
         y0 = _AXIS_H + gi * row_h + _ROW_GAP / 2
         shown = group if len(group) <= 30 else group[:29] + "…"
@@ -114,9 +118,15 @@ def bar_chart(
     labels.append("</svg>")
     rows = [[g, *(e["text"] if e else "—" for e in entries)] for g, entries in groups.items()]
     head = [group_axis, *(r["label"] for r in runs)]
-    return (legend(runs) + f'<div class="rates" data-chart-box="{escape(name)}">'
-            + "".join(labels) + "".join(parts) + "</div><details><summary>table</summary>"
-            + _table(name, head, rows) + "</details>")  # fmt: skip
+    return (
+        legend(runs)
+        + f'<div class="rates" data-chart-box="{escape(name)}">'
+        + "".join(labels)
+        + "".join(parts)
+        + "</div><details><summary>table</summary>"
+        + _table(name, head, rows)
+        + "</details>"
+    )
 
 
 def _pct_x(value: float) -> str:
@@ -129,14 +139,21 @@ def rate_chart(runs: list[dict[str, Any]], key: str, group_axis: str, *, sort: b
     groups: dict[str, list[dict[str, Any] | None]] = {}
     for ri, run in enumerate(runs):
         for group, r in run["summary"][key].items():
-            entry = {"value": r["pass_rate"], "text": f"{_pct(r['pass_rate'])} "
-                     f"({r['passed']}/{r['episodes']})"}  # fmt: skip
+            entry = {
+                "value": r["pass_rate"],
+                "text": f"{_pct(r['pass_rate'])} ({r['passed']}/{r['episodes']})",
+            }
             groups.setdefault(group, [None] * len(runs))[ri] = entry
     if sort:
         first = {g: e[0]["value"] if e[0] else -1.0 for g, e in groups.items()}
         groups = dict(sorted(groups.items(), key=lambda kv: (-first[kv[0]], kv[0])))
-    return bar_chart(key, runs, groups, group_axis=group_axis,
-                     value_axis="pass rate (episodes passed / episodes)")  # fmt: skip
+    return bar_chart(
+        key,
+        runs,
+        groups,
+        group_axis=group_axis,
+        value_axis="pass rate (episodes passed / episodes)",
+    )
 
 
 def pass_at_k_chart(runs: list[dict[str, Any]]) -> str:
@@ -145,13 +162,31 @@ def pass_at_k_chart(runs: list[dict[str, Any]]) -> str:
         for k, value in run["summary"]["pass_at_k"].items():
             entry = {"value": value, "text": _pct(value)}
             groups.setdefault(f"k={k}", [None] * len(runs))[ri] = entry
-    return bar_chart("pass_at_k", runs, groups, group_axis="attempts k",
-                     value_axis="pass@k (chance that one of k attempts passes)")  # fmt: skip
+    return bar_chart(
+        "pass_at_k",
+        runs,
+        groups,
+        group_axis="attempts k",
+        value_axis="pass@k (chance that one of k attempts passes)",
+    )
 
 
 def overview(runs: list[dict[str, Any]]) -> str:
-    head = ["run", "env", "episodes", "pass rate", "mean reward", "error rate", "cost",
-            "per trial", "per solved", "unknown cost", "mean steps", "tokens/trial", "stopped"]  # fmt: skip
+    head = [
+        "run",
+        "env",
+        "episodes",
+        "pass rate",
+        "mean reward",
+        "error rate",
+        "cost",
+        "per trial",
+        "per solved",
+        "unknown cost",
+        "mean steps",
+        "tokens/trial",
+        "stopped",
+    ]
     rows, notes = [], []
     for run in runs:
         s = run["summary"]
@@ -162,13 +197,26 @@ def overview(runs: list[dict[str, Any]]) -> str:
         episodes = (
             str(s["episodes"]) if run["planned"] is None else f"{s['episodes']}/{run['planned']}"
         )
-        rows.append([run["label"], run["env_id"], episodes, _pct(s["pass_rate"]),
-                     _num(s["mean_reward"], 3), _pct(s["error_rate"]), _usd(s["cost"]["total_usd"]),
-                     _usd(s["cost"]["per_trial_usd"]), _usd(s["cost"]["per_solved_usd"]),
-                     str(s["cost"]["unknown_trials"]), _num(s["mean_steps"], 1),
-                     _num(tokens, 0), run["stop_reason"] or ""])  # fmt: skip
-        errors = ", ".join(f"{k} {v['count']} ({_pct(v['rate'])})"
-                           for k, v in s["errors_by_class"].items())  # fmt: skip
+        rows.append(
+            [
+                run["label"],
+                run["env_id"],
+                episodes,
+                _pct(s["pass_rate"]),
+                _num(s["mean_reward"], 3),
+                _pct(s["error_rate"]),
+                _usd(s["cost"]["total_usd"]),
+                _usd(s["cost"]["per_trial_usd"]),
+                _usd(s["cost"]["per_solved_usd"]),
+                str(s["cost"]["unknown_trials"]),
+                _num(s["mean_steps"], 1),
+                _num(tokens, 0),
+                run["stop_reason"] or "",
+            ]
+        )
+        errors = ", ".join(
+            f"{k} {v['count']} ({_pct(v['rate'])})" for k, v in s["errors_by_class"].items()
+        )
         if errors:
             notes.append(f"<p>{escape(run['label'])} errors: {escape(errors)}</p>")
     return _table("overview", head, rows) + "".join(notes)

@@ -120,12 +120,37 @@ COMMIT;
 
 #: Columns of ``episodes`` a record maps to one to one (the rest are JSON or derived).
 _EPISODE_COLUMNS = (
-    "run_id", "episode_id", "task_id", "family", "category", "difficulty", "attempt", "try",
-    "final", "seed", "status", "end_reason", "error_class", "error_message", "infra_error",
-    "reward", "rewards", "verified", "verifier_output", "steps", "sandbox_start_s", "agent_s",
-    "policy_s", "verifier_s", "prompt_tokens", "completion_tokens", "cached_tokens", "cost_usd",
-    "wall_s", "finished_at",
-)  # fmt: skip
+    "run_id",
+    "episode_id",
+    "task_id",
+    "family",
+    "category",
+    "difficulty",
+    "attempt",
+    "try",
+    "final",
+    "seed",
+    "status",
+    "end_reason",
+    "error_class",
+    "error_message",
+    "infra_error",
+    "reward",
+    "rewards",
+    "verified",
+    "verifier_output",
+    "steps",
+    "sandbox_start_s",
+    "agent_s",
+    "policy_s",
+    "verifier_s",
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_tokens",
+    "cost_usd",
+    "wall_s",
+    "finished_at",
+)
 
 
 class RunMismatchError(ValueError):
@@ -316,8 +341,11 @@ class ResultStore:
     def _add_episode(self, row: EpisodeRow) -> int:
         # The vocabulary is checked here: a row never holds a status or end reason it does not
         # define (ValueError names the bad value).
-        checked = {**row.values, "status": EpisodeStatus(row.values["status"]),
-                   "end_reason": EndReason(row.values["end_reason"])}  # fmt: skip
+        checked = {
+            **row.values,
+            "status": EpisodeStatus(row.values["status"]),
+            "end_reason": EndReason(row.values["end_reason"]),
+        }
         values = [checked.get(c) for c in _EPISODE_COLUMNS]
         with _transaction(self._conn):
             if row.values.get("episode_id") is not None:

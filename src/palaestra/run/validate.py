@@ -86,32 +86,50 @@ class Validation:
         return next((s.detail for s in self.steps if not s.ok), "")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"accepted": self.accepted, "reason": self.reason,
-                "steps": [{"step": str(s.step), "ok": s.ok, "detail": s.detail}
-                          for s in self.steps],
-                "similarity": self.similarity, "nearest": self.nearest,
-                "duration_s": self.duration_s}  # fmt: skip
+        return {
+            "accepted": self.accepted,
+            "reason": self.reason,
+            "steps": [{"step": str(s.step), "ok": s.ok, "detail": s.detail} for s in self.steps],
+            "similarity": self.similarity,
+            "nearest": self.nearest,
+            "duration_s": self.duration_s,
+        }
 
 
 def _scenario_steps(runs: list[ScenarioResult], max_solve_s: float) -> list[StepResult]:
     def seen(r: ScenarioResult) -> str:
-        return f"{r.scenario}: " + (f"reward {r.reward:g}" if r.status == "ok"
-                                    else f"error {r.detail[:300]}")  # fmt: skip
+        return f"{r.scenario}: " + (
+            f"reward {r.reward:g}" if r.status == "ok" else f"error {r.detail[:300]}"
+        )
 
     oracle, nop, wrong = runs[0:2], runs[2:4], runs[4:]
     slowest = max(r.duration_s for r in oracle)
     agree = all((a.status, a.rewards) == (b.status, b.rewards) for a, b in (oracle, nop))
     return [
-        StepResult(Step.DETERMINISTIC, agree,
-                   "" if agree else "two runs disagree: " + "; ".join(map(seen, oracle + nop))),
-        StepResult(Step.REFERENCE, all(r.ok for r in oracle),
-                   "; ".join(seen(r) for r in oracle if not r.ok)),
+        StepResult(
+            Step.DETERMINISTIC,
+            agree,
+            "" if agree else "two runs disagree: " + "; ".join(map(seen, oracle + nop)),
+        ),
+        StepResult(
+            Step.REFERENCE,
+            all(r.ok for r in oracle),
+            "; ".join(seen(r) for r in oracle if not r.ok),
+        ),
         StepResult(Step.NOP, all(r.ok for r in nop), "; ".join(seen(r) for r in nop if not r.ok)),
-        StepResult(Step.NOT_TRIVIAL, all(r.ok for r in wrong),
-                   "; ".join(seen(r) + " (must be 0)" for r in wrong if not r.ok)),
-        StepResult(Step.LIMITS, slowest <= max_solve_s, "" if slowest <= max_solve_s else
-                   f"the reference took {slowest:.1f}s, over {max_solve_s:g}s"),
-    ]  # fmt: skip
+        StepResult(
+            Step.NOT_TRIVIAL,
+            all(r.ok for r in wrong),
+            "; ".join(seen(r) + " (must be 0)" for r in wrong if not r.ok),
+        ),
+        StepResult(
+            Step.LIMITS,
+            slowest <= max_solve_s,
+            ""
+            if slowest <= max_solve_s
+            else f"the reference took {slowest:.1f}s, over {max_solve_s:g}s",
+        ),
+    ]
 
 
 async def validate_proposal(
@@ -130,8 +148,9 @@ async def validate_proposal(
     similarity, nearest = 0.0, None
 
     def done(proposal: Proposal | None = None, task: Task | None = None) -> Validation:
-        return Validation(tuple(steps), proposal, task, similarity, nearest,
-                          time.perf_counter() - started)  # fmt: skip
+        return Validation(
+            tuple(steps), proposal, task, similarity, nearest, time.perf_counter() - started
+        )
 
     try:
         proposal = parse_proposal(text)
@@ -146,8 +165,11 @@ async def validate_proposal(
     if pool is not None:
         similarity, nearest = await asyncio.to_thread(pool.nearest, proposal)
     novel = similarity < duplicate_at
-    steps.append(StepResult(Step.NOVEL, novel, "" if novel else
-                            f"{similarity:.2f} similar to pool task {nearest}"))  # fmt: skip
+    steps.append(
+        StepResult(
+            Step.NOVEL, novel, "" if novel else f"{similarity:.2f} similar to pool task {nearest}"
+        )
+    )
     if not novel:
         return done(proposal)
     try:
