@@ -103,10 +103,12 @@ class SelfPlay:
         """The solver's solve rate on ``task`` over ``attempts`` tries (None: every try of the
         group errored out, so the task stays unmeasured)."""
         stream = RolloutStream(
-            lambda: CodeEnv(TaskSet([task], name=task.id), sandbox=self.backend,
-                            scaffold=self.scaffold),
-            self.solver, concurrency=self.attempts,
-        )  # fmt: skip
+            lambda: CodeEnv(
+                TaskSet([task], name=task.id), sandbox=self.backend, scaffold=self.scaffold
+            ),
+            self.solver,
+            concurrency=self.attempts,
+        )
         async with stream:
             async for group in stream.groups(self.attempts, draws=1):
                 return group.outcome.solve_rate
@@ -114,44 +116,70 @@ class SelfPlay:
 
     def _provenance(self, context: CreatorContext, validation: Validation) -> dict[str, Any]:
         creator = self._creator
-        return {"creator": self.creator_version,
-                "creator_policy": None if creator is None else getattr(
-                    creator, "name", type(creator).__name__),
-                "policy_version": current_version(creator) if creator is not None else None,
-                "solver_policy_version": current_version(self.solver), "parent": context.parent,
-                "env_id": context.env_id, "validation": validation.to_dict(),
-                "similarity": validation.similarity, "nearest": validation.nearest}  # fmt: skip
+        return {
+            "creator": self.creator_version,
+            "creator_policy": None
+            if creator is None
+            else getattr(creator, "name", type(creator).__name__),
+            "policy_version": current_version(creator) if creator is not None else None,
+            "solver_policy_version": current_version(self.solver),
+            "parent": context.parent,
+            "env_id": context.env_id,
+            "validation": validation.to_dict(),
+            "similarity": validation.similarity,
+            "nearest": validation.nearest,
+        }
 
     async def judge(self, text: str, context: CreatorContext) -> Judgment:
         """Validate, admit, calibrate and reward one proposal."""
         staging = (await asyncio.to_thread(self.pool.staging_dir)) / "task"
         try:
             validation = await validate_proposal(
-                text, staging, self.backend, pool=self.pool,
-                duplicate_at=self.duplicate_at, max_solve_s=self.max_solve_s,
-            )  # fmt: skip
+                text,
+                staging,
+                self.backend,
+                pool=self.pool,
+                duplicate_at=self.duplicate_at,
+                max_solve_s=self.max_solve_s,
+            )
             if not validation.accepted:
-                await asyncio.to_thread(self.pool.reject, text, str(validation.reason), {
-                    "detail": validation.detail, "parent": context.parent,
-                    "validation": validation.to_dict()})  # fmt: skip
+                await asyncio.to_thread(
+                    self.pool.reject,
+                    text,
+                    str(validation.reason),
+                    {
+                        "detail": validation.detail,
+                        "parent": context.parent,
+                        "validation": validation.to_dict(),
+                    },
+                )
                 return Judgment(0.0, False, {"validation": validation.to_dict()})
             assert validation.proposal is not None
             async with self._lock:
-                task = await asyncio.to_thread(self.pool.add, staging, validation.proposal,
-                                               self._provenance(context, validation))  # fmt: skip
+                task = await asyncio.to_thread(
+                    self.pool.add,
+                    staging,
+                    validation.proposal,
+                    self._provenance(context, validation),
+                )
         finally:
             await asyncio.to_thread(self.pool.discard, staging.parent)
         rate = await self.solve_rate(task)
-        info = {"validation": validation.to_dict(), "task_id": task.id, "solve_rate": rate,
-                "similarity": validation.similarity}  # fmt: skip
+        info = {
+            "validation": validation.to_dict(),
+            "task_id": task.id,
+            "solve_rate": rate,
+            "similarity": validation.similarity,
+        }
         if rate is None:
             return Judgment(0.0, True, info)
         await asyncio.to_thread(self.pool.record_solve_rate, task.id, rate)
         reward = max(0.0, learnability(rate) - repetition_penalty(validation.similarity))
         return Judgment(reward, True, info)
 
-    def creator_env(self, seeds: TaskSet | Sequence[Task], *, mode: str = "new",
-                    env_id: str | None = None) -> CreatorEnv:  # fmt: skip
+    def creator_env(
+        self, seeds: TaskSet | Sequence[Task], *, mode: str = "new", env_id: str | None = None
+    ) -> CreatorEnv:
         """A creator environment judged by this self-play."""
         return CreatorEnv(seeds, judge=self.judge, mode=mode, env_id=env_id)
 
@@ -168,8 +196,12 @@ class SelfPlay:
         """``draws`` creator episodes through a :class:`RolloutStream`, as they finish; each
         one's judgment (``episode.info["judgment"]``) has already calibrated its task."""
         self._creator = creator
-        stream = RolloutStream(lambda: self.creator_env(seeds, mode=mode), creator,
-                               concurrency=concurrency, out_dir=out_dir)  # fmt: skip
+        stream = RolloutStream(
+            lambda: self.creator_env(seeds, mode=mode),
+            creator,
+            concurrency=concurrency,
+            out_dir=out_dir,
+        )
         async with stream:
             async for episode in stream.episodes(draws=draws):
                 yield episode

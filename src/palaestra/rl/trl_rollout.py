@@ -109,9 +109,12 @@ class PalaestraRollout:
         self._synced_step = step
         episodes = self._run(self._episodes([_task_id(p) for p in prompts], step))
         out: dict[str, list[Any]] = {
-            "prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [],
+            "prompt_ids": [],
+            "completion_ids": [],
+            "logprobs": [],
+            "env_mask": [],
             "palaestra_reward": [],
-        }  # fmt: skip
+        }
         samples = [to_trajectory(episode) for episode in episodes]
         temperature = float(trainer.args.temperature)
         check_sampling(samples, temperature, setting="trl.GRPOConfig(temperature={:g})")
