@@ -69,9 +69,14 @@ class ChannelSandbox(Sandbox):
     ) -> ExecResult:
         started = time.monotonic()
         answer = await self._usable_channel().shell_run(
-            session.name, cmd, cwd=session.cwd, env=session.env, user=session.user,
-            timeout=timeout, output_limit=output_limit,
-        )  # fmt: skip
+            session.name,
+            cmd,
+            cwd=session.cwd,
+            env=session.env,
+            user=session.user,
+            timeout=timeout,
+            output_limit=output_limit,
+        )
         return _result(*answer, started)
 
     async def _shell_close(self, session: ShellSession) -> None:
@@ -105,9 +110,12 @@ class ChannelSandbox(Sandbox):
         channel = self._usable_channel()
         src = sandbox_path(src)
         head, out, err = await channel.run(
-            Command(["sh", "-c", _DOWNLOAD_SH, "sh", src], TRANSFER_TIMEOUT_S,
-                    output_limit=DOWNLOAD_LIMIT)
-        )  # fmt: skip
+            Command(
+                ["sh", "-c", _DOWNLOAD_SH, "sh", src],
+                TRANSFER_TIMEOUT_S,
+                output_limit=DOWNLOAD_LIMIT,
+            )
+        )
         if head["exit_code"] == 2:
             raise FileNotFoundError(errno.ENOENT, f"no such path in sandbox {self.id}", src)
         if head["exit_code"] != 0 or head["truncated"]:
@@ -171,6 +179,9 @@ def _no_escaping_links(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | 
     special files: a download of a directory keeps everything else."""
     try:
         return tarfile.data_filter(member, dest)
-    except (tarfile.AbsoluteLinkError, tarfile.LinkOutsideDestinationError,
-            tarfile.SpecialFileError):  # fmt: skip
+    except (
+        tarfile.AbsoluteLinkError,
+        tarfile.LinkOutsideDestinationError,
+        tarfile.SpecialFileError,
+    ):
         return None

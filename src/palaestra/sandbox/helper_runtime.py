@@ -258,9 +258,16 @@ def _build_c_helper(dest: Path) -> None:
     (dest / "c").mkdir()
     (dest / "c" / "shell_script.h").write_text(f"#define SHELL_SCRIPT {_c_string(SCRIPT)}\n")
     argv = [
-        compiler, "-O2", "-std=gnu11", "-static", "-I", str(dest / "c"),
-        "-o", str(dest / C_HELPER), *map(str, sorted(_HELPER_C.glob("*.c"))),
-    ]  # fmt: skip
+        compiler,
+        "-O2",
+        "-std=gnu11",
+        "-static",
+        "-I",
+        str(dest / "c"),
+        "-o",
+        str(dest / C_HELPER),
+        *map(str, sorted(_HELPER_C.glob("*.c"))),
+    ]
     setids = [compiler, "-O2", "-std=gnu11", "-static", "-o", str(dest / SETIDS), str(_SETIDS_C)]
     try:
         subprocess.run(argv, capture_output=True, text=True, check=True)

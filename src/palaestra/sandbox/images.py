@@ -267,9 +267,17 @@ async def _export_into(docker: aiodocker.Docker, image_id: str, directory: Path)
     )
     try:
         tar = await asyncio.create_subprocess_exec(
-            "tar", "-x", "--numeric-owner", "--exclude=dev/*", "-C", str(directory), "-f", "-",
-            stdin=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
+            "tar",
+            "-x",
+            "--numeric-owner",
+            "--exclude=dev/*",
+            "-C",
+            str(directory),
+            "-f",
+            "-",
+            stdin=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         assert tar.stdin is not None and tar.stderr is not None
         stderr_task = asyncio.create_task(tar.stderr.read())
         try:

@@ -302,8 +302,9 @@ def _run_cleanups() -> None:
             pass
 
 
-def _on_signal(previous: Callable[[int, FrameType | None], Any] | int, signum: int,
-               frame: FrameType | None) -> None:  # fmt: skip
+def _on_signal(
+    previous: Callable[[int, FrameType | None], Any] | int, signum: int, frame: FrameType | None
+) -> None:
     if callable(previous):
         previous(signum, frame)
         return

@@ -51,9 +51,16 @@ _MS_NOSUID, _MS_NODEV = 2, 4
 _MS_REMOUNT = 32
 #: Per-mount flags a remount must repeat (left out, a remount would clear them).
 _MOUNT_FLAGS = {
-    "ro": 1, "nosuid": 2, "nodev": 4, "noexec": 8, "sync": 16, "noatime": 1024,
-    "nodiratime": 2048, "relatime": 1 << 21, "strictatime": 1 << 24,
-}  # fmt: skip
+    "ro": 1,
+    "nosuid": 2,
+    "nodev": 4,
+    "noexec": 8,
+    "sync": 16,
+    "noatime": 1024,
+    "nodiratime": 2048,
+    "relatime": 1 << 21,
+    "strictatime": 1 << 24,
+}
 #: ``0`` leaves the cgroup2 mount's options alone (see :func:`favor_dynamic_moves`).
 FAVOR_DYNMODS_ENV = "PALAESTRA_CGROUP_FAVORDYNMODS"
 _MNT_DETACH = 2
@@ -412,11 +419,9 @@ def mount(
     """mount(2), by default with nosuid,nodev (needs root). Blocking."""
     libc = ctypes.CDLL(None, use_errno=True)
     if (
-        libc.mount(
-            source.encode(), os.fsencode(target), fstype.encode(), flags, options.encode()
-        )
+        libc.mount(source.encode(), os.fsencode(target), fstype.encode(), flags, options.encode())
         != 0
-    ):  # fmt: skip
+    ):
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err), str(target))
 

@@ -43,11 +43,24 @@ from palaestra.sandbox.local.seccomp import seccomp_fd
 #: /etc is filtered.
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32", "/etc", "/opt")
 #: Never shown from the host's /etc, whatever their permissions.
-ETC_SECRETS = frozenset({
-    "shadow", "shadow-", "gshadow", "gshadow-", "sudoers", "sudoers.d", "master.passwd",
-    "opasswd", "private", "krb5.keytab", "credstore", "credstore.encrypted", "wireguard",
-    "system-connections",
-})  # fmt: skip
+ETC_SECRETS = frozenset(
+    {
+        "shadow",
+        "shadow-",
+        "gshadow",
+        "gshadow-",
+        "sudoers",
+        "sudoers.d",
+        "master.passwd",
+        "opasswd",
+        "private",
+        "krb5.keytab",
+        "credstore",
+        "credstore.encrypted",
+        "wireguard",
+        "system-connections",
+    }
+)
 BASE_ENV = {
     "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
     "HOME": "/root",
@@ -60,17 +73,33 @@ BASE_ENV = {
 #: mapped into it, never on the host's. Root inside keeps root's file access to the sandbox's
 #: files and can switch users, but cannot mount, ptrace, load modules or change the clock.
 CAPABILITIES = (
-    "CAP_AUDIT_WRITE", "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL",
-    "CAP_NET_BIND_SERVICE", "CAP_SETFCAP", "CAP_SETGID", "CAP_SETUID", "CAP_SYS_CHROOT",
-)  # fmt: skip
+    "CAP_AUDIT_WRITE",
+    "CAP_CHOWN",
+    "CAP_DAC_OVERRIDE",
+    "CAP_FOWNER",
+    "CAP_FSETID",
+    "CAP_KILL",
+    "CAP_NET_BIND_SERVICE",
+    "CAP_SETFCAP",
+    "CAP_SETGID",
+    "CAP_SETUID",
+    "CAP_SYS_CHROOT",
+)
 #: What Docker binds read-only in /proc (moby's oci defaults, ReadonlyPaths).
 PROC_READ_ONLY = ("/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger")
 #: What Docker masks in /proc (MaskedPaths; /sys is not mounted in a local sandbox at all).
 PROC_MASKED = (
-    "/proc/asound", "/proc/acpi", "/proc/interrupts", "/proc/kcore", "/proc/keys",
-    "/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug",
+    "/proc/asound",
+    "/proc/acpi",
+    "/proc/interrupts",
+    "/proc/kcore",
+    "/proc/keys",
+    "/proc/latency_stats",
+    "/proc/timer_list",
+    "/proc/timer_stats",
+    "/proc/sched_debug",
     "/proc/scsi",
-)  # fmt: skip
+)
 
 
 @dataclasses.dataclass
@@ -105,11 +134,25 @@ def bwrap_command(
     fds: list[int] = [block_r]
     try:
         argv = [
-            "--unshare-user", "--uid", "0", "--gid", "0", "--userns-block-fd", str(block_r),
-            "--die-with-parent", "--new-session", "--as-pid-1",
-            "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-            "--hostname", spec.hostname, "--cap-drop", "ALL",
-        ]  # fmt: skip
+            "--unshare-user",
+            "--uid",
+            "0",
+            "--gid",
+            "0",
+            "--userns-block-fd",
+            str(block_r),
+            "--die-with-parent",
+            "--new-session",
+            "--as-pid-1",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            "--hostname",
+            spec.hostname,
+            "--cap-drop",
+            "ALL",
+        ]
         if spec.network == "none":
             argv.append("--unshare-net")
         for cap in CAPABILITIES:

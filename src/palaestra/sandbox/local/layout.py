@@ -212,9 +212,11 @@ def _mount_root(rootfs: Path, sandbox_dir: Path, layer: Path, limits: SandboxLim
     idmapped_clone(rootfs, lower)
     limits.mounts.append(str(lower))
     mount_fs(
-        "overlay", root, "overlay",
+        "overlay",
+        root,
+        "overlay",
         f"lowerdir={lower},upperdir={layer / 'upper'},workdir={layer / 'work'}",
-    )  # fmt: skip
+    )
     limits.mounts.append(str(root))
 
 
