@@ -91,8 +91,9 @@ class Pool:
 
     def _index(self) -> dict[str, frozenset[tuple[str, ...]]]:
         if self._shingles is None:
-            self._shingles = {d.name: shingles(proposal_of(load_task(d)).text())
-                              for d in self.task_dirs()}  # fmt: skip
+            self._shingles = {
+                d.name: shingles(proposal_of(load_task(d)).text()) for d in self.task_dirs()
+            }
         return self._shingles
 
     def nearest(self, proposal: Proposal) -> tuple[float, str | None]:
@@ -138,8 +139,9 @@ class Pool:
         """Keep a rejected proposal with its reason."""
         path = self.root / ".rejected" / f"{time.time_ns()}-{uuid.uuid4().hex[:6]}.json"
         path.parent.mkdir(exist_ok=True)
-        path.write_text(json.dumps({"reason": reason, "text": text, **record}, indent=1,
-                                   default=str) + "\n")  # fmt: skip
+        path.write_text(
+            json.dumps({"reason": reason, "text": text, **record}, indent=1, default=str) + "\n"
+        )
         return path
 
     def discard(self, staged: Path) -> None:
@@ -147,14 +149,21 @@ class Pool:
 
     def stats(self) -> dict[str, Any]:
         """Counts, acceptance and rejection reasons, and the solve-rate histogram."""
-        rejected = Counter(json.loads(p.read_text())["reason"]
-                           for p in sorted((self.root / ".rejected").glob("*.json")))  # fmt: skip
+        rejected = Counter(
+            json.loads(p.read_text())["reason"]
+            for p in sorted((self.root / ".rejected").glob("*.json"))
+        )
         histogram: Counter[str] = Counter()
         for d in self.task_dirs():
             rates = self.provenance(d.name)["solve_rates"]
             histogram[solve_rate_bin(rates[-1]) if rates else "unmeasured"] += 1
         accepted = sum(histogram.values())
         total = accepted + sum(rejected.values())
-        return {"accepted": accepted, "rejected": sum(rejected.values()), "proposals": total,
-                "acceptance": accepted / total if total else None,
-                "rejections": dict(rejected.most_common()), "difficulty": dict(histogram)}  # fmt: skip
+        return {
+            "accepted": accepted,
+            "rejected": sum(rejected.values()),
+            "proposals": total,
+            "acceptance": accepted / total if total else None,
+            "rejections": dict(rejected.most_common()),
+            "difficulty": dict(histogram),
+        }

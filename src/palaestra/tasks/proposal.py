@@ -75,9 +75,15 @@ class Proposal:
         return "\n".join([self.instruction, *(self.tests[k] for k in sorted(self.tests))])
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "instruction": self.instruction, "files": self.files,
-                "tests": self.tests, "solution": self.solution, "outputs": list(self.outputs),
-                "metadata": self.metadata}  # fmt: skip
+        return {
+            "id": self.id,
+            "instruction": self.instruction,
+            "files": self.files,
+            "tests": self.tests,
+            "solution": self.solution,
+            "outputs": list(self.outputs),
+            "metadata": self.metadata,
+        }
 
 
 def _extract_json(text: str) -> Any:
@@ -90,8 +96,10 @@ def _extract_json(text: str) -> Any:
     try:
         return json.loads(body)
     except json.JSONDecodeError as e:
-        raise ProposalError(f"the proposal is not valid JSON ({e.msg} at line {e.lineno}): "
-                            "answer with one ```json block holding one object") from None  # fmt: skip
+        raise ProposalError(
+            f"the proposal is not valid JSON ({e.msg} at line {e.lineno}): "
+            "answer with one ```json block holding one object"
+        ) from None
 
 
 def _files(raw: dict[str, Any], key: str) -> dict[str, str]:
@@ -102,8 +110,10 @@ def _files(raw: dict[str, Any], key: str) -> dict[str, str]:
         raise ProposalError(f"{key!r} has {len(value)} files, over the limit of {LIMITS['files']}")
     for path in value:
         if not _PATH.match(path) or {".", ".."} & set(path.split("/")):
-            raise ProposalError(f"{key!r}: path {path!r} is not a plain relative path; use "
-                                "letters, digits, '.', '_', '-' and '/' (no '.' or '..')")  # fmt: skip
+            raise ProposalError(
+                f"{key!r}: path {path!r} is not a plain relative path; use "
+                "letters, digits, '.', '_', '-' and '/' (no '.' or '..')"
+            )
     return dict(value)
 
 
@@ -117,8 +127,9 @@ def parse_proposal(text: str) -> Proposal:
         raise ProposalError("'instruction' is missing or empty: say what the solver must do")
     tests = _files(raw, "tests")
     if "test.sh" not in tests:
-        raise ProposalError("'tests' has no test.sh: add one that writes "
-                            "/logs/verifier/reward.txt (1 or 0)")  # fmt: skip
+        raise ProposalError(
+            "'tests' has no test.sh: add one that writes /logs/verifier/reward.txt (1 or 0)"
+        )
     solution = raw.get("solution")
     if isinstance(solution, dict):
         solution = solution.get("solve.sh")
@@ -135,8 +146,15 @@ def parse_proposal(text: str) -> Proposal:
     slug = raw.get("id")
     if slug is not None and (not isinstance(slug, str) or not _SLUG.match(slug)):
         raise ProposalError(f"'id' {slug!r} must be a lower-case slug like 'reverse-lines'")
-    proposal = Proposal(instruction, tests, solution, _files(raw, "files"),
-                        tuple(o.removeprefix("/app/") for o in outputs), metadata, slug)  # fmt: skip
+    proposal = Proposal(
+        instruction,
+        tests,
+        solution,
+        _files(raw, "files"),
+        tuple(o.removeprefix("/app/") for o in outputs),
+        metadata,
+        slug,
+    )
     _check_size(proposal)
     return proposal
 
@@ -146,12 +164,18 @@ def _check_size(proposal: Proposal) -> None:
         raise ProposalError(
             f"'instruction' is over {LIMITS['instruction_bytes']} bytes: shorten it"
         )
-    texts = [proposal.instruction, proposal.solution, *proposal.tests.values(),
-             *proposal.files.values()]  # fmt: skip
+    texts = [
+        proposal.instruction,
+        proposal.solution,
+        *proposal.tests.values(),
+        *proposal.files.values(),
+    ]
     total = sum(len(t.encode()) for t in texts)
     if total > LIMITS["total_bytes"]:
-        raise ProposalError(f"the proposal holds {total} bytes, over the limit of "
-                            f"{LIMITS['total_bytes']}: make the files smaller")  # fmt: skip
+        raise ProposalError(
+            f"the proposal holds {total} bytes, over the limit of "
+            f"{LIMITS['total_bytes']}: make the files smaller"
+        )
 
 
 def forbidden(proposal: Proposal) -> list[str]:
@@ -160,13 +184,17 @@ def forbidden(proposal: Proposal) -> list[str]:
     The sandbox also runs every proposed task without a network; these checks refuse the
     attempt itself, so a task never depends on what a network would have given."""
     problems = []
-    for where, text in [("solution", proposal.solution), *(
-            (f"tests/{k}", v) for k, v in sorted(proposal.tests.items()))]:  # fmt: skip
+    for where, text in [
+        ("solution", proposal.solution),
+        *((f"tests/{k}", v) for k, v in sorted(proposal.tests.items())),
+    ]:
         if m := _NETWORK.search(text):
             problems.append(f"{where} uses the network ({m.group(0)!r}): tasks run offline")
     if m := _PEEKING.search(proposal.solution):
-        problems.append(f"the solution reads the verifier's files ({m.group(0)!r}): it must "
-                        "solve the task from /app and the instruction alone")  # fmt: skip
+        problems.append(
+            f"the solution reads the verifier's files ({m.group(0)!r}): it must "
+            "solve the task from /app and the instruction alone"
+        )
     if not _WRITES_REWARD.search("\n".join(proposal.tests.values())):
         problems.append("the tests never write /logs/verifier/reward.txt or reward.json")
     problems += outside_the_jail(proposal.tests)
@@ -294,10 +322,21 @@ def proposal_of(task: Task) -> Proposal:
     if saved.is_file():
         return parse_proposal(saved.read_text())
     workspace = task.environment_dir / "workspace"
-    files = _texts(workspace) if workspace.is_dir() else {
-        k: v for k, v in _texts(task.environment_dir).items() if k != "Dockerfile"}  # fmt: skip
+    files = (
+        _texts(workspace)
+        if workspace.is_dir()
+        else {k: v for k, v in _texts(task.environment_dir).items() if k != "Dockerfile"}
+    )
     solve = task.solve_script
-    return Proposal(task.instruction, _texts(task.tests_dir),
-                    solve.read_text() if solve is not None else "", files,
-                    metadata={k: task.config.metadata[k] for k in ("category", "difficulty", "tags")
-                              if k in task.config.metadata}, id=None)  # fmt: skip
+    return Proposal(
+        task.instruction,
+        _texts(task.tests_dir),
+        solve.read_text() if solve is not None else "",
+        files,
+        metadata={
+            k: task.config.metadata[k]
+            for k in ("category", "difficulty", "tags")
+            if k in task.config.metadata
+        },
+        id=None,
+    )

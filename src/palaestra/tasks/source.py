@@ -175,17 +175,21 @@ class TaskSet(Sequence[Task]):
         :class:`SkippedTasksWarning`; a :class:`TaskError` when none loaded."""
         if failed and not tasks:
             raise TaskError(
-                root, f"none of its {len(failed)} tasks loads", fix="correct them",
+                root,
+                f"none of its {len(failed)} tasks loads",
+                fix="correct them",
                 errors=[error for _, error in failed],
-            )  # fmt: skip
+            )
         made = cls(tasks, name=name)
         made.invalid = tuple(failed)
         if failed:
             names = ", ".join(directory.name for directory, _ in failed)
             warnings.warn(
                 f"{name}: skipped {len(failed)} of {len(tasks) + len(failed)} tasks that do not "
-                f"load ({names})", SkippedTasksWarning, stacklevel=3,
-            )  # fmt: skip
+                f"load ({names})",
+                SkippedTasksWarning,
+                stacklevel=3,
+            )
         return made
 
     def _load(self, task_id: str) -> Task:

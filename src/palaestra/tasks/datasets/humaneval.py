@@ -47,10 +47,19 @@ HARNESS = Path(__file__).with_name("humaneval_check.py")
 REWARD_OUTCOMES = outcomes.GRADED + outcomes.ASSERTIONS + outcomes.CURE
 _MUTANTS = 6
 _SWAPS: dict[type, type] = {
-    ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
-    ast.NotEq: ast.Eq, ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Add,
-    ast.FloorDiv: ast.Mult, ast.And: ast.Or, ast.Or: ast.And,
-}  # fmt: skip
+    ast.Lt: ast.LtE,
+    ast.LtE: ast.Lt,
+    ast.Gt: ast.GtE,
+    ast.GtE: ast.Gt,
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.Add: ast.Sub,
+    ast.Sub: ast.Add,
+    ast.Mult: ast.Add,
+    ast.FloorDiv: ast.Mult,
+    ast.And: ast.Or,
+    ast.Or: ast.And,
+}
 
 
 @functools.cache
@@ -104,14 +113,24 @@ def _files(problem: dict[str, Any]) -> dict[str, dict[str, str]]:
     return {
         "instruction": {"instruction.md": instruction},
         "workspace": {"solution.py": prompt + "    raise NotImplementedError\n"},
-        "tests": {"test.sh": python_test_sh(timeout=150), "test_hidden.py": hidden,
-                  **check_runtime_files(),
-                  "humaneval_check.py": HARNESS.read_text(), **_cure_files(problem)},  # fmt: skip
-        "solution": {"solve.sh": solve.format(
-            note="canonical solution", code=(prompt + problem["canonical_solution"]).rstrip())},
-        "wrong_solutions/empty-body": {"solve.sh": solve.format(
-            note="wrong: an empty body (returns None)", code=(prompt + "    pass").rstrip())},
-    }  # fmt: skip
+        "tests": {
+            "test.sh": python_test_sh(timeout=150),
+            "test_hidden.py": hidden,
+            **check_runtime_files(),
+            "humaneval_check.py": HARNESS.read_text(),
+            **_cure_files(problem),
+        },
+        "solution": {
+            "solve.sh": solve.format(
+                note="canonical solution", code=(prompt + problem["canonical_solution"]).rstrip()
+            )
+        },
+        "wrong_solutions/empty-body": {
+            "solve.sh": solve.format(
+                note="wrong: an empty body (returns None)", code=(prompt + "    pass").rstrip()
+            )
+        },
+    }
 
 
 def _mutants(source: str, entry: str) -> list[str]:
@@ -121,8 +140,12 @@ def _mutants(source: str, entry: str) -> list[str]:
     wrong is decided at verification: those the ground-truth tests reject."""
     tree = ast.parse(source)
     func = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == entry)
-    sites = [n for n in ast.walk(func) if isinstance(n, ast.Compare | ast.BinOp | ast.BoolOp)
-             or (isinstance(n, ast.Constant) and type(n.value) is int)]  # fmt: skip
+    sites = [
+        n
+        for n in ast.walk(func)
+        if isinstance(n, ast.Compare | ast.BinOp | ast.BoolOp)
+        or (isinstance(n, ast.Constant) and type(n.value) is int)
+    ]
     found: list[str] = []
     empty = copy.deepcopy(tree)
     stub = next(n for n in empty.body if isinstance(n, ast.FunctionDef) and n.name == entry)
@@ -132,10 +155,14 @@ def _mutants(source: str, entry: str) -> list[str]:
     for site in sites:
         index = sites.index(site)
         mutated = copy.deepcopy(tree)
-        target = [n for n in ast.walk(next(
-            n for n in mutated.body if isinstance(n, ast.FunctionDef) and n.name == entry))
+        target = [
+            n
+            for n in ast.walk(
+                next(n for n in mutated.body if isinstance(n, ast.FunctionDef) and n.name == entry)
+            )
             if isinstance(n, ast.Compare | ast.BinOp | ast.BoolOp)
-            or (isinstance(n, ast.Constant) and type(n.value) is int)][index]  # fmt: skip
+            or (isinstance(n, ast.Constant) and type(n.value) is int)
+        ][index]
         if isinstance(target, ast.Constant):
             target.value += 1
         elif isinstance(target, ast.Compare) and type(target.ops[0]) in _SWAPS:

@@ -135,10 +135,14 @@ class Candidate:
         self.tree = Tree()  # whatever the agent's server starts: killed with it (stop)
         self.proc = subprocess.Popen(
             [sys.executable, "-I", "-B", "-c", _SERVER, self.path, self.entry],
-            cwd="/tmp", stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            cwd="/tmp",
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
             env={"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"},
-            start_new_session=True, preexec_fn=_limits(60),
-        )  # fmt: skip
+            start_new_session=True,
+            preexec_fn=_limits(60),
+        )
         self.buffer = b""
         first = self._read()
         if first[0] == "compile_error":
@@ -210,15 +214,17 @@ def run_check(prompt, test, entry, path):
     scope = {"__name__": "reference"}
     exec(compile(prompt + "    raise NotImplementedError\n", "prompt", "exec"), scope)
     exec(compile(test, "test", "exec"), scope)
-    body = next(n for n in ast.parse(test).body
-                if isinstance(n, ast.FunctionDef) and n.name == "check").body  # fmt: skip
+    body = next(
+        n for n in ast.parse(test).body if isinstance(n, ast.FunctionDef) and n.name == "check"
+    ).body
     candidate = Candidate(path, entry)
     scope["candidate"] = scope[entry] = candidate  # some checks call the entry point by name
     results, compile_error = [], None
     try:
         for i, stmt in enumerate(body):
             is_case = any(isinstance(n, ast.Assert) for n in ast.walk(stmt)) and (
-                "candidate" in _names(stmt))  # fmt: skip
+                "candidate" in _names(stmt)
+            )
             name = f"case {i}: {ast.unparse(stmt).splitlines()[0][:120]}"
             try:
                 exec(compile(ast.Module([stmt], []), "check", "exec"), scope)
@@ -311,8 +317,12 @@ def cure(prompt, test, entry, code_ok, mutants_dir="/tests/cure", max_wrong=4):
     """CURE's test reward and counts, or zero tests when the policy wrote none."""
     read = run_command(["cat", "/app/test_solution.py"], cwd="/", timeout=10)
     if not read.ok or not read.stdout.strip():
-        return {"cure_test_reward": -1.0, "cure_tests_total": 0.0, "cure_tests_accurate": 0.0,
-                "cure_wrong_total": 0.0}  # fmt: skip
+        return {
+            "cure_test_reward": -1.0,
+            "cure_tests_total": 0.0,
+            "cure_tests_accurate": 0.0,
+            "cure_wrong_total": 0.0,
+        }
     tests = read.stdout
     with open(os.path.join(mutants_dir, "reference.py")) as f:
         reference = f.read()
@@ -343,8 +353,10 @@ def cure(prompt, test, entry, code_ok, mutants_dir="/tests/cure", max_wrong=4):
         accurate += ok_on_correct
         score = -passes_wrong + (rejects if ok_on_correct else 0)
         per_test.append(score / n_wrong if n_wrong else 0.0)
-        print(f"CURE test {n}: passes correct code {bool(ok_on_correct)}, rejects {rejects}/"
-              f"{n_wrong} wrong")  # fmt: skip
+        print(
+            f"CURE test {n}: passes correct code {bool(ok_on_correct)}, rejects {rejects}/"
+            f"{n_wrong} wrong"
+        )
     return {
         "cure_test_reward": sum(per_test) / len(per_test) if per_test else -1.0,
         "cure_tests_total": float(len(names)),

@@ -121,9 +121,13 @@ def dataset_dir(ref: str) -> Path:
 
 async def _git(*args: str, cwd: Path | None = None) -> str:
     proc = await asyncio.create_subprocess_exec(
-        "git", *args, cwd=cwd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        "git",
+        *args,
+        cwd=cwd,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
         env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
-    )  # fmt: skip
+    )
     out, err = await proc.communicate()
     if proc.returncode != 0:
         raise RegistryError(f"git {' '.join(args)} failed: {err.decode().strip()[-1000:]}")
@@ -141,9 +145,12 @@ async def _checkout(url: str, commit: str | None, paths: list[str]) -> tuple[Pat
     repo.mkdir(parents=True)
     await _git("init", "-q", cwd=repo)
     await _git("remote", "add", "origin", url, cwd=repo)
-    await _git("sparse-checkout", "set", "--no-cone", *(f"/{p.strip('/')}/" for p in paths), cwd=repo)  # fmt: skip
-    await _git("fetch", "-q", "--depth", "1", "--filter=blob:none", "origin", commit or "HEAD",
-               cwd=repo)  # fmt: skip
+    await _git(
+        "sparse-checkout", "set", "--no-cone", *(f"/{p.strip('/')}/" for p in paths), cwd=repo
+    )
+    await _git(
+        "fetch", "-q", "--depth", "1", "--filter=blob:none", "origin", commit or "HEAD", cwd=repo
+    )
     await _git("checkout", "-q", "FETCH_HEAD", cwd=repo)
     resolved = await _git("rev-parse", "HEAD", cwd=repo)
     if commit and not resolved.startswith(commit):
