@@ -246,9 +246,13 @@ class OpenAIChatPolicy:
         version: they were sent to the old weights.
         """
         await vllm_reload_weights(
-            self.base_url, method=method, args=args, kwargs=kwargs, pause=pause,
+            self.base_url,
+            method=method,
+            args=args,
+            kwargs=kwargs,
+            pause=pause,
             api_key=self._client.api_key,
-        )  # fmt: skip
+        )
         self.policy_version = self.policy_version + 1 if version is None else version
         return self.policy_version
 
