@@ -185,7 +185,7 @@ class Cure(RewardStrategy):
             {
                 "code_reward": rewards["cure_code_reward"],
                 "test_reward": rewards["cure_test_reward"],
-            },  # fmt: skip
+            },
         )
 
     def instruction_note(self) -> str:
@@ -224,9 +224,13 @@ def apply_strategy(strategy: RewardStrategy, task: Task, result: VerifierResult)
 
     def refuse(message: str) -> VerifierResult:
         return dataclasses.replace(
-            result, status=VerifierStatus.ERROR, reward=None, error=message,
-            strategy=strategy.name, error_kind=RewardStrategyError.__name__,
-        )  # fmt: skip
+            result,
+            status=VerifierStatus.ERROR,
+            reward=None,
+            error=message,
+            strategy=strategy.name,
+            error_kind=RewardStrategyError.__name__,
+        )
 
     declared = task.reward_outcomes
     if not strategy.supports(declared):
@@ -239,8 +243,12 @@ def apply_strategy(strategy: RewardStrategy, task: Task, result: VerifierResult)
             "verifier output"
         )
     scored = strategy.score(result.rewards)
-    rewards = {**result.rewards, "harbor_reward": result.reward or 0.0, **scored.breakdown,
-               "reward": scored.reward}  # fmt: skip
+    rewards = {
+        **result.rewards,
+        "harbor_reward": result.reward or 0.0,
+        **scored.breakdown,
+        "reward": scored.reward,
+    }
     return dataclasses.replace(
         result, reward=scored.reward, rewards=rewards, strategy=strategy.name
     )
