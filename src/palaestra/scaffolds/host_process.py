@@ -18,8 +18,20 @@ def contained(argv: list[str], cwd: str | Path) -> list[str]:
     """``argv`` under bwrap in a new pid namespace that sees the host's files, devices and
     network: its pid 1 ends when the command does, and the kernel then kills the rest of the
     namespace (a process-group kill misses what ``setsid`` moved out of the group)."""
-    return ["bwrap", "--dev-bind", "/", "/", "--proc", "/proc", "--unshare-pid",
-            "--die-with-parent", "--chdir", str(cwd), "--", *argv]  # fmt: skip
+    return [
+        "bwrap",
+        "--dev-bind",
+        "/",
+        "/",
+        "--proc",
+        "/proc",
+        "--unshare-pid",
+        "--die-with-parent",
+        "--chdir",
+        str(cwd),
+        "--",
+        *argv,
+    ]
 
 
 def kill_group(proc: asyncio.subprocess.Process) -> None:

@@ -14,10 +14,20 @@ from palaestra.llm.types import LLMResponse
 from palaestra.scaffolds.proxy.responses_input import CUSTOM_INPUT, ResponsesCall
 
 _ECHOED = (
-    "instructions", "max_output_tokens", "metadata", "parallel_tool_calls",
-    "previous_response_id", "reasoning", "temperature", "text", "tool_choice", "tools",
-    "top_p", "truncation", "user",
-)  # fmt: skip
+    "instructions",
+    "max_output_tokens",
+    "metadata",
+    "parallel_tool_calls",
+    "previous_response_id",
+    "reasoning",
+    "temperature",
+    "text",
+    "tool_choice",
+    "tools",
+    "top_p",
+    "truncation",
+    "user",
+)
 _INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
 
 
