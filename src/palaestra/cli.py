@@ -100,10 +100,12 @@ def _ray_options(address: str, resources: str, actors: int | None) -> RayOptions
         fail("--ray: Ray is not installed: pip install 'palaestra[ray]'")
     memory = wanted.pop("memory", None)
     return RayOptions(
-        address=None if address == "local" else address, actors=actors,
-        num_cpus=float(wanted.pop("CPU", 1)), memory=None if memory is None else int(memory),
+        address=None if address == "local" else address,
+        actors=actors,
+        num_cpus=float(wanted.pop("CPU", 1)),
+        memory=None if memory is None else int(memory),
         resources=wanted,
-    )  # fmt: skip
+    )
 
 
 @app.command("eval")
@@ -310,7 +312,7 @@ def eval_cmd(
                     scaffold=chosen,
                     sandbox=sandbox,
                     executor=executor,
-                )  # fmt: skip
+                )
             )
     except (RunMismatchError, RayClusterError) as e:
         fail(str(e))

@@ -21,14 +21,17 @@ def stats_cmd(
 ) -> None:
     """Counts, acceptance rate, rejection reasons and the solve-rate histogram."""
     if not pool.is_dir():
-        console.print(f"[red]{pool}: no such pool directory; pass the directory self-play "
-                      "writes (examples/self_play.py --pool DIR)[/red]")  # fmt: skip
+        console.print(
+            f"[red]{pool}: no such pool directory; pass the directory self-play "
+            "writes (examples/self_play.py --pool DIR)[/red]"
+        )
         raise typer.Exit(2)
     stats = Pool(pool).stats()
     rate = stats["acceptance"]
-    console.print(f"{pool}: {stats['proposals']} proposals, {stats['accepted']} accepted, "
-                  f"{stats['rejected']} rejected"
-                  + (f" (acceptance {rate:.0%})" if rate is not None else ""))  # fmt: skip
+    console.print(
+        f"{pool}: {stats['proposals']} proposals, {stats['accepted']} accepted, "
+        f"{stats['rejected']} rejected" + (f" (acceptance {rate:.0%})" if rate is not None else "")
+    )
     reasons = Table("rejected at", "proposals", "share", title="rejections")
     for reason, n in stats["rejections"].items():
         reasons.add_row(reason, str(n), f"{n / stats['proposals']:.0%}")

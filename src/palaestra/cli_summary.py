@@ -118,8 +118,9 @@ def print_summary(summary: dict[str, Any]) -> None:
     for key, value in tokens.get("per_trial", {}).items():
         money.add_row(f"{key.replace('_', ' ')} per trial", f"{value:.1f}")
     console.print(money)
-    phases = Table("phase", "mean s", "p50 s", "p90 s", title="Wall time per phase",
-                   title_justify="left")  # fmt: skip
+    phases = Table(
+        "phase", "mean s", "p50 s", "p90 s", title="Wall time per phase", title_justify="left"
+    )
     for phase, t in summary["timings"].items():
         if t is not None:
             phases.add_row(
@@ -146,14 +147,18 @@ def report_errors(summary: dict[str, Any]) -> None:
     err = Console(stderr=True, soft_wrap=True)
     every = summary["errors"] == summary["episodes"]
     color = "red" if every else "yellow"
-    err.print(f"[{color}]{summary['errors']} of {summary['episodes']} episodes ended in an "
-              f"error[/{color}]; the first:", highlight=False)  # fmt: skip
+    err.print(
+        f"[{color}]{summary['errors']} of {summary['episodes']} episodes ended in an "
+        f"error[/{color}]; the first:",
+        highlight=False,
+    )
     for e in summary["first_errors"]:
         message = (e["error_message"] or "").strip().splitlines()
         first = message[0][:300] if message else ""
         kind = "transient" if e["infra_error"] else "deterministic: not retried"
-        err.print(f"  {e['task_id']}: {e['error_class']}: {first} ({kind})",
-                  markup=False, highlight=False)  # fmt: skip
+        err.print(
+            f"  {e['task_id']}: {e['error_class']}: {first} ({kind})", markup=False, highlight=False
+        )
     if every:
         err.print("[red]error:[/red] every episode errored; no result to report")
         raise typer.Exit(1)

@@ -24,8 +24,9 @@ from palaestra.tasks import load_tasks as load_task_dirs
 from palaestra.tasks.datasets import registry as reg
 from palaestra.tasks.source import SkippedTasksWarning, TaskSet
 
-app = typer.Typer(help="Tasks: list, show, export, check, fetch, synth; generator families.",
-                  no_args_is_help=True)  # fmt: skip
+app = typer.Typer(
+    help="Tasks: list, show, export, check, fetch, synth; generator families.", no_args_is_help=True
+)
 app.add_typer(pool_app, name="pool")
 app.command("synth")(synth)
 console = Console()
@@ -66,14 +67,18 @@ def select_tasks(
         err = Console(stderr=True, soft_wrap=True)
         for directory, error in tasks.invalid:
             first = str(error).splitlines()[0]
-            err.print(f"[yellow]invalid task[/yellow] {escape(directory.name)}: {escape(first)}",
-                      highlight=False)  # fmt: skip
+            err.print(
+                f"[yellow]invalid task[/yellow] {escape(directory.name)}: {escape(first)}",
+                highlight=False,
+            )
         count = len(tasks.invalid)
         if strict:
             err.print(f"[red]error:[/red] {count} task(s) do not load; refused (--strict-tasks)")
             raise typer.Exit(2)
-        err.print(f"[yellow]warning:[/yellow] skipped {count} task(s) that do not load "
-                  "(--strict-tasks refuses them instead)")  # fmt: skip
+        err.print(
+            f"[yellow]warning:[/yellow] skipped {count} task(s) that do not load "
+            "(--strict-tasks refuses them instead)"
+        )
     return tasks
 
 
@@ -85,8 +90,12 @@ def _describe(tasks: TaskSet, i: int) -> tuple[str, str, str, str]:
         return tid, family, generators.get_family(family).category, generators.tier_of(difficulty)
     except (ValueError, KeyError):
         task = tasks[i]
-        return tid, str(task.config.metadata.get("family", "")), task.category or "", (
-            task.difficulty or "")  # fmt: skip
+        return (
+            tid,
+            str(task.config.metadata.get("family", "")),
+            task.category or "",
+            (task.difficulty or ""),
+        )
 
 
 @app.command("list")
@@ -173,8 +182,10 @@ def show_cmd(
     for key in ("family", "category", "difficulty", "difficulty_value", "seed", "tags"):
         if key in meta:
             console.print(f"  {key}: {meta[key]}")
-    console.print(f"  agent timeout: {t.agent_timeout_sec:g}s, verifier timeout: "
-                  f"{t.verifier_timeout_sec:g}s, network: {t.network}")  # fmt: skip
+    console.print(
+        f"  agent timeout: {t.agent_timeout_sec:g}s, verifier timeout: "
+        f"{t.verifier_timeout_sec:g}s, network: {t.network}"
+    )
     console.rule("instruction.md")
     console.print(t.instruction, markup=False, highlight=False, soft_wrap=True)
     console.rule("files")
@@ -259,5 +270,7 @@ def fetch_cmd(
         dest = run_async(reg.fetch(ds, base))
     except reg.RegistryError as e:
         fail(str(e))
-    console.print(f"{ds.ref}: {len(ds.tasks)} tasks in {dest} "
-                  f"({time.perf_counter() - started:.1f}s); use env id harbor/{ds.ref}")  # fmt: skip
+    console.print(
+        f"{ds.ref}: {len(ds.tasks)} tasks in {dest} "
+        f"({time.perf_counter() - started:.1f}s); use env id harbor/{ds.ref}"
+    )
