@@ -6,8 +6,8 @@ scaffold as an asyncio task; the scaffold's first LLM request is the FIRST obser
 hands the action to the scaffold and returns its next request (MID), or, once the scaffold has
 ended, runs the task's collect hooks and keeps its artifacts (:mod:`~palaestra.env.collect`),
 runs the verifier in the same sandbox (or in a separate one: :mod:`~palaestra.env.separate`)
-and returns LAST with the reward. A multi-step task runs the
-scaffold and the verifier once per step (:mod:`~palaestra.env.steps`); the next step's first
+and returns LAST with the reward. A multi-step task runs the scaffold and the verifier once per
+step (:mod:`~palaestra.env.steps`); the next step's first
 request is a MID observation.
 
 How the episode ended is one typed value on LAST, ``info["end"]`` (``ts.end``), an
@@ -19,18 +19,10 @@ How the episode ended is one typed value on LAST, ``info["end"]`` (``ts.end``), 
 * ``error``: the scaffold or sandbox failed. LAST, reward 0.0, ``end.status == "error"``.
   Drop such episodes from training data: they say nothing about the policy.
 
-``end.status`` (an :class:`EpisodeStatus`) is ``passed`` or ``failed`` by the reward and
-``pass_threshold``, or ``error`` when the scaffold, sandbox or verifier failed; then
-``end.error_class`` (the exception's class name, ``ScaffoldError`` when the scaffold reported
-the failure, ``VerifierError`` / ``VerifierTimeout`` when the verifier gave no reward) and
-``end.error_message`` say what. ``end.rewards`` is the verifier's breakdown, ``end.verifier``
-its whole result.
-
-LAST's observation is the episode's final request, never None: at the step limit the request
-the turn-loop scaffold would have sent next (the conversation with the last action's output:
-what a truncated episode bootstraps from); otherwise (a submission, a format-error limit, the
-agent's time running out mid-command, an error, a scaffold without a next request) the last
-request the policy answered.
+``end.status`` (an :class:`EpisodeStatus`: passed, failed by ``pass_threshold``, or error)
+and the error's class and message: :func:`~palaestra.env.end.classify_end`. LAST's observation
+is never None: the request the scaffold would have sent next at the step limit, else the last
+one the policy answered (:func:`~palaestra.env.episode.last_observation`).
 
 Every time step's ``info`` has ``episode_id``, ``task_id`` and ``step`` (actions so far); MID
 and LAST also ``shaping_reward`` (the shaping hook's value for the action just taken, None
@@ -43,79 +35,66 @@ the scaffold and the env, not the episode): the same seed gives the same observa
 ``snapshot``, ``restore`` and ``fork`` save an episode between steps and start new episodes
 from it: :mod:`palaestra.env.fork`.
 
-The agent's time limit (the task's ``[agent].timeout_sec``) counts environment time only —
-commands and scaffold work — not the time the policy takes to answer, so results do not depend
-on how fast the trainer or inference server happens to be.
+The agent's time limit (the task's ``[agent].timeout_sec``) counts environment time only, not
+the time the policy takes to answer (:mod:`palaestra.env.episode`).
+
+The parts, one job each: :mod:`~palaestra.env.episode` (the running episode, its clock),
+:mod:`~palaestra.env.steps` (multi-step tasks), :mod:`~palaestra.env.verification` (when and
+where the verifier runs), :mod:`~palaestra.env.end` (how the episode ended),
+:mod:`~palaestra.env.shaping` (per-turn shaping); this module is the state machine that calls
+them.
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
 import random
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
-from palaestra.env.agent_user import agent_sandbox
-from palaestra.env.collect import collect_episode
-from palaestra.env.end import EpisodeEnd, error_text, is_infra_error
+from palaestra.env.end import classify_end, error_text
+from palaestra.env.episode import (
+    RunningEpisode,
+    abandon_episode,
+    advance,
+    last_info,
+    last_observation,
+    observe,
+    start_scaffold,
+    take_action,
+)
 from palaestra.env.fork import EpisodeSnapshot, fork_episode, restore_episode, take_snapshot
 from palaestra.env.sandbox_spec import prepare_sandbox_spec, prepare_verifier_spec
-from palaestra.env.separate import verify_separately
 from palaestra.env.setup import set_up
-from palaestra.env.shaping import Shaping, TurnInfo, final_metadata
-from palaestra.env.steps import begin_step, combine, stops_after
+from palaestra.env.shaping import Shaping, final_metadata, shape_turn
+from palaestra.env.steps import next_step
 from palaestra.env.types import (
     Environment,
     EpisodeError,
-    EpisodeStatus,
     TimeStep,
     restart,
     termination,
     transition,
     truncation,
 )
+from palaestra.env.verification import verify_end
 from palaestra.llm.client import MediatedClient
-from palaestra.llm.types import LLMRequest, LLMResponse, Usage
+from palaestra.llm.types import LLMRequest, LLMResponse
 from palaestra.sandbox import default_backend
-from palaestra.sandbox.base import Mount, Sandbox, SandboxBackend, SandboxError, SandboxSpec
+from palaestra.sandbox.base import Mount, SandboxBackend, SandboxError, SandboxSpec
 from palaestra.scaffolds import Scaffold, make_scaffold
-from palaestra.scaffolds.base import EndReason, Outcome
+from palaestra.scaffolds.base import Outcome
 from palaestra.tasks import Task
 from palaestra.tasks.source import TaskSet
-from palaestra.verify.harbor import HarborVerifier, VerifierResult, VerifierStatus
+from palaestra.verify.harbor import HarborVerifier
 from palaestra.verify.protocol import Verifier
 from palaestra.verify.strategies import Harbor, RewardStrategy, StrategyVerifier, get_strategy
 
 Sampler = Literal["random", "cycle"] | Callable[[random.Random, int], int]
-
-
-@dataclass
-class _Episode:
-    id: str
-    task: Task
-    sandbox: Sandbox
-    client: MediatedClient
-    scaffold_task: asyncio.Task[Outcome]
-    agent_budget_s: float
-    current: Task
-    """What the scaffold works on: the task, or the step of a multi-step task now running."""
-    steps: int = 0
-    done: bool = False
-    agent_s: float = 0.0
-    policy_s: float = 0.0
-    observed_at: float = 0.0
-    last_request: LLMRequest | None = None
-    usage: Usage = field(default_factory=Usage)
-    cost_usd: float | None = None
-    timings: dict[str, float] = field(default_factory=dict)
-    #: Each observation answered so far with its action (a snapshot's prefix).
-    turns: list[tuple[LLMRequest, LLMResponse]] = field(default_factory=list)
-    step_results: list[tuple[Task, VerifierResult]] = field(default_factory=list)
 
 
 class CodeEnv(Environment[LLMRequest, LLMResponse]):
@@ -175,7 +154,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         self.shaping, self.artifacts_dir = shaping, artifacts_dir
         self._rng = random.Random()
         self._cursor = 0
-        self._episode: _Episode | None = None
+        self._episode: RunningEpisode | None = None
         self._closed = False
         self._specs: dict[str, SandboxSpec] = {}
         self._snapshots: set[EpisodeSnapshot] = set()
@@ -210,20 +189,20 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         sandbox = await self.backend.create(spec)
         await set_up(sandbox, task, current)  # healthcheck...; closes the sandbox if it fails
         client = MediatedClient(metadata={"env_id": self.env_id})
-        ep = _Episode(
+        ep = RunningEpisode(
             id=episode_id,
             task=task,
             sandbox=sandbox,
             client=client,
-            scaffold_task=self._start(current, sandbox, client),
+            scaffold_task=start_scaffold(self.scaffold, current, sandbox, client),
             agent_budget_s=self.agent_timeout_sec or current.agent_timeout_sec,
             current=current,
         )
         ep.timings["sandbox_start_s"] = time.perf_counter() - started
         self._episode = ep
-        event = await self._advance(ep)
+        event = await advance(ep)
         if isinstance(event, LLMRequest):
-            return restart(event, self._observe(ep))
+            return restart(event, observe(ep))
         failure = None if ep.scaffold_task.cancelled() else ep.scaffold_task.exception()
         await self._abandon()
         if isinstance(failure, SandboxError):  # the infrastructure's (an MCP server...): as is
@@ -242,23 +221,26 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
             action = LLMResponse(content=action)
         elif not isinstance(action, LLMResponse):
             raise TypeError(f"an action is an LLMResponse (or a str), got {type(action).__name__}")
-        ep.policy_s += time.perf_counter() - ep.observed_at
-        assert ep.last_request is not None
-        ep.turns.append((ep.last_request, action))
-        ep.steps += 1
-        ep.usage = ep.usage + action.usage
-        if action.cost_usd is not None:
-            ep.cost_usd = (ep.cost_usd or 0.0) + action.cost_usd
-        ep.client.respond(action)
-        event = await self._advance(ep)
+        take_action(ep, action)
+        event = await advance(ep)
         while isinstance(event, Outcome) and ep.task.steps:  # a step ended: the next one?
-            following = await self._next_step(ep, event)
+            following = await next_step(
+                ep,
+                event,
+                scaffold=self.scaffold,
+                verifier=self.verifier,
+                verify_on_truncation=self.verify_on_truncation,
+                artifacts_dir=self.artifacts_dir,
+                agent_timeout_sec=self.agent_timeout_sec,
+            )
             if following is None:
                 break
             event = following
         if isinstance(event, LLMRequest):
-            info = self._observe(ep)
-            info["shaping_reward"] = self._shape(ep, action, event.metadata, last=False)
+            info = observe(ep)
+            info["shaping_reward"] = shape_turn(
+                self.shaping, ep.steps - 1, action, event.metadata, last=False
+            )
             return transition(event, info)
         return await self._finish(ep, event, action)
 
@@ -306,46 +288,6 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
                 self._verifier_specs[task.id] = verifier_spec
         return self._specs[task.id]
 
-    def _start(self, unit: Task, sandbox: Sandbox, client: MediatedClient) -> asyncio.Task[Outcome]:
-        """The scaffold on ``unit`` (the task or a step), as its ``[agent] user``."""
-        view = agent_sandbox(sandbox, unit.agent_user)
-        return asyncio.create_task(self.scaffold.run(unit, view, client))
-
-    async def _next_step(self, ep: _Episode, outcome: Outcome) -> LLMRequest | Outcome | None:
-        """After a step's agent ended: verify the step, then start the next one and run it to
-        its first request (an error outcome when its set-up failed); None: the episode ends
-        (:mod:`palaestra.env.steps`)."""
-        if outcome.status is EndReason.ERROR or (
-            outcome.truncated and not self.verify_on_truncation
-        ):
-            return None
-        await collect_episode(ep.current, ep.sandbox, self.artifacts_dir, ep.id)
-        result = await self.verifier.verify(ep.current, ep.sandbox)
-        ep.step_results.append((ep.current, result))
-        index = ep.task.steps.index(ep.current)
-        if not result.ok or stops_after(ep.current, result) or index + 1 == len(ep.task.steps):
-            return None
-        ep.current = ep.task.steps[index + 1]
-        try:
-            await begin_step(ep.current, ep.sandbox, first=False)
-        except Exception as e:
-            return Outcome(EndReason.ERROR, ep.steps, str(e), exception=e)
-        ep.agent_s, ep.agent_budget_s = 0.0, self.agent_timeout_sec or ep.current.agent_timeout_sec
-        ep.scaffold_task = self._start(ep.current, ep.sandbox, ep.client)
-        return await self._advance(ep)
-
-    async def _verify(self, ep: _Episode) -> VerifierResult:
-        """The verifier's result: in the agent's sandbox, in a separate one (Harbor's
-        ``environment_mode = "separate"``: :mod:`palaestra.env.separate`), or the steps'
-        results combined (verified as each ended)."""
-        if ep.task.steps:
-            return combine(ep.task, [result for _, result in ep.step_results])
-        if ep.task.verifier_environment is None:
-            return await self.verifier.verify(ep.task, ep.sandbox)
-        spec = self._verifier_specs[ep.task.id]
-        spec = replace(spec, labels={**spec.labels, "palaestra.episode_id": ep.id})
-        return await verify_separately(ep.task, ep.sandbox, self.backend, spec, self.verifier)
-
     def _scaffold_mounts(self) -> tuple[Mount, ...]:
         """Host paths the scaffold needs in the sandbox (the external scaffold's proxy socket);
         a scaffold declares them with an optional ``sandbox_mounts()`` method."""
@@ -366,130 +308,32 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
             return at(index)
         return at(self.sampler(self._rng, n) % n)
 
-    async def _advance(self, ep: _Episode) -> LLMRequest | Outcome:
-        """Run the scaffold until it asks the policy something or ends."""
-        getter = asyncio.ensure_future(ep.client.next_request())
-        started = time.perf_counter()
-        remaining = max(ep.agent_budget_s - ep.agent_s, 0.0)
-        try:
-            done, _ = await asyncio.wait(
-                (getter, ep.scaffold_task),
-                timeout=remaining if math.isfinite(remaining) else None,
-                return_when=asyncio.FIRST_COMPLETED,
-            )
-        finally:  # cancelled: the getter goes with it (the scaffold is abandon()'s)
-            if not getter.done():
-                getter.cancel()
-        now = time.perf_counter()
-        ep.agent_s += now - started
-        if getter in done:
-            ep.observed_at = now
-            ep.last_request = getter.result()
-            return ep.last_request
-        if ep.scaffold_task in done:
-            try:
-                return ep.scaffold_task.result()
-            except Exception as e:  # the scaffold or its sandbox failed: an error episode
-                return Outcome(EndReason.ERROR, ep.steps, str(e), exception=e)
-        ep.scaffold_task.cancel()
-        await asyncio.gather(ep.scaffold_task, return_exceptions=True)
-        limit = f"agent time limit of {ep.agent_budget_s:g} s reached"
-        return Outcome(EndReason.AGENT_TIMEOUT, ep.steps, limit)
-
     async def _finish(
-        self, ep: _Episode, outcome: Outcome, action: LLMResponse
+        self, ep: RunningEpisode, outcome: Outcome, action: LLMResponse
     ) -> TimeStep[LLMRequest]:
+        """The LAST time step: verify (:mod:`palaestra.env.verification`), classify the end
+        (:func:`~palaestra.env.end.classify_end`), report (:func:`~palaestra.env.episode.last_info`)."""
         ep.done = True
-        result: VerifierResult | None = None
-        try:
-            if not ep.task.steps:  # a step's were collected as it ended
-                await collect_episode(ep.task, ep.sandbox, self.artifacts_dir, ep.id)
-            if outcome.status is not EndReason.ERROR and (
-                not outcome.truncated or self.verify_on_truncation
-            ):
-                started = time.perf_counter()
-                try:
-                    result = await self._verify(ep)
-                except Exception as e:  # an infrastructure failure while verifying
-                    error = error_text(type(e).__name__, str(e))
-                    result = VerifierResult(VerifierStatus.ERROR, error=error)
-                ep.timings["verifier_s"] = time.perf_counter() - started
-        finally:
-            await ep.sandbox.close()
-        end = self._end(outcome, result)
-        ep.timings["agent_s"] = ep.agent_s
-        ep.timings["policy_s"] = ep.policy_s
-        info = self._observe(ep)
-        info.update(
-            end=end,
-            shaping_reward=self._shape(ep, action, final_metadata(outcome), last=True),
-            category=ep.task.category,
-            difficulty=ep.task.difficulty,
-            timings=dict(ep.timings),
-            usage=ep.usage.model_dump(),
-            cost_usd=ep.cost_usd,
-            trajectory=outcome.trajectory,
-            sandbox_adjustments=list(ep.sandbox.adjustments),
+        result = await verify_end(
+            ep,
+            outcome,
+            verifier=self.verifier,
+            backend=self.backend,
+            verifier_spec=self._verifier_specs.get(ep.task.id),
+            verify_on_truncation=self.verify_on_truncation,
+            artifacts_dir=self.artifacts_dir,
         )
-        if ep.task.steps:  # each verified step: its name and what its verifier found
-            info["steps"] = [{"step": t.step, **r.to_dict()} for t, r in ep.step_results]
-        observation = ep.last_request
-        if outcome.next_request is not None:  # merge what the client adds to every request
-            observation = outcome.next_request.model_copy(
-                update={"metadata": {**outcome.next_request.metadata, "env_id": self.env_id}}
-            )
-        assert observation is not None  # reset() returned a request, or raised
+        end = classify_end(outcome, result, self.pass_threshold)
+        metadata = final_metadata(outcome)
+        shaping_reward = shape_turn(self.shaping, ep.steps - 1, action, metadata, last=True)
+        info = last_info(ep, end, outcome, shaping_reward)
+        observation = last_observation(ep, outcome, self.env_id)
         if outcome.truncated:
             return truncation(end.reward, observation, info)
         return termination(end.reward, observation, info)
 
-    def _end(self, outcome: Outcome, result: VerifierResult | None) -> EpisodeEnd:
-        reward = result.reward if result is not None and result.reward is not None else 0.0
-        error_class = error_message = cause = None
-        if outcome.status is EndReason.ERROR:
-            error_class, error_message = outcome.error_class, outcome.message
-            cause = outcome.exception
-        elif result is not None and not result.ok:
-            error_class, error_message = result.error_class, result.error
-        if error_class is not None:
-            status = EpisodeStatus.ERROR
-        elif reward >= self.pass_threshold:
-            status = EpisodeStatus.PASSED
-        else:
-            status = EpisodeStatus.FAILED
-        return EpisodeEnd(
-            status=status,
-            reason=outcome.status,
-            reward=reward,
-            rewards=dict(result.rewards) if result is not None else {},
-            verified=result is not None,
-            error_class=error_class,
-            error_message=error_message,
-            infra_error=is_infra_error(cause or error_class),
-            verifier=result,
-        )
-
-    def _shape(
-        self, ep: _Episode, action: LLMResponse, metadata: dict[str, Any], *, last: bool
-    ) -> float | None:
-        """The shaping hook's value for the action just taken (the episode's ``steps``-th);
-        ``metadata`` is that of the request that follows it, whose ``format_errors`` count
-        (the turn loop's) says whether the action was a format error."""
-        if self.shaping is None:
-            return None
-        format_error = metadata.get("format_errors", 0) > 0
-        return float(self.shaping(TurnInfo(ep.steps - 1, action, format_error, last)))
-
-    @staticmethod
-    def _observe(ep: _Episode) -> dict[str, Any]:
-        return {"episode_id": ep.id, "task_id": ep.task.id, "step": ep.steps}
-
     async def _abandon(self) -> None:
         """End the current episode early (if any), freeing its sandbox."""
         ep, self._episode = self._episode, None
-        if ep is None:
-            return
-        if not ep.scaffold_task.done():
-            ep.scaffold_task.cancel()
-            await asyncio.gather(ep.scaffold_task, return_exceptions=True)
-        await ep.sandbox.close()
+        if ep is not None:
+            await abandon_episode(ep)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from palaestra.env.types import EpisodeStatus
-from palaestra.scaffolds.base import EndReason
+from palaestra.scaffolds.base import EndReason, Outcome
 from palaestra.verify.harbor import VerifierResult
 
 #: Exception class names of transient infrastructure failures: a sandbox that fails to start or
@@ -127,6 +127,38 @@ class EpisodeEnd:
             "infra_error": self.infra_error,
             "verifier": self.verifier.to_dict() if self.verifier is not None else None,
         }
+
+
+def classify_end(
+    outcome: Outcome, result: VerifierResult | None, pass_threshold: float
+) -> EpisodeEnd:
+    """How an episode ended, from the scaffold's ``outcome`` and the verifier's ``result``
+    (None: it did not run): an error when either failed, else passed or failed by the reward
+    against ``pass_threshold``."""
+    reward = result.reward if result is not None and result.reward is not None else 0.0
+    error_class = error_message = cause = None
+    if outcome.status is EndReason.ERROR:
+        error_class, error_message = outcome.error_class, outcome.message
+        cause = outcome.exception
+    elif result is not None and not result.ok:
+        error_class, error_message = result.error_class, result.error
+    if error_class is not None:
+        status = EpisodeStatus.ERROR
+    elif reward >= pass_threshold:
+        status = EpisodeStatus.PASSED
+    else:
+        status = EpisodeStatus.FAILED
+    return EpisodeEnd(
+        status=status,
+        reason=outcome.status,
+        reward=reward,
+        rewards=dict(result.rewards) if result is not None else {},
+        verified=result is not None,
+        error_class=error_class,
+        error_message=error_message,
+        infra_error=is_infra_error(cause or error_class),
+        verifier=result,
+    )
 
 
 def error_text(error_class: str | None, message: str | None) -> str:

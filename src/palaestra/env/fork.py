@@ -43,6 +43,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from palaestra.env.agent_user import agent_sandbox
+from palaestra.env.episode import RunningEpisode, advance, observe
 from palaestra.env.types import EpisodeError, TimeStep, restart
 from palaestra.llm.client import MediatedClient
 from palaestra.llm.types import LLMRequest, LLMResponse
@@ -51,7 +52,7 @@ from palaestra.scaffolds.loop import LoopState, TurnScaffold
 from palaestra.tasks import Task
 
 if TYPE_CHECKING:
-    from palaestra.env.code_env import CodeEnv, _Episode
+    from palaestra.env.code_env import CodeEnv
 
 #: A turn before the snapshot: the observation and the action that answered it.
 PlayedTurn = tuple[LLMRequest, LLMResponse]
@@ -74,7 +75,7 @@ class EpisodeSnapshot:
     turns: tuple[PlayedTurn, ...]
     conversation: LoopState
     sandbox: SandboxSnapshot
-    _episode: _Episode
+    _episode: RunningEpisode
     _owner: set[EpisodeSnapshot] = field(repr=False)
 
     @property
@@ -155,10 +156,10 @@ async def restore_episode(env: CodeEnv, snapshot: EpisodeSnapshot) -> TimeStep[L
         timings={**record.timings, "sandbox_start_s": time.perf_counter() - started},
     )
     env._episode = ep
-    event = await env._advance(ep)
+    event = await advance(ep)
     ep.agent_s = record.agent_s  # rebuilding the waiting request is no agent work
     if isinstance(event, LLMRequest):
-        return restart(event, {**env._observe(ep), "restored_from": snapshot.id})
+        return restart(event, {**observe(ep), "restored_from": snapshot.id})
     await env.abandon()
     raise EpisodeError(
         f"the episode restored from snapshot {snapshot.id} ended ({event.status}) before asking "

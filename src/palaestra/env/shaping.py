@@ -52,3 +52,20 @@ def final_metadata(outcome: Outcome) -> dict[str, Any]:
     if outcome.next_request is not None:
         return outcome.next_request.metadata
     return {"format_errors": int(outcome.status is EndReason.FORMAT_ERROR_LIMIT)}
+
+
+def shape_turn(
+    shaping: Shaping | None,
+    index: int,
+    action: LLMResponse,
+    metadata: dict[str, Any],
+    *,
+    last: bool,
+) -> float | None:
+    """``shaping``'s value for turn ``index`` (None without a hook); ``metadata`` is that of
+    the request that follows the action, whose ``format_errors`` count (the turn loop's) says
+    whether the action was a format error."""
+    if shaping is None:
+        return None
+    format_error = metadata.get("format_errors", 0) > 0
+    return float(shaping(TurnInfo(index, action, format_error, last)))

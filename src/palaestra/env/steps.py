@@ -28,13 +28,20 @@ from __future__ import annotations
 import asyncio
 import math
 import posixpath
+from pathlib import Path
 
 from palaestra.env.agent_user import agent_sandbox
+from palaestra.env.collect import collect_episode
+from palaestra.env.episode import RunningEpisode, advance, start_scaffold
 from palaestra.env.healthcheck import run_healthcheck
+from palaestra.llm.types import LLMRequest
 from palaestra.sandbox.base import Sandbox, SandboxError
+from palaestra.scaffolds import Scaffold
+from palaestra.scaffolds.base import EndReason, Outcome
 from palaestra.tasks import Task
 from palaestra.tasks.paths import TESTS_DIR, VERIFIER_DIR
 from palaestra.verify.harbor import VerifierResult, VerifierStatus
+from palaestra.verify.protocol import Verifier
 
 #: After a step's verification: its tests and outputs are gone before the next agent runs.
 _RESET_SH = f"find {TESTS_DIR} {VERIFIER_DIR} -mindepth 1 -delete 2>/dev/null; true"
@@ -112,3 +119,42 @@ def combine(task: Task, results: list[VerifierResult]) -> VerifierResult:
         duration_s=sum(r.duration_s for r in results),
         strategy=results[-1].strategy,
     )
+
+
+def verifies(outcome: Outcome, verify_on_truncation: bool) -> bool:
+    """Does the verifier run after the agent's part (or a step's) ended with ``outcome``? Not
+    after an error, nor after a limit cut it short unless ``verify_on_truncation``."""
+    if outcome.status is EndReason.ERROR:
+        return False
+    return not outcome.truncated or verify_on_truncation
+
+
+async def next_step(
+    ep: RunningEpisode,
+    outcome: Outcome,
+    *,
+    scaffold: Scaffold,
+    verifier: Verifier,
+    verify_on_truncation: bool,
+    artifacts_dir: Path | None,
+    agent_timeout_sec: float | None,
+) -> LLMRequest | Outcome | None:
+    """After a step's agent ended with ``outcome``: verify the step, then start the next one
+    and run it to its first request (an error outcome when its set-up failed); None: the
+    episode ends."""
+    if not verifies(outcome, verify_on_truncation):
+        return None
+    await collect_episode(ep.current, ep.sandbox, artifacts_dir, ep.id)
+    result = await verifier.verify(ep.current, ep.sandbox)
+    ep.step_results.append((ep.current, result))
+    index = ep.task.steps.index(ep.current)
+    if not result.ok or stops_after(ep.current, result) or index + 1 == len(ep.task.steps):
+        return None
+    ep.current = ep.task.steps[index + 1]
+    try:
+        await begin_step(ep.current, ep.sandbox, first=False)
+    except Exception as e:
+        return Outcome(EndReason.ERROR, ep.steps, str(e), exception=e)
+    ep.agent_s, ep.agent_budget_s = 0.0, agent_timeout_sec or ep.current.agent_timeout_sec
+    ep.scaffold_task = start_scaffold(scaffold, ep.current, ep.sandbox, ep.client)
+    return await advance(ep)
