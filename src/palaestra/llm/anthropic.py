@@ -1,10 +1,12 @@
-"""Anthropic Messages format: conversions to and from our OpenAI-format types, and a policy.
+"""Anthropic Messages format: conversions to and from our OpenAI-format types (the wire
+format only; the client that sends it is :mod:`palaestra.llm.anthropic_policy`).
 
 * ``anthropic_request_to_llm`` / ``llm_response_to_anthropic`` / ``anthropic_stream_events``
   serve the proxy's ``/v1/messages`` route: harnesses that speak Anthropic's API become
   environments too.
-* ``llm_request_to_anthropic`` / ``anthropic_response_to_llm`` (and :mod:`.anthropic_policy`)
-  let a policy behind any Anthropic-compatible ``/v1/messages`` endpoint answer observations.
+* ``llm_request_to_anthropic`` / ``anthropic_response_to_llm`` are what
+  :class:`~palaestra.llm.anthropic_policy.AnthropicPolicy` sends and reads: a policy behind any
+  Anthropic-compatible ``/v1/messages`` endpoint answers observations.
 
 The mapping: the top-level ``system`` is our first (system) message, a ``system`` turn among
 the messages a system message in its place; ``tool_use`` blocks are
