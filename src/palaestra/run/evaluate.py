@@ -180,13 +180,7 @@ async def evaluate(
         keep,
     )
     temp = out_dir is None
-    if out_dir is None:
-        out_dir = await asyncio.to_thread(tempfile.mkdtemp, prefix="palaestra-eval-")
-    out = Path(out_dir)
-    if overwrite:
-        for suffix in ("", "-wal", "-shm"):
-            await asyncio.to_thread((out / (DB_NAME + suffix)).unlink, missing_ok=True)
-    invalid = [{"task": d.name, "error": str(e)} for d, e in tasks.invalid]
+    out = await _run_dir(out_dir, overwrite)
     identity = run_identity(
         env_id,
         policy,
@@ -197,115 +191,184 @@ async def evaluate(
         sandbox=sandbox,
         env_overrides=env_overrides,
     )
-    stop_reason: str | None = None
+    invalid = [{"task": d.name, "error": str(e)} for d, e in tasks.invalid]
+    config = {
+        "invalid_tasks": invalid,
+        "concurrency": concurrency,
+        "retries": retry.retries,
+        "max_cost_usd": max_cost_usd,
+        "max_trial_cost_usd": max_trial_cost_usd,
+    }
+    progress = _Progress(max_cost_usd, on_episode)
     started = time.perf_counter()
-    spent = 0.0
-    retried = 0
-
-    def stored(row: EpisodeRow) -> None:  # a try's row is committed
-        nonlocal spent
-        spent += row.values.get("cost_usd") or 0.0
-        if on_episode is not None:
-            on_episode(row.values)
-
     recorder: RunRecorder | None = None
     try:
         recorder = await RunRecorder.open(
-            out,
-            uuid.uuid4().hex[:12],
-            identity,
-            {
-                "invalid_tasks": invalid,
-                "concurrency": concurrency,
-                "retries": retry.retries,
-                "max_cost_usd": max_cost_usd,
-                "max_trial_cost_usd": max_trial_cost_usd,
-            },
-            on_stored=stored,
+            out, uuid.uuid4().hex[:12], identity, config, on_stored=progress.stored
         )
         done = await recorder.store.done_jobs()
-        n = len(tasks)
-        plan = [Job(t.id, a, a * n + i) for a in range(attempts) for i, t in enumerate(tasks)]
+        plan = _plan_jobs(tasks, attempts)
         todo = [job for job in plan if (job.task_id, job.attempt) not in done]
         if isinstance(runner, RayExecutor) and todo:  # a finished run leaves the cluster be
             await runner.start()
-        spent = await recorder.store.total_cost()
-        queue: asyncio.Queue[Job] = asyncio.Queue()
-        for job in todo:
-            queue.put_nowait(job)
-
-        def over_budget() -> bool:
-            return max_cost_usd is not None and spent > max_cost_usd
-
-        async def record(job: Job, episode: Episode, attempt_try: int, final: bool) -> None:
-            nonlocal retried
-            row = episode_row(
-                episode,
-                tasks.get(job.task_id),
-                attempt=job.attempt,
-                seed=seed + job.index,
-                try_index=attempt_try,
-                final=final,
-            )
-            assert recorder is not None
-            await recorder.write(row)
-            retried += not final
-
-        async def worker() -> None:
-            nonlocal stop_reason
-            while not queue.empty() and stop_reason is None:
-                if over_budget():
-                    stop_reason = f"max_cost_usd reached: ${spent:.4f} > ${max_cost_usd:g}"
-                    return
-                job = queue.get_nowait()
-                play = functools.partial(
-                    runner.run, seed + job.index, {"task_id": job.task_id}, max_trial_cost_usd
-                )
-                await retry.run(play, functools.partial(record, job))
-
-        try:
-            async with asyncio.TaskGroup() as group:
-                for _ in range(min(concurrency, len(todo))):
-                    group.create_task(worker())
-        except asyncio.CancelledError:
-            stop_reason = "interrupted"
-            raise
-        if stop_reason is None and over_budget() and not queue.empty():
-            stop_reason = f"max_cost_usd reached: ${spent:.4f} > ${max_cost_usd:g}"
+        progress.spent = await recorder.store.total_cost()
+        jobs = _Jobs(tasks, seed, runner, retry, recorder, progress, max_trial_cost_usd)
+        await jobs.run(todo, concurrency)
         records = await asyncio.to_thread(read_episodes, out)
-        wall_s = time.perf_counter() - started
-        ran = sum(1 for r in records if (r["task_id"], r["attempt"]) not in done)
         summary = {
             "env_id": env_id,
-            "policy": identity["policy"],
-            "scaffold": identity["scaffold"],
-            "sandbox": identity["sandbox"],
+            **{k: identity[k] for k in ("policy", "scaffold", "sandbox")},
             "attempts": attempts,
             "concurrency": concurrency,
             "executor": "local" if isinstance(runner, LocalExecutor) else "ray",
             "lost": getattr(runner, "lost", 0),
             "out_dir": None if temp else str(out),
-            "planned": len(plan),
-            "resumed": recorder.resumed,
-            "skipped": len(plan) - len(todo),
-            "retried": retried,
-            "stop_reason": stop_reason,
-            "invalid_tasks": invalid,
-            **metrics.summarize(records),
-            "run_wall_s": wall_s,
-            "episodes_per_s": ran / wall_s if wall_s > 0 else 0.0,
+            **_summarize(records, plan, done, recorder.resumed, progress, invalid, started),
         }
         if not temp:
             text = json.dumps(summary, indent=2)
             await asyncio.to_thread((out / "summary.json").write_text, text)
         return summary
     finally:
+        await _close(recorder, runner, progress.stop_reason, out if temp else None)
+
+
+def _plan_jobs(tasks: TaskSet, attempts: int) -> list[Job]:
+    """The plan: every (task, attempt) pair, attempt by attempt."""
+    n = len(tasks)
+    return [Job(t.id, a, a * n + i) for a in range(attempts) for i, t in enumerate(tasks)]
+
+
+async def _run_dir(out_dir: Path | str | None, overwrite: bool) -> Path:
+    """The run directory: ``out_dir`` (its store removed when ``overwrite``), or a new
+    temporary one."""
+    if out_dir is None:
+        return Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="palaestra-eval-"))
+    out = Path(out_dir)
+    if overwrite:
+        for suffix in ("", "-wal", "-shm"):
+            await asyncio.to_thread((out / (DB_NAME + suffix)).unlink, missing_ok=True)
+    return out
+
+
+@dataclass
+class _Progress:
+    """What a run counts as its tries are stored: the cost so far against ``max_cost_usd``,
+    the retried tries, and why it stopped early (None: it did not)."""
+
+    max_cost_usd: float | None
+    on_episode: Callable[[EpisodeRecord], None] | None
+    spent: float = 0.0
+    retried: int = 0
+    stop_reason: str | None = None
+
+    def stored(self, row: EpisodeRow) -> None:
+        """A try's row is committed."""
+        self.spent += row.values.get("cost_usd") or 0.0
+        if self.on_episode is not None:
+            self.on_episode(row.values)
+
+    def over_budget(self) -> bool:
+        return self.max_cost_usd is not None and self.spent > self.max_cost_usd
+
+    def budget_reason(self) -> str:
+        return f"max_cost_usd reached: ${self.spent:.4f} > ${self.max_cost_usd:g}"
+
+
+@dataclass
+class _Jobs:
+    """Runs the jobs to do: ``concurrency`` workers take them in order, each job's tries run by
+    the retry policy and every try recorded, until the jobs or the budget run out."""
+
+    tasks: TaskSet
+    seed: int
+    runner: EpisodeExecutor
+    retry: RetryPolicy
+    recorder: RunRecorder
+    progress: _Progress
+    max_trial_cost_usd: float | None
+
+    async def run(self, todo: list[Job], concurrency: int) -> None:
+        queue: asyncio.Queue[Job] = asyncio.Queue()
+        for job in todo:
+            queue.put_nowait(job)
         try:
-            if recorder is not None:  # cancelled mid-write: the rows land, and are counted
-                await recorder.drain()
-            await runner.aclose()
-        finally:
-            if recorder is not None:
-                await recorder.aclose(stop_reason)
-        if temp:
-            await asyncio.to_thread(shutil.rmtree, out, ignore_errors=True)
+            async with asyncio.TaskGroup() as group:
+                for _ in range(min(concurrency, len(todo))):
+                    group.create_task(self._worker(queue))
+        except asyncio.CancelledError:
+            self.progress.stop_reason = "interrupted"
+            raise
+        if self.progress.stop_reason is None and self.progress.over_budget() and not queue.empty():
+            self.progress.stop_reason = self.progress.budget_reason()
+
+    async def _worker(self, queue: asyncio.Queue[Job]) -> None:
+        while not queue.empty() and self.progress.stop_reason is None:
+            if self.progress.over_budget():
+                self.progress.stop_reason = self.progress.budget_reason()
+                return
+            job = queue.get_nowait()
+            play = functools.partial(
+                self.runner.run,
+                self.seed + job.index,
+                {"task_id": job.task_id},
+                self.max_trial_cost_usd,
+            )
+            await self.retry.run(play, functools.partial(self._record, job))
+
+    async def _record(self, job: Job, episode: Episode, attempt_try: int, final: bool) -> None:
+        row = episode_row(
+            episode,
+            self.tasks.get(job.task_id),
+            attempt=job.attempt,
+            seed=self.seed + job.index,
+            try_index=attempt_try,
+            final=final,
+        )
+        await self.recorder.write(row)
+        self.progress.retried += not final
+
+
+def _summarize(
+    records: list[EpisodeRecord],
+    plan: list[Job],
+    done: dict[tuple[str, int], int],
+    resumed: bool,
+    progress: _Progress,
+    invalid: list[dict[str, str]],
+    started: float,
+) -> dict[str, Any]:
+    """What the run did (planned, resumed, skipped, retried, why it stopped), the metrics of
+    its stored episodes (:func:`palaestra.run.metrics.summarize`) and its speed."""
+    wall_s = time.perf_counter() - started
+    ran = sum(1 for r in records if (r["task_id"], r["attempt"]) not in done)
+    return {
+        "planned": len(plan),
+        "resumed": resumed,
+        "skipped": sum(1 for job in plan if (job.task_id, job.attempt) in done),
+        "retried": progress.retried,
+        "stop_reason": progress.stop_reason,
+        "invalid_tasks": invalid,
+        **metrics.summarize(records),
+        "run_wall_s": wall_s,
+        "episodes_per_s": ran / wall_s if wall_s > 0 else 0.0,
+    }
+
+
+async def _close(
+    recorder: RunRecorder | None,
+    runner: EpisodeExecutor,
+    stop_reason: str | None,
+    temp: Path | None,
+) -> None:
+    """End the run however it ended: the writes in flight land (a cancelled run's too, and are
+    counted), the executor closes, the run's end is stored, a temporary directory goes."""
+    try:
+        if recorder is not None:
+            await recorder.drain()
+        await runner.aclose()
+    finally:
+        if recorder is not None:
+            await recorder.aclose(stop_reason)
+    if temp is not None:
+        await asyncio.to_thread(shutil.rmtree, temp, ignore_errors=True)
