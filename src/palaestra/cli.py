@@ -10,50 +10,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
-import json
-import time
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 from palaestra.cli_checks import (
     check_policy_ready,
-    check_run_dir,
-    check_scaffold_tools,
-    default_run_dir,
 )
-from palaestra.cli_errors import SIGTERM_EXIT, OneLineErrors, Terminated, fail, run_async
+from palaestra.cli_errors import OneLineErrors, Terminated, fail, run_async
+from palaestra.cli_eval import eval_cmd
 from palaestra.cli_harness import app as harness_app
-from palaestra.cli_live import Live, open_streams
 from palaestra.cli_output import id_table, print_json
-from palaestra.cli_progress import FittedProgress
 from palaestra.cli_serve import serve_cmd
 from palaestra.cli_summary import (
     console,
-    eval_clauses,
-    print_brief,
-    print_summary,
-    report_errors,
 )
 from palaestra.cli_tasks import app as tasks_app
-from palaestra.cli_tasks import select_tasks
-from palaestra.env.registry import POLICIES, check_policy, list_envs, make_policy
-from palaestra.env.registry import spec as env_spec
+from palaestra.env.registry import check_policy, list_envs, make_policy
 from palaestra.llm.anthropic_policy import AnthropicPolicy
-from palaestra.llm.types import SamplingParams
-from palaestra.run.evaluate import evaluate, run_identity
 from palaestra.run.export import default_target
 from palaestra.run.export import export as store_export
-from palaestra.run.ray_executor import RayClusterError, RayOptions
 from palaestra.run.report import write_report
-from palaestra.run.store import DB_NAME, RunMismatchError, palaestra_version, read_episodes
-from palaestra.sandbox import BACKENDS
-from palaestra.scaffolds import SCAFFOLDS, make_scaffold
-from palaestra.scaffolds.harness import HARNESSES
+from palaestra.run.store import palaestra_version
 from palaestra.scaffolds.proxy import ProxyServer
 
 app = typer.Typer(
@@ -82,257 +62,7 @@ def main(
     """palaestra: RL environments for LLM coding agents."""
 
 
-def _ray_options(address: str, resources: str, actors: int | None) -> RayOptions:
-    """``--ray`` and its options as :class:`RayOptions`; bad JSON is one clear line."""
-    try:
-        wanted = json.loads(resources)
-        if not isinstance(wanted, dict) or not all(
-            isinstance(v, int | float) for v in wanted.values()
-        ):
-            raise ValueError("not an object of numbers")
-    except ValueError as e:
-        raise typer.BadParameter(
-            f'{resources!r} is not a JSON object of numbers ({e}); e.g. \'{{"CPU": 1, '
-            '"docker": 1}\'',
-            param_hint="--ray-resources",
-        ) from None
-    if importlib.util.find_spec("ray") is None:
-        fail("--ray: Ray is not installed: pip install 'palaestra[ray]'")
-    memory = wanted.pop("memory", None)
-    return RayOptions(
-        address=None if address == "local" else address,
-        actors=actors,
-        num_cpus=float(wanted.pop("CPU", 1)),
-        memory=None if memory is None else int(memory),
-        resources=wanted,
-    )
-
-
-@app.command("eval")
-def eval_cmd(
-    env_id: Annotated[
-        str,
-        typer.Argument(
-            help="Preset with optional selector (starter, starter:0:6, starter@0/4) "
-            "or a directory of Harbor tasks."
-        ),
-    ] = "starter",
-    policy: Annotated[
-        str, typer.Option("--policy", "-p", help=f"One of: {', '.join(POLICIES)}.")
-    ] = "oracle",
-    concurrency: Annotated[
-        int, typer.Option("--concurrency", "-j", min=1, help="Episodes run at once.")
-    ] = 8,
-    old_concurrency: Annotated[
-        int | None,
-        typer.Option("-n", min=1, hidden=True, help="Deprecated spelling of -j/--concurrency."),
-    ] = None,
-    attempts: Annotated[
-        int, typer.Option("--attempts", "-k", min=1, help="Attempts per task.")
-    ] = 1,
-    out: Annotated[
-        Path | None,
-        typer.Option(
-            "--out",
-            "-o",
-            help="Run directory (default runs/<env>-<policy>-<time>). Running again on the "
-            "same directory resumes: finished episodes are skipped.",
-        ),
-    ] = None,
-    scaffold: Annotated[
-        str,
-        typer.Option(
-            help="Scaffold name: bash, bash-compact (short prompts, for small models), tools "
-            "(function calling), terminus (tmux), mini-swe-agent; real coding-agent CLIs "
-            f"(`palaestra harness install NAME` first): {', '.join(HARNESSES)}."
-        ),
-    ] = "bash",
-    sandbox: Annotated[
-        str, typer.Option(help=f"Sandbox backend: {', '.join(BACKENDS)}.")
-    ] = "local",
-    step_limit: Annotated[
-        int | None, typer.Option(min=1, help="Responses per episode (the scaffold's default: 50).")
-    ] = None,
-    max_tokens: Annotated[
-        int | None, typer.Option(min=1, help="Tokens per response (default: the policy's).")
-    ] = None,
-    temperature: Annotated[
-        float | None,
-        typer.Option(min=0.0, help="Sampling temperature, 0 for greedy (default: the policy's)."),
-    ] = None,
-    seed: Annotated[int, typer.Option(help="Base seed of the episodes.")] = 0,
-    retries: Annotated[
-        int,
-        typer.Option(min=0, help="Retries of an episode that hit an infrastructure error."),
-    ] = 2,
-    max_cost_usd: Annotated[
-        float | None,
-        typer.Option(help="Stop scheduling episodes once the run has cost this much (USD)."),
-    ] = None,
-    max_trial_cost_usd: Annotated[
-        float | None,
-        typer.Option(help="End an episode as an error once it has cost this much (USD)."),
-    ] = None,
-    overwrite: Annotated[
-        bool, typer.Option("--overwrite", help="Discard results already in --out.")
-    ] = False,
-    scalars: Annotated[
-        Path | None,
-        typer.Option(help="Append live scalars (pass rate, errors, cost, ...) as JSONL here."),
-    ] = None,
-    tensorboard: Annotated[
-        Path | None,
-        typer.Option(
-            help="Write the live scalars as a TensorBoard event file in this directory "
-            "(view with `tensorboard --logdir DIR`)."
-        ),
-    ] = None,
-    strict_tasks: Annotated[
-        bool,
-        typer.Option(
-            "--strict-tasks",
-            help="Refuse a directory holding task directories that do not load (by default "
-            "they are skipped, each with a warning, and counted in the summary).",
-        ),
-    ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
-    verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Print the summary's tables too.")
-    ] = False,
-    ray: Annotated[
-        bool,
-        typer.Option(
-            "--ray",
-            help="Run the episodes on a Ray cluster (needs "
-            + escape("palaestra[ray]")
-            + "): the one this "
-            "machine joined with `ray start`, or --ray-address's.",
-        ),
-    ] = False,
-    ray_address: Annotated[
-        str | None,
-        typer.Option(
-            help="The Ray cluster (implies --ray): 'auto' (the default: the one this machine "
-            "joined), ray://HOST:PORT, or 'local' (a new one-machine instance).",
-            metavar="ADDRESS",
-        ),
-    ] = None,
-    ray_resources: Annotated[
-        str,
-        typer.Option(
-            help='What each Ray actor reserves, as JSON: {"CPU": 1, "memory": BYTES, '
-            '"docker": 1, ...} (custom resources place actors on the nodes that have '
-            "them).",
-            metavar="JSON",
-        ),
-    ] = '{"CPU": 1}',
-    ray_actors: Annotated[
-        int | None, typer.Option(min=1, help="Ray actors (default: one per alive node).")
-    ] = None,
-) -> None:
-    """Evaluate a policy on a task set; results go to RUN_DIR/results.db and summary.json."""
-    if old_concurrency is not None:
-        Console(stderr=True).print(
-            "[yellow]warning:[/yellow] -n for concurrency is deprecated (-n is --limit in "
-            "`palaestra tasks`): use -j/--concurrency"
-        )
-        concurrency = old_concurrency
-    if scaffold not in SCAFFOLDS:
-        fail(
-            f"--scaffold: unknown scaffold {scaffold!r}; choose one of: {', '.join(sorted(SCAFFOLDS))}"
-        )
-    if sandbox not in BACKENDS:
-        fail(
-            f"--sandbox: unknown sandbox backend {sandbox!r}; choose one of: {', '.join(BACKENDS)}"
-        )
-    check_scaffold_tools(scaffold, sandbox)
-    limits: dict[str, Any] = {} if step_limit is None else {"step_limit": step_limit}
-    if max_tokens is not None or temperature is not None:
-        limits["sampling"] = SamplingParams(max_tokens=max_tokens, temperature=temperature)
-    try:
-        chosen = make_scaffold(scaffold, **limits) if limits else scaffold
-    except TypeError:
-        raise typer.BadParameter(
-            f"the {scaffold} scaffold takes no step limit or sampling options; drop "
-            "--step-limit, --max-tokens and --temperature",
-            param_hint="--scaffold",
-        ) from None
-    check_policy_ready(policy)
-    tasks = select_tasks(env_id, strict=strict_tasks, harbor=False)
-    sandboxed_options = scaffold != "bash" or sandbox != "local" or bool(limits)
-    if sandboxed_options and env_spec(env_id).factory is not None:
-        raise typer.BadParameter(
-            f"{env_id} runs no scaffold and no sandbox (its tools are Python functions): drop "
-            "--scaffold, --sandbox, --step-limit and --max-tokens",
-            param_hint="ENV_ID",
-        )
-    executor: Literal["local"] | RayOptions = "local"
-    if ray or ray_address is not None:
-        executor = _ray_options(ray_address or "auto", ray_resources, ray_actors)
-    out_dir = out or default_run_dir(env_id, policy, time.strftime("%Y%m%d-%H%M%S"))
-    if not overwrite:  # refused here, before any stream, bar or episode
-        check_run_dir(
-            out_dir,
-            run_identity(
-                env_id,
-                policy,
-                tasks,
-                attempts=attempts,
-                seed=seed,
-                scaffold=chosen,
-                sandbox=sandbox,
-            ),
-        )
-    progress = FittedProgress(eval_clauses, console=Console(stderr=True), disable=as_json)
-    bar = progress.add_task(f"{env_id} / {policy}", total=len(tasks) * attempts)
-    # a resumed run's counts (and scalar steps) continue from the tries already stored
-    prior = (
-        read_episodes(out_dir, final_only=False)
-        if not overwrite and (out_dir / DB_NAME).is_file()
-        else []
-    )
-    live = Live(progress, bar, open_streams(scalars, tensorboard), prior)
-    progress.update(bar, completed=live.done, **live.fields())
-    try:
-        with progress:
-            summary = run_async(
-                evaluate(
-                    env_id,
-                    policy,
-                    attempts=attempts,
-                    concurrency=concurrency,
-                    out_dir=out_dir,
-                    seed=seed,
-                    retries=retries,
-                    max_cost_usd=max_cost_usd,
-                    max_trial_cost_usd=max_trial_cost_usd,
-                    overwrite=overwrite,
-                    on_episode=live,
-                    tasks=tasks,
-                    scaffold=chosen,
-                    sandbox=sandbox,
-                    executor=executor,
-                )
-            )
-    except (RunMismatchError, RayClusterError) as e:
-        fail(str(e))
-    except (KeyboardInterrupt, Terminated) as e:
-        how = "terminated (SIGTERM)" if isinstance(e, Terminated) else "interrupted"
-        Console(stderr=True).print(
-            f"[yellow]{how}; finished episodes are in {escape(str(out_dir))}/results.db. "
-            "Run the same command again to resume.",
-            highlight=False,
-        )
-        raise typer.Exit(SIGTERM_EXIT if isinstance(e, Terminated) else 130) from None
-    finally:
-        live.close()
-    if as_json:
-        print(json.dumps(summary, indent=2))
-    else:
-        if verbose:
-            print_summary(summary)
-        print_brief(summary, str(out_dir))
-    report_errors(summary)
+app.command("eval")(eval_cmd)
 
 
 @app.command("export")
