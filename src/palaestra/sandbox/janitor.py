@@ -26,12 +26,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from palaestra.sandbox.limits import (
-    mounts_under,
-    reclaim_empty_cgroups,
-    remove_cgroups,
-    unmount,
-)
+from palaestra.sandbox.limits import reclaim_empty_cgroups, remove_cgroups
+from palaestra.sandbox.mounts import mounts_under, unmount
 
 RUN_ID_LABEL = "palaestra.run_id"
 META_FILE = "meta.json"

@@ -30,40 +30,24 @@ beyond it fail with ENOSPC. Its pages are also charged to the sandbox's memory c
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import functools
 import os
-import re
 import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from palaestra.sandbox.base import SandboxSpec
+from palaestra.sandbox.mounts import MOUNT_FLAGS, MS_REMOUNT, mount, unmount
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 #: Applied when the spec sets no ``pids_limit``: enough for any build, fatal to a fork bomb.
 DEFAULT_PIDS_LIMIT = 1024
 CPU_PERIOD_US = 100_000
 _V1_CONTROLLERS = ("memory", "pids", "cpu", "freezer")
-_MS_NOSUID, _MS_NODEV = 2, 4
-_MS_REMOUNT = 32
-#: Per-mount flags a remount must repeat (left out, a remount would clear them).
-_MOUNT_FLAGS = {
-    "ro": 1,
-    "nosuid": 2,
-    "nodev": 4,
-    "noexec": 8,
-    "sync": 16,
-    "noatime": 1024,
-    "nodiratime": 2048,
-    "relatime": 1 << 21,
-    "strictatime": 1 << 24,
-}
 #: ``0`` leaves the cgroup2 mount's options alone (see :func:`favor_dynamic_moves`).
 FAVOR_DYNMODS_ENV = "PALAESTRA_CGROUP_FAVORDYNMODS"
-_MNT_DETACH = 2
 _RMDIR_WAIT_S = 5.0
 
 
@@ -394,9 +378,9 @@ def favor_dynamic_moves() -> str:
         target, mount_opts, super_opts = fields[4], fields[5], fields[sep + 3].split(",")
         if "favordynmods" in super_opts:
             return "on"
-        flags = _MS_REMOUNT
+        flags = MS_REMOUNT
         for opt in mount_opts.split(","):
-            flags |= _MOUNT_FLAGS.get(opt, 0)
+            flags |= MOUNT_FLAGS.get(opt, 0)
         data = ",".join([*(o for o in super_opts if o not in ("rw", "ro")), "favordynmods"])
         try:
             mount("cgroup2", target, "cgroup2", data, flags)
@@ -411,49 +395,6 @@ def _subdirs(path: str) -> list[str]:
     for root, dirs, _ in os.walk(path):
         found += [os.path.join(root, d) for d in dirs]
     return found
-
-
-def mount(
-    source: str, target: Path | str, fstype: str, options: str, flags: int = _MS_NOSUID | _MS_NODEV
-) -> None:
-    """mount(2), by default with nosuid,nodev (needs root). Blocking."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    if (
-        libc.mount(source.encode(), os.fsencode(target), fstype.encode(), flags, options.encode())
-        != 0
-    ):
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err), str(target))
-
-
-def unmount(path: str) -> None:
-    """Lazily unmount ``path`` (a sandbox's tmpfs or overlay); no mount there is fine.
-    Blocking."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.umount2(os.fsencode(path), _MNT_DETACH) != 0:
-        err = ctypes.get_errno()
-        if err not in (errno.EINVAL, errno.ENOENT):
-            raise OSError(err, os.strerror(err), path)
-
-
-def mounts_under(path: Path | str) -> list[str]:
-    """Mount points at or below ``path``, deepest first (to unmount in that order). Blocking.
-
-    For clean-up that cannot trust its records: a sandbox whose limits were applied by a start
-    that never reported back, or whose meta.json is gone.
-    """
-    root = os.path.realpath(os.fsdecode(path)).rstrip("/")
-    try:
-        lines = Path("/proc/self/mountinfo").read_text().splitlines()
-    except OSError:
-        return []
-    points = []
-    for line in lines:
-        # mountinfo escapes space, tab, newline and backslash in paths as octal (\040...)
-        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split()[4])
-        if point == root or point.startswith(root + "/"):
-            points.append(point)
-    return sorted(set(points), key=lambda p: p.count("/"), reverse=True)
 
 
 def release(limits: SandboxLimits) -> None:

@@ -22,8 +22,7 @@ from palaestra.sandbox._channel import sandbox_path
 from palaestra.sandbox.base import SandboxError, SandboxSpec, SandboxSpecError, is_within
 from palaestra.sandbox.helper_runtime import helper_runtime
 from palaestra.sandbox.janitor import RUN_ID_LABEL, SandboxMeta, remove_sandbox_dir
-from palaestra.sandbox.limits import SandboxLimits, apply_limits, mounts_under, unmount
-from palaestra.sandbox.limits import mount as mount_fs
+from palaestra.sandbox.limits import SandboxLimits, apply_limits
 from palaestra.sandbox.limits import release as release_limits
 from palaestra.sandbox.local.bwrap import system_dir_args
 from palaestra.sandbox.local.seccomp import seccomp_program
@@ -34,6 +33,8 @@ from palaestra.sandbox.local.userns import (
     shift_into_range,
     shift_into_range_one,
 )
+from palaestra.sandbox.mounts import mount as mount_fs
+from palaestra.sandbox.mounts import mounts_under, unmount
 
 _MS_BIND, _MS_REC = 4096, 16384
 #: Always writable besides the spec's directories; HOME is /root.
