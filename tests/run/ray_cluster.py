@@ -99,17 +99,32 @@ def add_node(cluster: LocalCluster, src: Path, name: str, cpus: int = 2) -> Extr
     temp_dir = cluster.root / name
     cluster.temp_dirs.append(temp_dir)
     subprocess.run(
-        [RAY, "start", f"--address={cluster.address}", f"--temp-dir={temp_dir}",
-         f"--resources={json.dumps({name: 1})}", "--num-cpus", str(cpus),
-         "--disable-usage-stats"],
-        env=_env(src, cluster.state_dir), capture_output=True, text=True, timeout=120, check=True,
-    )  # fmt: skip
+        [
+            RAY,
+            "start",
+            f"--address={cluster.address}",
+            f"--temp-dir={temp_dir}",
+            f"--resources={json.dumps({name: 1})}",
+            "--num-cpus",
+            str(cpus),
+            "--disable-usage-stats",
+        ],
+        env=_env(src, cluster.state_dir),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     return ExtraNode(cluster, temp_dir)
 
 
 def _env(src: Path, state_dir: Path) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(src), "PALAESTRA_STATE_DIR": str(state_dir),
-            "RAY_USAGE_STATS_ENABLED": "0"}  # fmt: skip
+    return {
+        **os.environ,
+        "PYTHONPATH": str(src),
+        "PALAESTRA_STATE_DIR": str(state_dir),
+        "RAY_USAGE_STATS_ENABLED": "0",
+    }
 
 
 def _alive(pid: int) -> bool:
@@ -132,18 +147,39 @@ def start_cluster(src: Path, cpus: int = 2) -> LocalCluster:
     cluster = LocalCluster("", root, [head_dir, node_dir], state_dir)
     try:
         out = subprocess.run(
-            [RAY, "start", "--head", "--port=0", f"--temp-dir={head_dir}",
-             "--include-dashboard=false", *common],
-            env=env, capture_output=True, text=True, timeout=120, check=True,
-        )  # fmt: skip
+            [
+                RAY,
+                "start",
+                "--head",
+                "--port=0",
+                f"--temp-dir={head_dir}",
+                "--include-dashboard=false",
+                *common,
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
         match = re.search(r"ray start --address='([^']+)'", out.stdout + out.stderr)
         assert match, out.stdout + out.stderr
         cluster.address = match.group(1)
         subprocess.run(
-            [RAY, "start", f"--address={cluster.address}", f"--temp-dir={node_dir}",
-             f"--resources={json.dumps({'node2': 1})}", *common],
-            env=env, capture_output=True, text=True, timeout=120, check=True,
-        )  # fmt: skip
+            [
+                RAY,
+                "start",
+                f"--address={cluster.address}",
+                f"--temp-dir={node_dir}",
+                f"--resources={json.dumps({'node2': 1})}",
+                *common,
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
     except BaseException:
         cluster.stop()
         raise

@@ -40,8 +40,9 @@ async def test_a_failing_scenario_stops_the_others_before_check_tasks_returns(
     backend = FailsOnCreate(real, n=3)
     try:
         with pytest.raises(SandboxError, match="start failed"):
-            await check_tasks(list(load_tasks("starter")), backend=backend, concurrency=4,
-                              only=["oracle"])  # fmt: skip
+            await check_tasks(
+                list(load_tasks("starter")), backend=backend, concurrency=4, only=["oracle"]
+            )
         assert not real._open  # every sandbox the call started is closed when it returns
         assert sandbox_processes(str(tmp_path / "state")) == []
         calls = backend.calls

@@ -29,7 +29,10 @@ async def test_oracle_run_fills_the_store(tmp_path):
     assert summary["episodes"] == 18 and summary["pass_rate"] == 1.0, summary
     assert summary["errors"] == 0 and summary["pass_at_k"] == {1: 1.0}
     assert len(summary["by_category"]) == 6 and list(summary["by_difficulty"]) == [
-        "easy", "medium", "hard"]  # fmt: skip
+        "easy",
+        "medium",
+        "hard",
+    ]
     run = read_run(tmp_path)
     assert run["env_id"] == "starter" and run["policy"] == "oracle" and run["scaffold"] == "bash"
     assert run["finished_at"] is not None and run["stop_reason"] is None
@@ -42,8 +45,10 @@ async def test_oracle_run_fills_the_store(tmp_path):
         assert e["status"] == "passed" and e["reward"] == 1.0 and e["rewards"]["reward"] == 1.0
         assert e["steps"] == 2 and e["verified"] and e["final"] and e["try"] == 0
         assert e["cost_usd"] == 0.0  # the oracle costs nothing: 0, not unknown
-        assert all(e[k] is not None and e[k] >= 0 for k in ("sandbox_start_s", "agent_s",
-                                                            "verifier_s", "wall_s"))  # fmt: skip
+        assert all(
+            e[k] is not None and e[k] >= 0
+            for k in ("sandbox_start_s", "agent_s", "verifier_s", "wall_s")
+        )
     steps = read_steps(tmp_path)
     assert set(steps) == {e["id"] for e in episodes}
     for turns in steps.values():
@@ -84,9 +89,13 @@ def _alternating(make_task):
 async def test_pass_at_k_on_a_real_run(tmp_path, make_task):
     tasks, policy = _alternating(make_task)
     summary = await evaluate(
-        str(tmp_path / "tasks"), policy, attempts=4, concurrency=1, out_dir=tmp_path / "run",
+        str(tmp_path / "tasks"),
+        policy,
+        attempts=4,
+        concurrency=1,
+        out_dir=tmp_path / "run",
         tasks=tasks,
-    )  # fmt: skip
+    )
     assert summary["episodes"] == 4 and summary["passed"] == 2
     assert summary["pass_at_k"][1] == pytest.approx(0.5)
     assert summary["pass_at_k"][2] == pytest.approx(1 - 1 / 6)  # 1 - C(2,2)/C(4,2)
@@ -125,12 +134,16 @@ class FlakyBackend(SandboxBackend):
 
 async def test_infrastructure_errors_are_retried_with_each_try_recorded(tmp_path):
     backend = FlakyBackend(failures=2)
-    summary = await evaluate("starter:0:1", "oracle", sandbox=backend, retries=2,
-                             retry_backoff_s=0.01, out_dir=tmp_path)  # fmt: skip
+    summary = await evaluate(
+        "starter:0:1", "oracle", sandbox=backend, retries=2, retry_backoff_s=0.01, out_dir=tmp_path
+    )
     assert summary["passed"] == 1 and summary["retried"] == 2 and backend.calls == 3
     tries = read_episodes(tmp_path, final_only=False)
     assert [(t["try"], t["final"], t["status"]) for t in tries] == [
-        (0, False, "error"), (1, False, "error"), (2, True, "passed")]  # fmt: skip
+        (0, False, "error"),
+        (1, False, "error"),
+        (2, True, "passed"),
+    ]
     assert tries[0]["error_class"] == "SandboxError" and tries[0]["infra_error"]
 
 
@@ -154,12 +167,15 @@ async def test_a_sandbox_dying_inside_the_scaffold_is_an_infrastructure_error(tm
     """The episode reaches LAST (status error, end reason error): its error class comes from
     CodeEnv's info as data, and makes the try an infrastructure error that is retried."""
     scaffold = DiesOnce()
-    summary = await evaluate("starter:0:1", "nop", scaffold=scaffold, retries=1,
-                             retry_backoff_s=0.01, out_dir=tmp_path)  # fmt: skip
+    summary = await evaluate(
+        "starter:0:1", "nop", scaffold=scaffold, retries=1, retry_backoff_s=0.01, out_dir=tmp_path
+    )
     assert summary["retried"] == 1 and scaffold.runs == 2
     tries = read_episodes(tmp_path, final_only=False)
     assert [(t["try"], t["final"], t["status"], t["end_reason"]) for t in tries] == [
-        (0, False, "error", "error"), (1, True, "failed", "submitted")]  # fmt: skip
+        (0, False, "error", "error"),
+        (1, True, "failed", "submitted"),
+    ]
     assert tries[0]["error_class"] == "SandboxError" and tries[0]["infra_error"]
     assert tries[0]["error_message"] == "the sandbox died mid-episode"
     assert summary["statuses"] == {"failed": 1} and summary["end_reasons"] == {"submitted": 1}
@@ -181,8 +197,14 @@ class MissingRootfsBackend(SandboxBackend):
 
 async def test_deterministic_sandbox_errors_are_not_retried(tmp_path):
     backend = MissingRootfsBackend(tmp_path / "no-such-rootfs")
-    summary = await evaluate("starter:0:1", "oracle", sandbox=backend, retries=2,
-                             retry_backoff_s=0.01, out_dir=tmp_path / "run")  # fmt: skip
+    summary = await evaluate(
+        "starter:0:1",
+        "oracle",
+        sandbox=backend,
+        retries=2,
+        retry_backoff_s=0.01,
+        out_dir=tmp_path / "run",
+    )
     assert backend.calls == 1 and summary["retried"] == 0
     assert summary["errors_by_class"] == {"SandboxSpecError": {"count": 1, "rate": 1.0}}
     (first,) = summary["first_errors"]
@@ -192,8 +214,9 @@ async def test_deterministic_sandbox_errors_are_not_retried(tmp_path):
 
 async def test_retries_are_bounded(tmp_path):
     backend = FlakyBackend(failures=10)
-    summary = await evaluate("starter:0:1", "oracle", sandbox=backend, retries=1,
-                             retry_backoff_s=0.01, out_dir=tmp_path)  # fmt: skip
+    summary = await evaluate(
+        "starter:0:1", "oracle", sandbox=backend, retries=1, retry_backoff_s=0.01, out_dir=tmp_path
+    )
     assert summary["errors"] == 1 and summary["errors_by_class"]["SandboxError"]["count"] == 1
     assert backend.calls == 2 and len(read_episodes(tmp_path, final_only=False)) == 2
 
@@ -207,8 +230,9 @@ async def test_transient_llm_errors_are_retried_but_policy_bugs_and_failures_are
             raise openai.APIConnectionError(request=httpx2.Request("POST", "http://llm/v1"))
         return SUBMIT_ACTION
 
-    summary = await evaluate("starter:0:1", ScriptedPolicy(flaky), retry_backoff_s=0.01,
-                             out_dir=tmp_path / "llm")  # fmt: skip
+    summary = await evaluate(
+        "starter:0:1", ScriptedPolicy(flaky), retry_backoff_s=0.01, out_dir=tmp_path / "llm"
+    )
     assert summary["retried"] == 1 and summary["episodes"] == 1
     tries = read_episodes(tmp_path / "llm", final_only=False)
     assert tries[0]["error_class"] == "APIConnectionError" and tries[1]["status"] == "failed"
@@ -217,10 +241,12 @@ async def test_transient_llm_errors_are_retried_but_policy_bugs_and_failures_are
     def buggy(request):
         raise ValueError("policy bug")
 
-    summary = await evaluate("starter:0:1", ScriptedPolicy(buggy), retry_backoff_s=0.01,
-                             out_dir=tmp_path / "bug")  # fmt: skip
+    summary = await evaluate(
+        "starter:0:1", ScriptedPolicy(buggy), retry_backoff_s=0.01, out_dir=tmp_path / "bug"
+    )
     assert summary["retried"] == 0 and summary["errors_by_class"] == {
-        "ValueError": {"count": 1, "rate": 1.0}}  # fmt: skip
+        "ValueError": {"count": 1, "rate": 1.0}
+    }
     summary = await evaluate("starter:0:1", "nop", out_dir=tmp_path / "nop")
     assert summary["retried"] == 0 and summary["statuses"] == {"failed": 1}
     assert not own_sandbox_processes()
@@ -235,8 +261,7 @@ def _priced(cost: float):
 
 
 async def test_trial_cost_limit_ends_the_episode_as_an_error(tmp_path):
-    summary = await evaluate("starter:0:1", _priced(0.3), max_trial_cost_usd=0.5,
-                             out_dir=tmp_path)  # fmt: skip
+    summary = await evaluate("starter:0:1", _priced(0.3), max_trial_cost_usd=0.5, out_dir=tmp_path)
     (episode,) = read_episodes(tmp_path)
     assert episode["status"] == "error" and episode["error_class"] == "TrialCostExceeded"
     assert episode["cost_usd"] == pytest.approx(0.6) and episode["steps"] == 2
@@ -245,8 +270,9 @@ async def test_trial_cost_limit_ends_the_episode_as_an_error(tmp_path):
 
 async def test_run_cost_limit_stops_scheduling(tmp_path):
     # each episode answers 3 times at $0.2: $0.6 an episode; the bar is passed by the second
-    summary = await evaluate("starter:0:4", _priced(0.2), concurrency=1, max_cost_usd=1.0,
-                             out_dir=tmp_path)  # fmt: skip
+    summary = await evaluate(
+        "starter:0:4", _priced(0.2), concurrency=1, max_cost_usd=1.0, out_dir=tmp_path
+    )
     assert summary["episodes"] == 2 and summary["planned"] == 4
     assert summary["cost"]["total_usd"] == pytest.approx(1.2)
     assert summary["cost"]["per_trial_usd"] == pytest.approx(0.6)
@@ -323,8 +349,9 @@ async def test_evaluate_rows_are_the_row_mapper_of_a_rollout(tmp_path):
     tasks = load_tasks("starter:0:1")
     task = tasks.get(stored["task_id"])
     async with make("starter:0:1", tasks=tasks) as env:
-        episode = await rollout(env, ScriptedPolicy(list(script)), seed=5,
-                                options={"task_id": task.id})  # fmt: skip
+        episode = await rollout(
+            env, ScriptedPolicy(list(script)), seed=5, options={"task_id": task.id}
+        )
     row = episode_row(episode, task, attempt=0, seed=5)
     varying = {"episode_id", "wall_s", "sandbox_start_s", "agent_s", "policy_s", "verifier_s"}
     expected = {k: v for k, v in row.values.items() if k not in varying}
@@ -336,6 +363,6 @@ async def test_evaluate_rows_are_the_row_mapper_of_a_rollout(tmp_path):
     def untimed(execution):  # a command's duration differs between two runs
         return {k: v for k, v in (execution or {}).items() if not k.endswith("_s")}
 
-    assert [(s["turn"], s["messages_from"], s["new_messages"], untimed(s["execution"]))
-            for s in steps] == [(s.turn, s.messages_from, s.new_messages, untimed(s.execution))
-                                for s in row.steps]  # fmt: skip
+    assert [
+        (s["turn"], s["messages_from"], s["new_messages"], untimed(s["execution"])) for s in steps
+    ] == [(s.turn, s.messages_from, s.new_messages, untimed(s.execution)) for s in row.steps]

@@ -33,10 +33,22 @@ def test_pass_at_k_rejects_bad_arguments():
 
 
 def _rec(task, status, **kw):
-    base = {"task_id": task, "status": status, "reward": 1.0 if status == "passed" else 0.0,
-            "steps": 2, "prompt_tokens": 10, "completion_tokens": 5, "cached_tokens": 0,
-            "cost_usd": None, "category": None, "difficulty": None, "family": None,
-            "error_class": None, "wall_s": 1.0, "end_reason": "submitted"}  # fmt: skip
+    base = {
+        "task_id": task,
+        "status": status,
+        "reward": 1.0 if status == "passed" else 0.0,
+        "steps": 2,
+        "prompt_tokens": 10,
+        "completion_tokens": 5,
+        "cached_tokens": 0,
+        "cost_usd": None,
+        "category": None,
+        "difficulty": None,
+        "family": None,
+        "error_class": None,
+        "wall_s": 1.0,
+        "end_reason": "submitted",
+    }
     return {**base, **kw}
 
 
@@ -52,12 +64,25 @@ def test_pass_at_ks_averages_over_tasks():
 def test_summary_groups_costs_and_errors():
     records = [
         _rec("a", "passed", difficulty="hard", family="grid", category="x", cost_usd=0.5),
-        _rec("b", "failed", difficulty="easy", family="grid", category="x", cost_usd=0.25,
-             end_reason="step_limit"),
-        _rec("c", "error", difficulty="medium", error_class="SandboxError", category="y",
-             end_reason="error"),
+        _rec(
+            "b",
+            "failed",
+            difficulty="easy",
+            family="grid",
+            category="x",
+            cost_usd=0.25,
+            end_reason="step_limit",
+        ),
+        _rec(
+            "c",
+            "error",
+            difficulty="medium",
+            error_class="SandboxError",
+            category="y",
+            end_reason="error",
+        ),
         _rec("d", "passed", difficulty="easy", category="y"),
-    ]  # fmt: skip
+    ]
     s = summarize(records)
     # a truncated episode that did not pass is failed; the limit is its end reason
     assert s["statuses"] == {"error": 1, "failed": 1, "passed": 2}

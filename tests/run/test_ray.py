@@ -63,8 +63,9 @@ def _once(run_dir: Path) -> list[tuple[str, int]]:
 
 
 async def test_an_eval_over_the_cluster_records_each_episode_once(cluster, tmp_path):
-    executor = RayExecutor("starter:0:1", "nop", RayOptions(), concurrency=2,
-                           env_overrides={"sandbox": "local"})  # fmt: skip
+    executor = RayExecutor(
+        "starter:0:1", "nop", RayOptions(), concurrency=2, env_overrides={"sandbox": "local"}
+    )
     await executor.start()
     try:  # one actor per node, the second node's included
         assert len(set(await executor.nodes())) == 2
@@ -72,8 +73,13 @@ async def test_an_eval_over_the_cluster_records_each_episode_once(cluster, tmp_p
         await executor.aclose()
     # a custom resource places every actor on the node that has it
     node2 = next(n["NodeID"] for n in ray.nodes() if n["Alive"] and "node2" in n["Resources"])
-    placed = RayExecutor("starter:0:1", "nop", RayOptions(actors=2, resources={"node2": 0.5}),
-                         concurrency=2, env_overrides={"sandbox": "local"})  # fmt: skip
+    placed = RayExecutor(
+        "starter:0:1",
+        "nop",
+        RayOptions(actors=2, resources={"node2": 0.5}),
+        concurrency=2,
+        env_overrides={"sandbox": "local"},
+    )
     await placed.start()
     try:
         assert await placed.nodes() == [node2, node2]
@@ -97,15 +103,25 @@ async def test_an_actor_killed_mid_run_loses_only_its_episodes(cluster, tmp_path
 
     def kill_one(record: dict) -> None:
         if not killed:  # at the first stored episode, others are in flight on every actor
-            actor = next(a for a in ray.util.list_named_actors(all_namespaces=True)
-                         if a["name"].startswith(ACTOR_PREFIX))  # fmt: skip
+            actor = next(
+                a
+                for a in ray.util.list_named_actors(all_namespaces=True)
+                if a["name"].startswith(ACTOR_PREFIX)
+            )
             ray.kill(ray.get_actor(actor["name"], actor["namespace"]), no_restart=False)
             killed.append(actor["name"])
 
     # One actor holds every slot, so at the first stored episode the one killed has the others
     # in flight (with several, the first one listed may have finished its share).
-    summary = await evaluate(TASKS, "nop", attempts=2, executor=RayOptions(actors=1),
-                             concurrency=4, out_dir=tmp_path, on_episode=kill_one)  # fmt: skip
+    summary = await evaluate(
+        TASKS,
+        "nop",
+        attempts=2,
+        executor=RayOptions(actors=1),
+        concurrency=4,
+        out_dir=tmp_path,
+        on_episode=kill_one,
+    )
     assert killed and summary["lost"] >= 1  # the kill cut episodes short
     assert (summary["episodes"], summary["passed"], summary["errors"]) == (6, 0, 0)
     assert _once(tmp_path) == sorted((t.id, a) for t in load_tasks(TASKS) for a in (0, 1))
@@ -143,8 +159,9 @@ async def test_a_node_killed_mid_run_loses_only_its_episodes(cluster, tmp_path):
     options = RayOptions(actors=3, num_cpus=1.5)
     killer = asyncio.ensure_future(kill_node_when_busy())
     try:
-        summary = await evaluate(TASKS, "nop", attempts=3, executor=options, concurrency=6,
-                                 out_dir=tmp_path)  # fmt: skip
+        summary = await evaluate(
+            TASKS, "nop", attempts=3, executor=options, concurrency=6, out_dir=tmp_path
+        )
     finally:
         if not killed:  # no episode ran on node3: the assertion below says so
             killer.cancel()
@@ -158,8 +175,13 @@ async def test_a_node_killed_mid_run_loses_only_its_episodes(cluster, tmp_path):
     # The dead node's sandboxes stay in the state dir until an actor starts on this machine:
     # node3's actor, restarted on node3-back, may already have; else the first actor there
     # reclaims them at its start.
-    back = RayExecutor(TASKS, "nop", RayOptions(actors=1, resources={"node3-back": 0.5}),
-                       concurrency=1, env_overrides={"sandbox": "local"})  # fmt: skip
+    back = RayExecutor(
+        TASKS,
+        "nop",
+        RayOptions(actors=1, resources={"node3-back": 0.5}),
+        concurrency=1,
+        env_overrides={"sandbox": "local"},
+    )
     await back.start()
     try:
         await back.nodes()
@@ -173,17 +195,21 @@ async def test_episodes_sent_to_an_actor_that_never_starts_go_to_the_others(clus
     never starts. The episode sent to it goes to the two that answer once it has been silent
     for ``unavailable_after_s``, instead of waiting for it forever; each is recorded once."""
     options = RayOptions(actors=3, resources={"node2": 0.4}, unavailable_after_s=3)
-    running = evaluate(TASKS, "nop", attempts=2, executor=options, concurrency=3,
-                       out_dir=tmp_path)  # fmt: skip
+    running = evaluate(TASKS, "nop", attempts=2, executor=options, concurrency=3, out_dir=tmp_path)
     summary = await asyncio.wait_for(running, 300)
     assert summary["lost"] >= 1, summary
     assert (summary["episodes"], summary["passed"], summary["errors"]) == (6, 0, 0)
     assert _once(tmp_path) == sorted((t.id, a) for t in load_tasks(TASKS) for a in (0, 1))
     assert await eventually(
-        lambda: not [a for a in ray.util.list_named_actors(all_namespaces=True)
-                     if a["name"].startswith(ACTOR_PREFIX)],
+        lambda: (
+            not [
+                a
+                for a in ray.util.list_named_actors(all_namespaces=True)
+                if a["name"].startswith(ACTOR_PREFIX)
+            ]
+        ),
         within=30,
-    ), "an actor outlived its run"  # fmt: skip
+    ), "an actor outlived its run"
 
 
 async def test_a_stream_on_the_cluster_yields_groups(cluster):
@@ -201,16 +227,32 @@ def test_the_command_line_runs_on_the_cluster(cluster, tmp_path):
     """``--ray`` alone joins the cluster this machine is part of (``auto``); a scaffold with
     options (``--step-limit``) travels to the actors."""
     out = tmp_path / "run"
-    res = CliRunner().invoke(app, ["eval", "starter:9:11", "-p", "oracle", "--ray",
-                                   "--step-limit", "7", "--out", str(out), "--json"],
-                             env={"RAY_ADDRESS": cluster.address})  # fmt: skip
+    res = CliRunner().invoke(
+        app,
+        [
+            "eval",
+            "starter:9:11",
+            "-p",
+            "oracle",
+            "--ray",
+            "--step-limit",
+            "7",
+            "--out",
+            str(out),
+            "--json",
+        ],
+        env={"RAY_ADDRESS": cluster.address},
+    )
     assert res.exit_code == 0, res.output
     summary = json.loads(res.stdout[res.stdout.index("{") :])
     assert (summary["executor"], summary["episodes"], summary["passed"]) == ("ray", 2, 2)
 
 
 def test_bad_ray_resources_are_one_clear_line():
-    res = CliRunner().invoke(app, ["eval", "starter:0:1", "--ray",
-                                   "--ray-resources", "{docker: 1}"], env={"COLUMNS": "300"})  # fmt: skip
+    res = CliRunner().invoke(
+        app,
+        ["eval", "starter:0:1", "--ray", "--ray-resources", "{docker: 1}"],
+        env={"COLUMNS": "300"},
+    )
     assert res.exit_code == 2
     assert "is not a JSON object of numbers" in res.output and "Traceback" not in res.output

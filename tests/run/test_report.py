@@ -29,10 +29,16 @@ from palaestra.run import evaluate
 from tests.conftest import SUBMIT_ACTION, bash_action
 
 CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
     "--window-size=1400,1800",
-]  # fmt: skip
+]
 
 
 def chromium_binary() -> str:
@@ -76,11 +82,12 @@ class DevTools:
 
     def errors(self) -> list[dict[str, Any]]:
         return [
-            e for e in self.events
+            e
+            for e in self.events
             if e.get("method") == "Runtime.exceptionThrown"
             or (e.get("method") == "Runtime.consoleAPICalled" and e["params"]["type"] == "error")
             or (e.get("method") == "Log.entryAdded" and e["params"]["entry"]["level"] == "error")
-        ]  # fmt: skip
+        ]
 
 
 async def _page(tmp_path: Path):
@@ -89,11 +96,15 @@ async def _page(tmp_path: Path):
 
     profile = tmp_path / "chromium-profile"
     proc = await asyncio.create_subprocess_exec(
-        chromium_binary(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}",
-        "--remote-debugging-port=0", "about:blank",
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+        chromium_binary(),
+        *CHROMIUM_FLAGS,
+        f"--user-data-dir={profile}",
+        "--remote-debugging-port=0",
+        "about:blank",
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
         start_new_session=True,
-    )  # fmt: skip
+    )
     port_file = profile / "DevToolsActivePort"
     for _ in range(300):
         if port_file.exists() and port_file.read_text().strip():
@@ -139,8 +150,10 @@ def _policy(solves: set[str], price: float) -> ScriptedPolicy:
         if request.metadata["turn"] > 0:
             return LLMResponse(content=SUBMIT_ACTION, cost_usd=price)
         value = 42 if request.metadata["task_id"] in solves else 7
-        return LLMResponse(content=bash_action(f"echo {value} > /app/answer.txt && echo wrote-{value}"),
-                           cost_usd=price)  # fmt: skip
+        return LLMResponse(
+            content=bash_action(f"echo {value} > /app/answer.txt && echo wrote-{value}"),
+            cost_usd=price,
+        )
 
     return ScriptedPolicy(answer)
 
@@ -156,16 +169,23 @@ async def two_runs(tmp_path, make_task):
     weak = tmp_path / "weak"
     everything = {"grid-easy", "grid-hard", "text-medium", "plain-easy"}
     await evaluate(str(root), _policy(everything, 0.02), attempts=2, concurrency=4, out_dir=strong)
-    await evaluate(str(root), _policy({"grid-easy", "plain-easy"}, 0.005), attempts=2,
-                   concurrency=4, out_dir=weak)  # fmt: skip
+    await evaluate(
+        str(root),
+        _policy({"grid-easy", "plain-easy"}, 0.005),
+        attempts=2,
+        concurrency=4,
+        out_dir=weak,
+    )
     return strong, weak
 
 
 def _report_cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "palaestra.cli", "report", *args],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def _store_rates(run_dir: Path, column: str) -> dict[str, float]:
@@ -183,14 +203,20 @@ async def test_report_renders_holds_the_numbers_and_opens_episodes(tmp_path, two
     proc = await asyncio.to_thread(_report_cli, str(strong), str(weak), "-o", str(report))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     html = report.read_text()
-    assert "<script src" not in html and "<link" not in html and "http://" not in html.split(
-        '<script id="report-data"')[0]  # fmt: skip
+    assert (
+        "<script src" not in html
+        and "<link" not in html
+        and "http://" not in html.split('<script id="report-data"')[0]
+    )
 
     browser, page = await _page(tmp_path)
     try:
         await _open(page, report)
-        requested = [e["params"]["request"]["url"] for e in page.events
-                     if e.get("method") == "Network.requestWillBeSent"]  # fmt: skip
+        requested = [
+            e["params"]["request"]["url"]
+            for e in page.events
+            if e.get("method") == "Network.requestWillBeSent"
+        ]
         assert all(url.startswith("file://") for url in requested), requested
 
         bars = await page.js(
@@ -203,8 +229,11 @@ async def test_report_renders_holds_the_numbers_and_opens_episodes(tmp_path, two
             return {b["group"]: b["value"] for b in bars if b["chart"] == name and b["run"] == run}
 
         for run_index, run_dir in enumerate((strong, weak)):
-            for name, column in (("by_difficulty", "difficulty"), ("by_category", "category"),
-                                 ("by_family", "family")):  # fmt: skip
+            for name, column in (
+                ("by_difficulty", "difficulty"),
+                ("by_category", "category"),
+                ("by_family", "family"),
+            ):
                 assert chart(name, run_index) == pytest.approx(_store_rates(run_dir, column))
         assert chart("by_difficulty", 1) == {"easy": 1.0, "medium": 0.0, "hard": 0.0}
         assert list(chart("by_difficulty", 0)) == ["easy", "medium", "hard"]
@@ -217,8 +246,11 @@ async def test_report_renders_holds_the_numbers_and_opens_episodes(tmp_path, two
         )
         assert len(points) == 8  # 4 tasks x 2 runs
         with sqlite3.connect(weak / "results.db") as conn:
-            weak_costs = dict(conn.execute(
-                "SELECT task_id, AVG(cost_usd) FROM episodes WHERE final = 1 GROUP BY task_id"))  # fmt: skip
+            weak_costs = dict(
+                conn.execute(
+                    "SELECT task_id, AVG(cost_usd) FROM episodes WHERE final = 1 GROUP BY task_id"
+                )
+            )
         assert {p["task"]: p["cost"] for p in points if p["run"] == 1} == pytest.approx(weak_costs)
         assert (
             await page.js("document.querySelectorAll('[data-table=comparison] tbody tr').length")
@@ -240,9 +272,14 @@ async def test_report_renders_holds_the_numbers_and_opens_episodes(tmp_path, two
         episode_rowid = int(opened.split(":")[1])
         with sqlite3.connect(weak / "results.db") as conn:
             status, n_steps = conn.execute(
-                "SELECT status, steps FROM episodes WHERE id = ?", (episode_rowid,)).fetchone()  # fmt: skip
-            outputs = [json.loads(e)["output"] for (e,) in conn.execute(
-                "SELECT execution FROM steps WHERE episode = ? ORDER BY turn", (episode_rowid,))]  # fmt: skip
+                "SELECT status, steps FROM episodes WHERE id = ?", (episode_rowid,)
+            ).fetchone()
+            outputs = [
+                json.loads(e)["output"]
+                for (e,) in conn.execute(
+                    "SELECT execution FROM steps WHERE episode = ? ORDER BY turn", (episode_rowid,)
+                )
+            ]
         assert (
             await page.js("document.getElementById('viewer-status').textContent")
             == status
@@ -292,8 +329,13 @@ async def _assert_layout(page: DevTools) -> None:
     assert "null" not in viewer["text"] and viewer["nulls"] == 0, viewer["text"][:300]
 
     # a laptop's width: the list must stay whole there too (it held a third of the page)
-    await page.call("Emulation.setDeviceMetricsOverride", width=1100, height=900,
-                    deviceScaleFactor=1, mobile=False)  # fmt: skip
+    await page.call(
+        "Emulation.setDeviceMetricsOverride",
+        width=1100,
+        height=900,
+        deviceScaleFactor=1,
+        mobile=False,
+    )
     rows = await page.js(
         "(() => { document.getElementById('filter-run').value = '';"
         " document.getElementById('filter-run').dispatchEvent(new Event('change'));"
@@ -358,8 +400,9 @@ async def test_a_failed_episode_cut_by_a_limit_shows_the_limit_as_its_status(tmp
     from palaestra.run.report import write_report
     from tests.run.test_store import _old_store
 
-    report = await asyncio.to_thread(write_report, [_old_store(tmp_path / "old")],
-                                     tmp_path / "report.html")  # fmt: skip
+    report = await asyncio.to_thread(
+        write_report, [_old_store(tmp_path / "old")], tmp_path / "report.html"
+    )
     browser, page = await _page(tmp_path)
     try:
         await _open(page, report)
@@ -368,10 +411,15 @@ async def test_a_failed_episode_cut_by_a_limit_shows_the_limit_as_its_status(tmp
             ".map(r => [r.cells[0].textContent, r.cells[2].textContent]))"
         )
         assert shown == {
-            "t-pass": "passed", "t-fail": "failed", "t-timeout": "agent_timeout",
-            "t-steps": "step_limit", "t-trunc-pass": "passed", "t-crash": "failed",
-            "t-verifier": "error", "t-policy": "error",
-        }  # fmt: skip
+            "t-pass": "passed",
+            "t-fail": "failed",
+            "t-timeout": "agent_timeout",
+            "t-steps": "step_limit",
+            "t-trunc-pass": "passed",
+            "t-crash": "failed",
+            "t-verifier": "error",
+            "t-policy": "error",
+        }
         options = await page.js(
             "[...document.querySelectorAll('#filter-status option')].map(o => o.value)"
         )

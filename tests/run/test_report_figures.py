@@ -12,9 +12,16 @@ from palaestra.run.store import EpisodeRow, ResultStore
 
 FAMILIES = [f"family-{i:02d}" for i in range(30)]
 TIERS = ("easy", "medium", "hard")
-IDENTITY = {"env_id": "gen", "policy": "p", "scaffold": "bash", "sandbox": "local",
-            "attempts": 2, "seed": 0, "tasks": [f"{f}-{t}" for f in FAMILIES for t in TIERS],
-            "env_overrides": {}}  # fmt: skip
+IDENTITY = {
+    "env_id": "gen",
+    "policy": "p",
+    "scaffold": "bash",
+    "sandbox": "local",
+    "attempts": 2,
+    "seed": 0,
+    "tasks": [f"{f}-{t}" for f in FAMILIES for t in TIERS],
+    "env_overrides": {},
+}
 
 
 class Page(HTMLParser):
@@ -31,9 +38,12 @@ class Page(HTMLParser):
     def handle_starttag(self, tag, attrs, void=False):
         parent_chart = next((e["chart"] for e in reversed(self.open) if e["chart"]), None)
         attrs = dict(attrs)
-        element = {"tag": tag, "attrs": attrs, "text": "",
-                   "chart": attrs.get("data-chart") or attrs.get("data-chart-box")
-                   or parent_chart}  # fmt: skip
+        element = {
+            "tag": tag,
+            "attrs": attrs,
+            "text": "",
+            "chart": attrs.get("data-chart") or attrs.get("data-chart-box") or parent_chart,
+        }
         self.elements.append(element)
         if not void and tag not in ("meta", "br", "input"):
             self.open.append(element)
@@ -49,8 +59,12 @@ class Page(HTMLParser):
                 element["text"] += data
 
     def find(self, tag: str, **attrs: str) -> list[dict]:
-        return [e for e in self.elements if e["tag"] == tag
-                and all(e["attrs"].get(k.replace("_", "-")) == v for k, v in attrs.items())]  # fmt: skip
+        return [
+            e
+            for e in self.elements
+            if e["tag"] == tag
+            and all(e["attrs"].get(k.replace("_", "-")) == v for k, v in attrs.items())
+        ]
 
 
 async def _store_of_30_families(run_dir: Path) -> dict[str, float]:
@@ -64,14 +78,32 @@ async def _store_of_30_families(run_dir: Path) -> dict[str, float]:
             rates[family] = passes / 6
             for j in range(6):
                 status = "passed" if j < passes else "failed"
-                await store.add_episode(EpisodeRow({
-                    "run_id": "r", "task_id": f"{family}-{TIERS[j % 3]}", "attempt": j // 3,
-                    "try": 0, "final": 1, "status": status, "end_reason": "submitted",
-                    "reward": float(status == "passed"), "rewards": "{}", "verified": 1,
-                    "steps": 2, "prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0,
-                    "infra_error": 0, "wall_s": 0.5, "finished_at": 1.0, "family": family,
-                    "category": "algorithms", "difficulty": TIERS[j % 3],
-                }))  # fmt: skip
+                await store.add_episode(
+                    EpisodeRow(
+                        {
+                            "run_id": "r",
+                            "task_id": f"{family}-{TIERS[j % 3]}",
+                            "attempt": j // 3,
+                            "try": 0,
+                            "final": 1,
+                            "status": status,
+                            "end_reason": "submitted",
+                            "reward": float(status == "passed"),
+                            "rewards": "{}",
+                            "verified": 1,
+                            "steps": 2,
+                            "prompt_tokens": 0,
+                            "completion_tokens": 0,
+                            "cached_tokens": 0,
+                            "infra_error": 0,
+                            "wall_s": 0.5,
+                            "finished_at": 1.0,
+                            "family": family,
+                            "category": "algorithms",
+                            "difficulty": TIERS[j % 3],
+                        }
+                    )
+                )
     finally:
         await store.aclose()
     return rates
@@ -99,13 +131,19 @@ async def test_thirty_families_are_a_sorted_labelled_chart_without_javascript(tm
     assert "66.7% (4/6)" in chart["text"] and "0.0% (0/6)" in chart["text"]
 
     for name in ("by_difficulty", "by_category", "by_family", "by_reward_signals", "pass_at_k"):
-        titles = [e["text"] for e in page.elements
-                  if e["chart"] == name and "axis-title" in e["attrs"].get("class", "")]  # fmt: skip
+        titles = [
+            e["text"]
+            for e in page.elements
+            if e["chart"] == name and "axis-title" in e["attrs"].get("class", "")
+        ]
         assert len(titles) == 2 and all(titles), f"{name}: both axes labelled"
         (table,) = page.find("table", data_table=name)
         assert table["text"], f"{name}: its numbers as a table"
-    difficulty = {b["attrs"]["data-group"]: float(b["attrs"]["data-value"])
-                  for b in page.find("rect") if b["chart"] == "by_difficulty"}  # fmt: skip
+    difficulty = {
+        b["attrs"]["data-group"]: float(b["attrs"]["data-value"])
+        for b in page.find("rect")
+        if b["chart"] == "by_difficulty"
+    }
     by_tier: dict[str, list[int]] = defaultdict(list)
     for family in FAMILIES:
         passes = round(rates[family] * 6)
@@ -115,9 +153,14 @@ async def test_thirty_families_are_a_sorted_labelled_chart_without_javascript(tm
     assert list(difficulty) == list(TIERS)
 
     sections = page.find("section")
-    explained = [s for s in sections if any(
-        e["tag"] == "p" and "explain" in e["attrs"].get("class", "") and e["text"] in s["text"]
-        for e in page.elements)]  # fmt: skip
+    explained = [
+        s
+        for s in sections
+        if any(
+            e["tag"] == "p" and "explain" in e["attrs"].get("class", "") and e["text"] in s["text"]
+            for e in page.elements
+        )
+    ]
     assert len(explained) == len(sections) >= 10, "every figure says what it shows"
     (overview,) = page.find("table", data_table="overview")
     assert (

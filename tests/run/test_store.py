@@ -22,17 +22,38 @@ from palaestra.run.store import (
 from palaestra.scaffolds.base import EndReason
 
 OLD_STORE = Path(__file__).parent / "data" / "results_v0.sql"
-IDENTITY = {"env_id": "e", "policy": "p", "scaffold": "bash", "sandbox": "local", "attempts": 1,
-            "seed": 0, "tasks": [], "env_overrides": {}}  # fmt: skip
+IDENTITY = {
+    "env_id": "e",
+    "policy": "p",
+    "scaffold": "bash",
+    "sandbox": "local",
+    "attempts": 1,
+    "seed": 0,
+    "tasks": [],
+    "env_overrides": {},
+}
 
 
 def _row(task_id: str, status: str, end_reason: str, **extra) -> EpisodeRow:
     values = {
-        "task_id": task_id, "attempt": 0, "try": 0, "final": 1, "status": status,
-        "end_reason": end_reason, "reward": float(status == "passed"), "rewards": "{}",
-        "verified": 1, "steps": 1, "prompt_tokens": 0, "completion_tokens": 0,
-        "cached_tokens": 0, "infra_error": 0, "wall_s": 0.5, "finished_at": 1.0, **extra,
-    }  # fmt: skip
+        "task_id": task_id,
+        "attempt": 0,
+        "try": 0,
+        "final": 1,
+        "status": status,
+        "end_reason": end_reason,
+        "reward": float(status == "passed"),
+        "rewards": "{}",
+        "verified": 1,
+        "steps": 1,
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "cached_tokens": 0,
+        "infra_error": 0,
+        "wall_s": 0.5,
+        "finished_at": 1.0,
+        **extra,
+    }
     return EpisodeRow(values)
 
 
@@ -57,7 +78,9 @@ async def test_the_vocabulary_round_trips_through_the_store(tmp_path):
         await store.aclose()
     records = read_episodes(tmp_path)
     assert [(r["status"], r["end_reason"]) for r in records] == [
-        *pairs, (EpisodeStatus.FAILED, EndReason.STEP_LIMIT)]  # fmt: skip
+        *pairs,
+        (EpisodeStatus.FAILED, EndReason.STEP_LIMIT),
+    ]
     assert all(
         type(r["status"]) is EpisodeStatus and type(r["end_reason"]) is EndReason for r in records
     )
@@ -65,13 +88,20 @@ async def test_the_vocabulary_round_trips_through_the_store(tmp_path):
     summary = metrics.summarize(records)
     assert summary["statuses"] == {"error": 6, "failed": 7, "passed": 6}
     assert summary["end_reasons"] == {
-        "agent_timeout": 3, "error": 3, "exception": 3, "format_error_limit": 3,
-        "step_limit": 4, "submitted": 3}  # fmt: skip
+        "agent_timeout": 3,
+        "error": 3,
+        "exception": 3,
+        "format_error_limit": 3,
+        "step_limit": 4,
+        "submitted": 3,
+    }
     assert json.loads(json.dumps(summary))["statuses"] == summary["statuses"]
     assert export(tmp_path, tmp_path / "e.jsonl", "jsonl") == len(pairs) + 1
     lines = [json.loads(line) for line in (tmp_path / "e.jsonl").read_text().splitlines()]
     assert [(r["status"], r["end_reason"]) for r in lines[:2]] == [
-        ("passed", "submitted"), ("passed", "step_limit")]  # fmt: skip
+        ("passed", "submitted"),
+        ("passed", "step_limit"),
+    ]
 
 
 def _old_store(run_dir: Path) -> Path:
@@ -110,7 +140,9 @@ def test_an_old_store_is_migrated_when_reported(tmp_path):
     assert data["summary"]["statuses"] == {"error": 2, "failed": 4, "passed": 2}
     assert data["summary"]["end_reasons"]["agent_timeout"] == 1
     assert data["summary"]["errors_by_class"] == {
-        "VerifierError": {"count": 1, "rate": 0.125}, "ValueError": {"count": 1, "rate": 0.125}}  # fmt: skip
+        "VerifierError": {"count": 1, "rate": 0.125},
+        "ValueError": {"count": 1, "rate": 0.125},
+    }
     assert _pairs(read_episodes(run_dir, final_only=False)) == OLD_AS_NEW  # migrating is once
 
 
@@ -138,12 +170,15 @@ async def test_an_episode_delivered_twice_is_stored_once(tmp_path):
     store = await ResultStore.open(tmp_path)
     try:
         await store.begin_run("r", identity=IDENTITY, config={})
-        first = await store.add_episode(_row("t", "passed", "submitted", run_id="r",
-                                             episode_id="ep-1"))  # fmt: skip
-        again = await store.add_episode(_row("t", "passed", "submitted", run_id="r",
-                                             episode_id="ep-1"))  # fmt: skip
-        other = await store.add_episode(_row("t", "failed", "submitted", run_id="r",
-                                             episode_id="ep-2", attempt=1))  # fmt: skip
+        first = await store.add_episode(
+            _row("t", "passed", "submitted", run_id="r", episode_id="ep-1")
+        )
+        again = await store.add_episode(
+            _row("t", "passed", "submitted", run_id="r", episode_id="ep-1")
+        )
+        other = await store.add_episode(
+            _row("t", "failed", "submitted", run_id="r", episode_id="ep-2", attempt=1)
+        )
     finally:
         await store.aclose()
     assert again == first != other
