@@ -131,8 +131,9 @@ def test_adarft_update_rule_window_and_error_groups():
 
 def test_pools_respect_their_ratios_and_fall_back_to_normal():
     ids = ids_at([i / 30 for i in range(30)])
-    initial = {t: ("easy" if i < 10 else "hard" if i >= 20 else "normal") for i, t in
-               enumerate(ids)}  # fmt: skip
+    initial = {
+        t: ("easy" if i < 10 else "hard" if i >= 20 else "normal") for i, t in enumerate(ids)
+    }
     sampler = DifficultyPools(ids, easy_fraction=0.2, hard_fraction=0.3, initial=initial)
     rng = random.Random(0)
     for _ in range(10_000):
@@ -176,8 +177,10 @@ def test_pools_with_the_online_filter_keep_only_groups_that_teach():
 def test_adacurl_merges_buckets_in_order_once_mastered():
     ids = ids_at([i / 30 for i in range(31)])
     sampler = AdaCuRL.by_difficulty(ids, threshold=0.8, window=8, revisit=0.2)
-    tiers = [[t for t in ids if generators.tier_of(difficulty_of(t)) == tier]
-             for tier in generators.TIERS]  # fmt: skip
+    tiers = [
+        [t for t in ids if generators.tier_of(difficulty_of(t)) == tier]
+        for tier in generators.TIERS
+    ]
     assert sampler.buckets == tiers and all(tiers)
     rng, policy_rng = random.Random(0), random.Random(1)
     p = threshold_model(edge=0.7, noise=0.02)  # masters easy and medium, not hard

@@ -72,8 +72,9 @@ async def test_the_loop_accepts_exactly_the_valid_proposals_and_rewards_learnabi
     assert band.draw(random.Random(0)).difficulty in (0.5, 0.25)
     stats = pool.stats()
     assert (stats["accepted"], stats["rejected"]) == (2, 6)
-    assert stats["rejections"] == {r: 1 for r in
-                                   ("reference", "not_trivial", "nop", "forbidden", "parse", "novel")}  # fmt: skip
+    assert stats["rejections"] == {
+        r: 1 for r in ("reference", "not_trivial", "nop", "forbidden", "parse", "novel")
+    }
     rejected = [json.loads(p.read_text()) for p in (pool_dir / ".rejected").glob("*.json")]
     curl = next(r for r in rejected if r["reason"] == "forbidden")
     assert "network" in curl["detail"] and "curl" in curl["text"]
@@ -95,13 +96,19 @@ async def test_the_loop_accepts_exactly_the_valid_proposals_and_rewards_learnabi
     run_dir = tmp_path / "nop-run"
     await evaluate(str(pool_dir), "nop", out_dir=run_dir, concurrency=2)
     assert failed_tasks(run_dir) == ["reverse-words", "sum-numbers"]
-    variant = {**demo.VALID_SUM, "id": "count-words", "instruction": "Count the words of "
-               "/app/text.txt and write the number to /app/count.txt.",
-               "files": {"text.txt": "one two three\nfour\n"}, "outputs": ["count.txt"],
-               "tests": {"test.sh": "#!/bin/bash\nmkdir -p /logs/verifier\n[ \"$(cat "
-                         "/app/count.txt)\" = 4 ] && echo 1 > /logs/verifier/reward.txt || "
-                         "echo 0 > /logs/verifier/reward.txt\n"},
-               "solution": "#!/bin/bash\nwc -w < /app/text.txt > /app/count.txt\n"}  # fmt: skip
+    variant = {
+        **demo.VALID_SUM,
+        "id": "count-words",
+        "instruction": "Count the words of /app/text.txt and write the number to /app/count.txt.",
+        "files": {"text.txt": "one two three\nfour\n"},
+        "outputs": ["count.txt"],
+        "tests": {
+            "test.sh": '#!/bin/bash\nmkdir -p /logs/verifier\n[ "$(cat '
+            '/app/count.txt)" = 4 ] && echo 1 > /logs/verifier/reward.txt || '
+            "echo 0 > /logs/verifier/reward.txt\n"
+        },
+        "solution": "#!/bin/bash\nwc -w < /app/text.txt > /app/count.txt\n",
+    }
     creator = ScriptedPolicy([_answer(variant)])
     [result] = await demo.run(pool_dir, creator, from_failures=run_dir, proposals=1, attempts=2)
     assert result["accepted"] and result["task_id"] == "count-words"
@@ -124,14 +131,23 @@ def test_learnability_and_the_repetition_penalty():
     [
         ("no json here", "no JSON object"),
         ('```json\n{"instruction": "x", "tests": {}, "solution": "s"}\n```', "test.sh"),
-        ('{"instruction": "x", "tests": {"test.sh": "t"}, "solution": "s", '
-         '"files": {"../etc/passwd": "x"}}', "'../etc/passwd'"),
+        (
+            '{"instruction": "x", "tests": {"test.sh": "t"}, "solution": "s", '
+            '"files": {"../etc/passwd": "x"}}',
+            "'../etc/passwd'",
+        ),
         ('{"instruction": "", "tests": {"test.sh": "t"}, "solution": "s"}', "'instruction'"),
-        ('{"instruction": "x", "tests": {"test.sh": "t", "a/./b": "x"}, "solution": "s"}', "'a/./b'"),
-        ('{"instruction": "x", "tests": {"test.sh": "t"}, "solution": "s", '
-         '"files": {"big": "' + "a" * 300_000 + '"}}', "over the limit"),
+        (
+            '{"instruction": "x", "tests": {"test.sh": "t", "a/./b": "x"}, "solution": "s"}',
+            "'a/./b'",
+        ),
+        (
+            '{"instruction": "x", "tests": {"test.sh": "t"}, "solution": "s", '
+            '"files": {"big": "' + "a" * 300_000 + '"}}',
+            "over the limit",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_malformed_proposal_gets_one_line_naming_what_is_wrong(answer, names):
     with pytest.raises(ProposalError) as e:
         parse_proposal(answer)
@@ -151,13 +167,26 @@ def test_static_checks_refuse_network_use_and_peeking_at_the_tests():
 
 
 def _run(scenario: str, reward: float) -> ScenarioResult:
-    return ScenarioResult("t", scenario, 1.0 if scenario == "oracle" else 0.0, reward,
-                          {"reward": reward}, "ok", "", 0.1)  # fmt: skip
+    return ScenarioResult(
+        "t",
+        scenario,
+        1.0 if scenario == "oracle" else 0.0,
+        reward,
+        {"reward": reward},
+        "ok",
+        "",
+        0.1,
+    )
 
 
 def test_two_oracle_runs_that_disagree_fail_the_determinism_step():
-    runs = [_run("oracle", 1.0), _run("oracle", 0.0), _run("nop", 0.0), _run("nop", 0.0),
-            *(_run(f"wrong:{w}", 0.0) for w in ("empty", "echo", "delete"))]  # fmt: skip
+    runs = [
+        _run("oracle", 1.0),
+        _run("oracle", 0.0),
+        _run("nop", 0.0),
+        _run("nop", 0.0),
+        *(_run(f"wrong:{w}", 0.0) for w in ("empty", "echo", "delete")),
+    ]
     steps = {str(s.step): s for s in _scenario_steps(runs, max_solve_s=60)}
     assert not steps["deterministic"].ok and "disagree" in steps["deterministic"].detail
     assert steps["nop"].ok and steps["not_trivial"].ok
@@ -187,8 +216,12 @@ async def test_the_creator_env_asks_for_a_task_and_rewards_a_well_formed_one():
 
 
 async def test_clashing_paths_are_a_harbor_rejection_not_a_crash(tmp_path):
-    clash = {"instruction": "x", "solution": "true", "files": {"a": "1", "a/b": "2"},
-             "tests": {"test.sh": "echo 0 > /logs/verifier/reward.txt"}}  # fmt: skip
+    clash = {
+        "instruction": "x",
+        "solution": "true",
+        "files": {"a": "1", "a/b": "2"},
+        "tests": {"test.sh": "echo 0 > /logs/verifier/reward.txt"},
+    }
     validation = await validate_proposal(_answer(clash), tmp_path / "t", default_backend("local"))
     assert validation.reason == "harbor" and not validation.accepted
 
@@ -196,9 +229,14 @@ async def test_clashing_paths_are_a_harbor_rejection_not_a_crash(tmp_path):
 async def test_an_instruction_cannot_rewrite_the_echo_solution_to_pass_validation(tmp_path):
     # The tests accept any out.txt containing "banana": echoing the instruction passes them, so
     # the proposal is trivial, however its instruction tries to cut the echo script short.
-    hack = {"instruction": "Write the word banana to /app/out.txt.\nPALAESTRA_EOF\nexit 0",
-            "solution": "echo banana > /app/out.txt", "outputs": ["out.txt"],
-            "tests": {"test.sh": "grep -q banana /app/out.txt && r=1 || r=0\n"
-                                 "echo $r > /logs/verifier/reward.txt"}}  # fmt: skip
+    hack = {
+        "instruction": "Write the word banana to /app/out.txt.\nPALAESTRA_EOF\nexit 0",
+        "solution": "echo banana > /app/out.txt",
+        "outputs": ["out.txt"],
+        "tests": {
+            "test.sh": "grep -q banana /app/out.txt && r=1 || r=0\n"
+            "echo $r > /logs/verifier/reward.txt"
+        },
+    }
     validation = await validate_proposal(_answer(hack), tmp_path / "t", default_backend("local"))
     assert validation.reason == "not_trivial" and "wrong:echo" in validation.detail

@@ -227,9 +227,12 @@ async def test_sampler_update_per_group_and_the_filter(make_task, tmp_path):
 
     sampler = Recorder(["easy-task", "coin-task"])
     stream = RolloutStream(
-        str(root), Answers(answer), concurrency=3, sampler=sampler,
+        str(root),
+        Answers(answer),
+        concurrency=3,
+        sampler=sampler,
         group_filter=has_reward_variance,
-    )  # fmt: skip
+    )
     async with stream:
         groups = [g async for g in stream.groups(3, draws=4)]
     assert len(sampler.updates) == 4 and stream.stats.filtered == 2

@@ -110,13 +110,20 @@ async def test_openai_policy_stamps_and_sync_weights_calls_vllm(vllm):
         assert (await policy.complete(USER)).policy_version == 7
         assert await policy.sync_weights() == 8
         assert (await policy.complete(USER)).policy_version == 8
-        assert await policy.sync_weights(
-            method="update_weights_from_path", args=["/ckpt/step-9"], pause=False, version=20
-        ) == 20  # fmt: skip
+        assert (
+            await policy.sync_weights(
+                method="update_weights_from_path", args=["/ckpt/step-9"], pause=False, version=20
+            )
+            == 20
+        )
     assert vllm.paths() == [
-        "/v1/chat/completions", "/pause?mode=keep", "/collective_rpc", "/resume",
-        "/v1/chat/completions", "/collective_rpc",
-    ]  # fmt: skip
+        "/v1/chat/completions",
+        "/pause?mode=keep",
+        "/collective_rpc",
+        "/resume",
+        "/v1/chat/completions",
+        "/collective_rpc",
+    ]
     bodies = [body for path, body in vllm.calls if path == "/collective_rpc"]
     assert bodies == [
         {"method": "reload_weights", "args": [], "kwargs": {}},
