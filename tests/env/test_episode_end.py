@@ -90,7 +90,10 @@ async def test_shaping_sees_a_format_error_on_the_last_turn(make_task):
     assert episode.end_reason == "format_error_limit" and episode.reward == 1.0
     assert [t.shaping_reward for t in episode.turns] == [0.25, -1.0, -1.0]
     assert [(t.index, t.format_error, t.last) for t in seen] == [
-        (0, False, False), (1, True, False), (2, True, True)]  # fmt: skip
+        (0, False, False),
+        (1, True, False),
+        (2, True, True),
+    ]
     assert isinstance(seen[0].action, LLMResponse) and "answer.txt" in seen[0].action.content
 
     # at the step limit the last turn's format error comes from the request it would send next

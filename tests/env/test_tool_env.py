@@ -64,8 +64,10 @@ def a_distractor_call(request: LLMRequest) -> tuple[str, dict]:
     """A well-formed call of the first distractor tool ``request`` declares."""
     pool = {t.name for t in POOL}
     fn = next(t["function"] for t in request.tools or () if t["function"]["name"] in pool)
-    args = {k: (1 if v["type"] == "integer" else v.get("enum", ["x"])[0])
-            for k, v in fn["parameters"]["properties"].items()}  # fmt: skip
+    args = {
+        k: (1 if v["type"] == "integer" else v.get("enum", ["x"])[0])
+        for k, v in fn["parameters"]["properties"].items()
+    }
     return fn["name"], args
 
 
@@ -127,11 +129,16 @@ async def test_a_scripted_policy_solves_by_using_the_tools_and_a_wrong_edit_fail
 async def test_malformed_calls_are_answered_and_the_format_error_limit_ends_the_episode():
     env = make("tools/crm", max_consecutive_format_errors=3)
     ts = await env.reset(options={"task_id": "crm-easy-1"})
-    ts = await env.step(calls(
-        ("search_contacts", "{not json"), ("nope", {}), ("get_contact", {"contact_id": 7}),
-        ("update_deal", {"deal_id": "d01"}), ("list_deals", "[" * 100_000),
-        ("update_deal", {"deal_id": "d01", "stage": "sold"}),
-    ))  # fmt: skip
+    ts = await env.step(
+        calls(
+            ("search_contacts", "{not json"),
+            ("nope", {}),
+            ("get_contact", {"contact_id": 7}),
+            ("update_deal", {"deal_id": "d01"}),
+            ("list_deals", "[" * 100_000),
+            ("update_deal", {"deal_id": "d01", "stage": "sold"}),
+        )
+    )
     answers = tool_messages(ts.observation)
     assert "not valid JSON" in answers[0] and "no tool named 'nope'" in answers[1]
     assert (
@@ -166,8 +173,16 @@ async def test_the_step_limit_truncates_and_still_scores_the_state():
 
 
 async def test_the_distractor_knob_changes_the_declared_tools():
-    crm = {"search_contacts", "get_contact", "list_deals", "update_contact", "update_deal",
-           "add_note", "create_contact", "submit"}  # fmt: skip
+    crm = {
+        "search_contacts",
+        "get_contact",
+        "list_deals",
+        "update_contact",
+        "update_deal",
+        "add_note",
+        "create_contact",
+        "submit",
+    }
     pool = {t.name for t in POOL}
     none = await make("tools/crm", distractors=0).reset(options={"task_id": "crm-hard-2"})
     assert names(none.observation) == crm
@@ -195,8 +210,13 @@ async def test_tasks_are_deterministic_by_seed_and_id():
     first = [await env.reset(seed=7) for _ in range(2)]
     assert first[0].info["task_id"] == first[1].info["task_id"]
     assert first[0].observation == first[1].observation
-    for task_id in ("crm-hard-3", "files-medium-9", "calendar-hard-4", "mastermind-hard-1",
-                    "twenty-questions-hard-5"):  # fmt: skip
+    for task_id in (
+        "crm-hard-3",
+        "files-medium-9",
+        "calendar-hard-4",
+        "mastermind-hard-1",
+        "twenty-questions-hard-5",
+    ):
         a, b = tool_pack.task(task_id).scenario(), tool_pack.task(task_id).scenario()
         assert (a.instruction, a.state, a.solution) == (b.instruction, b.state, b.solution)
     secrets = {
@@ -211,8 +231,11 @@ async def test_tasks_are_deterministic_by_seed_and_id():
 
 
 async def test_simulated_tools_answer_from_the_simulator_and_are_logged():
-    simulator = ScriptedPolicy(lambda request: LLMResponse(
-        content='{"simulated": true}', usage=Usage(prompt_tokens=50), cost_usd=0.001))  # fmt: skip
+    simulator = ScriptedPolicy(
+        lambda request: LLMResponse(
+            content='{"simulated": true}', usage=Usage(prompt_tokens=50), cost_usd=0.001
+        )
+    )
     env = make("tools/crm", simulator=simulator, simulate="all", distractors=2)
     tasks = load_tasks("tools/crm")
     episode = await rollout(env, make_policy("oracle", tasks), options={"task_id": "crm-medium-3"})
@@ -245,8 +268,12 @@ async def test_twenty_questions_scripted_or_played_by_an_llm():
     env = make("games/twenty-questions")
     ts = await env.reset(options={"task_id": task_id})
     assert names(ts.observation) == {"ask", "guess", "submit"}
-    ts = await env.step(calls(("ask", {"question": "Is it an ANIMAL?"}),
-                              ("ask", {"question": "Is it a metal animal?"})))  # fmt: skip
+    ts = await env.step(
+        calls(
+            ("ask", {"question": "Is it an ANIMAL?"}),
+            ("ask", {"question": "Is it a metal animal?"}),
+        )
+    )
     yes_no, unclear = tool_messages(ts.observation)
     assert yes_no.startswith("Yes." if is_animal else "No.") and "11 questions left" in yes_no
     assert unclear.startswith("I can't answer that") and "10 questions left" in unclear
@@ -257,8 +284,12 @@ async def test_twenty_questions_scripted_or_played_by_an_llm():
     # an LLM plays the other side: it sees the hidden object, the table still decides a guess
     answerer = ScriptedPolicy(lambda request: "Yes.")
     env = make("games/twenty-questions", simulator=answerer, simulate="all")
-    policy = ScriptedPolicy([calls(("ask", {"question": "Would it fit in a shoebox?"})),
-                             calls(("guess", {"name": secret}))])  # fmt: skip
+    policy = ScriptedPolicy(
+        [
+            calls(("ask", {"question": "Would it fit in a shoebox?"})),
+            calls(("guess", {"name": secret})),
+        ]
+    )
     episode = await rollout(env, policy, options={"task_id": task_id})
     assert episode.reward == 1.0 and secret in answerer.requests[0].system_prompt
     assert tool_messages(policy.requests[1]) == ["Yes."]
@@ -287,14 +318,21 @@ async def test_evaluate_reports_tool_envs_by_category_and_tier():
 
 def test_cli_eval_runs_a_tool_env_id(tmp_path):
     cli = [sys.executable, "-m", "palaestra.cli", "eval"]
-    proc = subprocess.run([*cli, "tools/calendar:0:6", "-p", "oracle", "--json",
-                           "-o", str(tmp_path / "run")], capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
+    proc = subprocess.run(
+        [*cli, "tools/calendar:0:6", "-p", "oracle", "--json", "-o", str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
     assert (summary["episodes"], summary["pass_rate"]) == (6, 1.0)
-    refused = subprocess.run([*cli, "tools/calendar:0:6", "--sandbox", "docker"],
-                             capture_output=True, text=True, timeout=300)  # fmt: skip
+    refused = subprocess.run(
+        [*cli, "tools/calendar:0:6", "--sandbox", "docker"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert refused.returncode == 2 and "runs no scaffold and no sandbox" in refused.stderr
 
 
@@ -338,16 +376,24 @@ def ask_the_best_split(request: LLMRequest) -> LLMResponse:
     """Asks about the property splitting the candidates left most evenly (from the public
     table of the module, not the hidden object), then guesses the last one."""
     candidates = request.messages[1]["content"].split("objects: ")[1].split(". Find")[0].split(", ")
-    asked = [json.loads(c["function"]["arguments"])["question"] for m in request.messages
-             if m["role"] == "assistant" for c in m.get("tool_calls", [])]  # fmt: skip
+    asked = [
+        json.loads(c["function"]["arguments"])["question"]
+        for m in request.messages
+        if m["role"] == "assistant"
+        for c in m.get("tool_calls", [])
+    ]
     answers = [m["content"] for m in request.messages if m["role"] == "tool"]
     for question, answer in zip(asked, answers, strict=True):
         having = twenty_questions.PROPERTIES[question.removeprefix("Is it ").removesuffix("?")]
         candidates = [c for c in candidates if (c in having) == answer.startswith("Yes")]
     if len(candidates) == 1:
         return calls(("guess", {"name": candidates[0]}))
-    split = min(twenty_questions.PROPERTIES, key=lambda p: abs(
-        2 * len(twenty_questions.PROPERTIES[p].intersection(candidates)) - len(candidates)))  # fmt: skip
+    split = min(
+        twenty_questions.PROPERTIES,
+        key=lambda p: abs(
+            2 * len(twenty_questions.PROPERTIES[p].intersection(candidates)) - len(candidates)
+        ),
+    )
     return calls(("ask", {"question": f"Is it {split}?"}))
 
 
