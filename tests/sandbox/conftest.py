@@ -74,9 +74,28 @@ def state_dir(tmp_path: Path) -> Path:
 
 #: Commands the test root filesystem provides (with their libraries and Python's stdlib).
 ROOTFS_COMMANDS = (
-    "python3", "sh", "bash", "cat", "ls", "mkdir", "tar", "env", "sleep", "true", "echo",
-    "dirname", "basename", "chmod", "id", "rm", "touch", "head", "dd", "df", "pwd",
-)  # fmt: skip
+    "python3",
+    "sh",
+    "bash",
+    "cat",
+    "ls",
+    "mkdir",
+    "tar",
+    "env",
+    "sleep",
+    "true",
+    "echo",
+    "dirname",
+    "basename",
+    "chmod",
+    "id",
+    "rm",
+    "touch",
+    "head",
+    "dd",
+    "df",
+    "pwd",
+)
 
 
 def build_test_rootfs(dest: Path, commands: tuple[str, ...] = ROOTFS_COMMANDS) -> Path:

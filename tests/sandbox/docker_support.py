@@ -49,9 +49,14 @@ async def labelled_containers(label: str | None = None) -> list[str]:
     """
     label = label or f"{OWNER_LABEL}={owner_label()}"
     proc = await asyncio.create_subprocess_exec(
-        "docker", "ps", "-aq", "--no-trunc", "--filter", f"label={label}",
+        "docker",
+        "ps",
+        "-aq",
+        "--no-trunc",
+        "--filter",
+        f"label={label}",
         stdout=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+    )
     out, _ = await proc.communicate()
     assert proc.returncode == 0
     return out.decode().split()

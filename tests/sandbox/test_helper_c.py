@@ -143,9 +143,12 @@ class _Driver:
         isolated = ["bwrap", "--dev-bind", "/", "/", "--unshare-pid", "--proc", "/proc"]
         isolated += ["--die-with-parent", "--as-pid-1", "--chdir", "/tmp", "--"]
         self.proc = subprocess.Popen(
-            [*isolated, str(binary)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, env=env,
-        )  # fmt: skip
+            [*isolated, str(binary)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
         self.next_id = 1000
         assert self.answer() == ({"id": 0}, b"")
 
@@ -186,8 +189,9 @@ def test_the_c_helper_under_address_and_undefined_behaviour_sanitizers(tmp_path:
     flags = ["-std=gnu11", "-g", "-O1", "-fsanitize=address,undefined", "-fno-sanitize-recover"]
     # exit(), not _exit(), at the end of the helper's input: LeakSanitizer runs at exit
     flags += ["-D_exit(code)=exit(code)", "-I", str(tmp_path), "-o", str(binary)]
-    build = subprocess.run(["cc", *flags, *map(str, sorted(_HELPER_C.glob("*.c")))],
-                           capture_output=True, text=True)  # fmt: skip
+    build = subprocess.run(
+        ["cc", *flags, *map(str, sorted(_HELPER_C.glob("*.c")))], capture_output=True, text=True
+    )
     assert build.returncode == 0, build.stderr
     helper = _Driver(binary)
     base = {"cwd": "/tmp", "env": {}, "user": None, "timeout": 10, "limit": 100, "stdin": False}
@@ -214,8 +218,16 @@ def test_the_c_helper_under_address_and_undefined_behaviour_sanitizers(tmp_path:
     assert helper.run(shell, b"cd /usr; X=1; echo $X")[1] == b"1\n"
     assert helper.run({**shell, "timeout": 0.3}, b"sleep 9")[0]["timed_out"]
     assert helper.run(shell, b"echo $X; exit 4") == (
-        {"id": helper.next_id, "exit_code": 4, "timed_out": False, "truncated": False,
-         "oom_killed": False, "stdout_len": 2}, b"1\n")  # fmt: skip
+        {
+            "id": helper.next_id,
+            "exit_code": 4,
+            "timed_out": False,
+            "truncated": False,
+            "oom_killed": False,
+            "stdout_len": 2,
+        },
+        b"1\n",
+    )
     for junk in ("R0 0000\\n", "X1 x\\n\\0\\0", "R" * 200, "\\nR5 ", "R123456789012 t\\n\\n"):
         assert helper.run(shell, f"printf '{junk}' >&61; echo ok".encode())[1] == b"ok\n"
     assert helper.run({**shell, "limit": 10}, b"seq 1 1000")[0]["truncated"]

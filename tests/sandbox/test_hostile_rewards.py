@@ -46,8 +46,10 @@ def write(path: str, text: str) -> str:
 def agent_module(attack: str) -> str:
     """The agent's /app/intervals.py: a wrong merge_intervals, and ``attack`` run on import
     (the starter task's tests import it)."""
-    return write("/app/intervals.py", WIN + textwrap.dedent(attack) + "\n"
-                 "def merge_intervals(intervals):\n    return []\n")  # fmt: skip
+    return write(
+        "/app/intervals.py",
+        WIN + textwrap.dedent(attack) + "\ndef merge_intervals(intervals):\n    return []\n",
+    )
 
 
 async def play(backend: SandboxBackend, task: Path, *commands: str) -> Episode:
@@ -78,11 +80,15 @@ async def test_daemon_rewriting_the_reward(backend: SandboxBackend) -> None:
         f"while :; do echo 1 > /logs/verifier/reward.txt; echo '{PERFECT}' > "
         "/logs/verifier/reward.json; sleep 0.01; done"
     )
-    episode = await play(backend, STARTER, agent_module(f"""
+    episode = await play(
+        backend,
+        STARTER,
+        agent_module(f"""
         import subprocess
         subprocess.Popen(["sh", "-c", {loop!r}], start_new_session=True,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    """))  # fmt: skip
+    """),
+    )
     assert_no_reward(episode)
 
 
@@ -90,13 +96,18 @@ async def test_reward_written_through_proc(backend: SandboxBackend) -> None:
     """The module writes the reward through other processes' /proc entries (their root, their
     working directory: an agent daemon parked in /logs/verifier, the verifier's own)."""
     park = "(cd /logs/verifier && setsid nohup sleep 600 >/dev/null 2>&1 &)"
-    episode = await play(backend, STARTER, park, agent_module("""
+    episode = await play(
+        backend,
+        STARTER,
+        park,
+        agent_module("""
         import os
         for pid in os.listdir("/proc"):
             if pid.isdigit():
                 for via in ("root/logs/verifier", "cwd", "cwd/../logs/verifier"):
                     win(f"/proc/{pid}/{via}/reward.json")
-    """))  # fmt: skip
+    """),
+    )
     assert_no_reward(episode)
 
 

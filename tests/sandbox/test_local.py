@@ -246,8 +246,11 @@ async def test_filesystem_shows_only_bound_directories(
     assert top == system | spec_dirs | {"proc", "dev", "root", "var", ".palaestra"}
     assert os.listdir("/root"), "the host's /root should not be empty for this test"
     assert (await sandbox.exec(["ls", "-A", "/root", "/tmp", "/var"])).stdout.split() == [
-        "/root:", "/tmp:", "/var:", "tmp",
-    ]  # fmt: skip
+        "/root:",
+        "/tmp:",
+        "/var:",
+        "tmp",
+    ]
     assert (await sandbox.exec(["test", "-e", str(tmp_path / "host-secret")])).exit_code == 1
     assert (await sandbox.exec(["test", "-e", "/work"])).exit_code == 1
 
@@ -379,14 +382,25 @@ async def test_upload_and_download_a_tree(sandbox: LocalSandbox, tmp_path: Path)
     await sandbox.upload(src, "/app/tree")
     res = await sandbox.exec("cd /app/tree && find . | sort && readlink link")
     assert res.stdout.split() == [
-        ".", "./a.txt", "./empty", "./link", "./nested", "./nested/deeper",
-        "./nested/deeper/bin.dat", "a.txt",
-    ]  # fmt: skip
+        ".",
+        "./a.txt",
+        "./empty",
+        "./link",
+        "./nested",
+        "./nested/deeper",
+        "./nested/deeper/bin.dat",
+        "a.txt",
+    ]
     back = tmp_path / "back"
     await sandbox.download("/app/tree", back)
     assert sorted(str(p.relative_to(back)) for p in back.rglob("*")) == [
-        "a.txt", "empty", "link", "nested", "nested/deeper", "nested/deeper/bin.dat",
-    ]  # fmt: skip
+        "a.txt",
+        "empty",
+        "link",
+        "nested",
+        "nested/deeper",
+        "nested/deeper/bin.dat",
+    ]
     assert (back / "nested" / "deeper" / "bin.dat").read_bytes() == bytes(range(256)) * 10
     assert os.readlink(back / "link") == "a.txt"
 

@@ -60,9 +60,16 @@ async def start_owner(
 ) -> tuple[asyncio.subprocess.Process, Path]:
     """Another process that owns a sandbox, then dies (SIGKILL) or lives until stdin closes."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", OWNER, str(state_dir), run_id, marker, fate,
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+        sys.executable,
+        "-c",
+        OWNER,
+        str(state_dir),
+        run_id,
+        marker,
+        fate,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
     assert proc.stdout is not None
     line = await asyncio.wait_for(proc.stdout.readline(), 30)
     return proc, Path(line.decode().strip())
@@ -306,14 +313,28 @@ async def test_the_janitor_kills_a_bwrap_child_orphaned_mid_start(state_dir: Pat
     sandbox_dir.mkdir(parents=True)
     dead = await asyncio.create_subprocess_exec("true")
     await dead.wait()
-    meta = {"sandbox_id": "sb-orphan", "owner_pid": dead.pid, "owner_start": None,
-            "labels": {}, "bwrap_pid": None, "cgroups": [], "mounts": []}  # fmt: skip
+    meta = {
+        "sandbox_id": "sb-orphan",
+        "owner_pid": dead.pid,
+        "owner_start": None,
+        "labels": {},
+        "bwrap_pid": None,
+        "cgroups": [],
+        "mounts": [],
+    }
     (sandbox_dir / META_FILE).write_text(json.dumps(meta))
     # what such an orphan looks like: bwrap's command line, naming the sandbox's directory
     orphan = await asyncio.create_subprocess_exec(
-        "bwrap", "-c", "import time; time.sleep(1000)", "--bind", f"{sandbox_dir}/fs/app",
-        "/app", marker, executable=sys.executable, start_new_session=True,
-    )  # fmt: skip
+        "bwrap",
+        "-c",
+        "import time; time.sleep(1000)",
+        "--bind",
+        f"{sandbox_dir}/fs/app",
+        "/app",
+        marker,
+        executable=sys.executable,
+        start_new_session=True,
+    )
     try:
         assert await eventually(lambda: len(host_pids(marker)) == 1)
         assert await asyncio.to_thread(reclaim_leftovers, state_dir) == 1
@@ -353,19 +374,31 @@ asyncio.run(main(*sys.argv[1:]))
 
 @pytest.mark.parametrize(
     ("fate", "sig"),
-    [("wait", signal.SIGTERM), ("wait", signal.SIGINT), ("wait", signal.SIGHUP),
-     ("raise", None), ("return", None)],
-)  # fmt: skip
+    [
+        ("wait", signal.SIGTERM),
+        ("wait", signal.SIGINT),
+        ("wait", signal.SIGHUP),
+        ("raise", None),
+        ("return", None),
+    ],
+)
 async def test_exiting_owner_leaves_nothing(
     state_dir: Path, fate: str, sig: signal.Signals | None
 ) -> None:
     """A process that exits (signal, exception, plain return) with sandboxes open cleans up."""
     marker, run_id = new_marker(), new_run_id()
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", EXITING_OWNER, str(state_dir), run_id, marker, fate,
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-c",
+        EXITING_OWNER,
+        str(state_dir),
+        run_id,
+        marker,
+        fate,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+    )
     assert proc.stdin is not None and proc.stdout is not None
     assert await asyncio.wait_for(proc.stdout.readline(), 60) == b"ready\n"
     assert len(host_pids(f"sleep\0{marker}")) == 4

@@ -222,8 +222,10 @@ async def test_bad_rootfs_specs_are_clear_errors(backend: LocalBackend, tmp_path
 
 
 async def test_concurrent_limited_sandboxes(backend: LocalBackend, test_rootfs: Path) -> None:
-    specs = [SandboxSpec(memory_mb=64, storage_mb=16, rootfs=test_rootfs if i % 2 else None)
-             for i in range(6)]  # fmt: skip
+    specs = [
+        SandboxSpec(memory_mb=64, storage_mb=16, rootfs=test_rootfs if i % 2 else None)
+        for i in range(6)
+    ]
     sandboxes = await asyncio.gather(*(backend.create(s) for s in specs))
     try:
         outs = await asyncio.gather(*(s.exec("echo $((6*7))") for s in sandboxes))

@@ -317,9 +317,15 @@ async def test_warm_sandboxes_of_an_exiting_or_dead_owner_are_reclaimed(
     """Exit (plain, mid-refill, SIGTERM) closes warm sandboxes; after SIGKILL the janitor does."""
     run_id = new_run_id()
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", WARM_OWNER, str(state_dir), run_id, fate,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+        sys.executable,
+        "-c",
+        WARM_OWNER,
+        str(state_dir),
+        run_id,
+        fate,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     assert proc.stdout is not None
     assert await asyncio.wait_for(proc.stdout.readline(), 60) == b"ready\n"
     if fate == "wait":

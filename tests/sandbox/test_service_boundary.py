@@ -88,8 +88,16 @@ class _Helper:
     def sh(self, script: str, *args: str) -> str:
         assert self.proc.stdin is not None
         self.next_id += 1
-        head = {"op": "exec", "argv": ["sh", "-c", script, "sh", *args], "cwd": "/tmp",
-                "env": {}, "user": None, "timeout": 30, "limit": 1 << 16, "stdin": False}  # fmt: skip
+        head = {
+            "op": "exec",
+            "argv": ["sh", "-c", script, "sh", *args],
+            "cwd": "/tmp",
+            "env": {},
+            "user": None,
+            "timeout": 30,
+            "limit": 1 << 16,
+            "stdin": False,
+        }
         self.proc.stdin.write(encode_frame({"id": self.next_id, **head}))
         self.proc.stdin.flush()
         answer, out = self.answer()
