@@ -44,12 +44,21 @@ def _run_in_sandbox(tests: Path) -> tuple[str, list[tuple[str, str, str]]]:
                 runs = []
                 for edit in (False, True):
                     if edit:
-                        await sandbox.exec(["sed", "-i", "s/probe ran/probe edited/", "probe.py"],
-                                           cwd="/tmp/rt")  # fmt: skip
+                        await sandbox.exec(
+                            ["sed", "-i", "s/probe ran/probe edited/", "probe.py"], cwd="/tmp/rt"
+                        )
                     else:
                         await sandbox.upload(tests, "/tmp/rt")
-                    launch = ["python3", "-v", "-E", "-s", "-S", "-B", "/tmp/rt/palaestra_launch.py",
-                              "/tmp/rt/probe.py"]  # fmt: skip
+                    launch = [
+                        "python3",
+                        "-v",
+                        "-E",
+                        "-s",
+                        "-S",
+                        "-B",
+                        "/tmp/rt/palaestra_launch.py",
+                        "/tmp/rt/probe.py",
+                    ]
                     res = await sandbox.exec(launch, cwd="/tmp/rt", timeout=120)
                     runs.append((res.stdout, res.stderr, str(res.exit_code)))
                 return tag.stdout.strip(), runs
@@ -66,8 +75,9 @@ def test_the_sandbox_runs_the_shipped_bytecode_and_never_a_stale_one(tmp_path: P
         shutil.copy(path, tests / path.name)
     (tests / "probe.py").write_text(PROBE)
     # compiled by an interpreter run with -O, which would strip asserts from what it compiles
-    subprocess.run([sys.executable, "-O", "-c", COMPILE, str(tests)], check=True,
-                   env={"PYTHONPATH": str(SRC)})  # fmt: skip
+    subprocess.run(
+        [sys.executable, "-O", "-c", COMPILE, str(tests)], check=True, env={"PYTHONPATH": str(SRC)}
+    )
     tag = sys.implementation.cache_tag
     names = sorted(p.stem for p in tests.glob("*.py"))
     assert sorted(p.name for p in (tests / "__pycache__").iterdir()) == [

@@ -314,8 +314,21 @@ def test_json_codec_matches_json() -> None:
     """The runtime's JSON (json's C code without the json package) reads and writes as
     ``json.dumps`` / ``json.loads`` do, errors included."""
     fork = _runtime_module("palaestra_fork")
-    values = [None, True, 0, -(2**70), 1.5, float("inf"), float("nan"), "", "\u00e9\u2603\"\\",
-              [1, [2, [3]]], {"a": {"b": [None]}, "z": 1}, (1, 2), {1: "int key"}]  # fmt: skip
+    values = [
+        None,
+        True,
+        0,
+        -(2**70),
+        1.5,
+        float("inf"),
+        float("nan"),
+        "",
+        '\u00e9\u2603"\\',
+        [1, [2, [3]]],
+        {"a": {"b": [None]}, "z": 1},
+        (1, 2),
+        {1: "int key"},
+    ]
     for value in values:
         text = fork.json_dumps(value)
         assert text == json.dumps(value), value
@@ -368,8 +381,11 @@ def test_precomputed_values_round_trip_through_the_tests_directory(tmp_path: Pat
     supports as well as this one; equal values give equal bytes (the cache stays
     reproducible)."""
 
-    value = {"cases": [("big", "a,b\n" * 1000, 1, b"\x00raw"), ("small", "", None, 2.5)],
-             "flags": [True, False, None], "nested": {"k": [1, -2**70]}}  # fmt: skip
+    value = {
+        "cases": [("big", "a,b\n" * 1000, 1, b"\x00raw"), ("small", "", None, 2.5)],
+        "flags": [True, False, None],
+        "nested": {"k": [1, -(2**70)]},
+    }
     blob = precomputed(value)
     assert blob == precomputed(dict(value)) and len(blob) < 1000  # compressed
     for path in CHECK_RUNTIME:
@@ -378,8 +394,13 @@ def test_precomputed_values_round_trip_through_the_tests_directory(tmp_path: Pat
     read = "from palaestra_check import precomputed; print(repr(precomputed()))"
     pythons = [sys.executable] + [p for p in ("/usr/bin/python3",) if os.access(p, os.X_OK)]
     for python in pythons:
-        out = subprocess.run([python, "-E", "-s", "-S", "-B", "-c", read], cwd=tmp_path,
-                             capture_output=True, text=True, check=True)  # fmt: skip
+        out = subprocess.run(
+            [python, "-E", "-s", "-S", "-B", "-c", read],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         assert out.stdout.strip() == repr(value), python
 
 

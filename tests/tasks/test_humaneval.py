@@ -34,11 +34,17 @@ def test_the_164_problems_as_harbor_tasks():
 async def test_canonical_solutions_pass_and_empty_solutions_fail():
     tasks = list(humaneval.tasks())
     results = await check_tasks(tasks, concurrency=4)
-    bad = [f"{r.task_id} {r.scenario}: {r.reward} {r.status}\n{r.detail[-400:]}"
-           for r in results if not r.ok]  # fmt: skip
+    bad = [
+        f"{r.task_id} {r.scenario}: {r.reward} {r.status}\n{r.detail[-400:]}"
+        for r in results
+        if not r.ok
+    ]
     assert not bad, "\n".join(bad)
     assert Counter(r.scenario for r in results) == {
-        "oracle": 164, "nop": 164, "wrong:empty-body": 164}  # fmt: skip
+        "oracle": 164,
+        "nop": 164,
+        "wrong:empty-body": 164,
+    }
 
 
 def test_the_cache_version_covers_the_shared_task_files(tmp_path, monkeypatch):

@@ -55,9 +55,12 @@ def setup(tmp_path: Path, make_task, monkeypatch: pytest.MonkeyPatch):
             ],
             "metrics": [{"type": "mean"}],
         },
-        {"name": "mini", "version": "head", "tasks": [
-            {"name": "task-a", "git_url": url, "path": "datasets/mini/task-a"}]},
-    ]  # fmt: skip
+        {
+            "name": "mini",
+            "version": "head",
+            "tasks": [{"name": "task-a", "git_url": url, "path": "datasets/mini/task-a"}],
+        },
+    ]
     path = tmp_path / "registry.json"
     path.write_text(json.dumps(registry))
     return path, repo, v1
