@@ -16,8 +16,13 @@ JSON = "/logs/verifier/reward.json"
 TXT = "/logs/verifier/reward.txt"
 
 
-def line(path: str = JSON, kind: str = "regular file", links: int = 1, uid: int = 0,
-         mtime: str = "2026-01-01 00:00:00.000000001 +0000") -> str:  # fmt: skip
+def line(
+    path: str = JSON,
+    kind: str = "regular file",
+    links: int = 1,
+    uid: int = 0,
+    mtime: str = "2026-01-01 00:00:00.000000001 +0000",
+) -> str:
     return f"{path}|{kind}|{links}|{uid}|1234|15|{mtime}"
 
 
@@ -71,8 +76,10 @@ async def test_the_boundary_makes_the_directories_roots_whatever_the_agent_left(
     path = make_task("boundary-report", test_sh=REPORT_SH)
     (path / "tests" / "test.sh").write_text(REPORT_SH)  # no shebang, mode 644
     assert not (path / "tests" / "test.sh").stat().st_mode & 0o111
-    leave_open = ("mkdir -p /tests /logs/verifier && chmod 777 /tests /logs /logs/verifier && "
-                  "chown 65534:65534 /tests /logs /logs/verifier")  # fmt: skip
+    leave_open = (
+        "mkdir -p /tests /logs/verifier && chmod 777 /tests /logs /logs/verifier && "
+        "chown 65534:65534 /tests /logs /logs/verifier"
+    )
     policy = ScriptedPolicy([bash_action(leave_open), SUBMIT_ACTION])
     async with CodeEnv([load_task(path)], sandbox="local") as env:
         episode = await rollout(env, policy)

@@ -61,9 +61,11 @@ def _scripts(task) -> dict[str, list[str]]:
     path = first if first.startswith("/") else f"/app/{first}"
     return {
         "syntax": [bash_action(solve + f"\nprintf 'def broken(:\\n' >> {path}"), SUBMIT_ACTION],
-        "runtime": [bash_action(
-            solve + f"\nsed -i '1i raise RuntimeError(\"boom\")' {path}"), SUBMIT_ACTION],
-    }  # fmt: skip
+        "runtime": [
+            bash_action(solve + f"\nsed -i '1i raise RuntimeError(\"boom\")' {path}"),
+            SUBMIT_ACTION,
+        ],
+    }
 
 
 def _wrong(task, name: str | list[str] | None) -> list[str]:
