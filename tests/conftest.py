@@ -45,8 +45,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     outcome = yield
     report = outcome.get_result()
     expected_failure = hasattr(report, "wasxfail")  # a known, documented gap: not a skip
-    if (REQUIRE_DOCKER and report.skipped and not expected_failure
-            and item.get_closest_marker("docker") is not None):  # fmt: skip
+    if (
+        REQUIRE_DOCKER
+        and report.skipped
+        and not expected_failure
+        and item.get_closest_marker("docker") is not None
+    ):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
         report.outcome = "failed"
         report.longrepr = (

@@ -40,8 +40,13 @@ def test_run_all_names_existing_scripts() -> None:
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=[p.name for p in SCRIPTS])
 def test_each_benchmark_starts(script: Path) -> None:
-    res = subprocess.run([sys.executable, str(script), "--help"], cwd=BENCHMARKS,
-                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    res = subprocess.run(
+        [sys.executable, str(script), "--help"],
+        cwd=BENCHMARKS,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr[-2000:]
 
 

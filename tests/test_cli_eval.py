@@ -40,11 +40,31 @@ def _tensorboard(logdir: Path, tag: str) -> list[tuple[int, float]]:
 def test_cli_eval_prints_tables_and_writes_results(tmp_path):
     out, tb = tmp_path / "run", tmp_path / "tb"
     scalars = tmp_path / "scalars.jsonl"
-    proc = _cli("eval", "starter:0:3", "-p", "oracle", "-k", "2", "-n", "3", "--out", str(out),
-                "--scalars", str(scalars), "--tensorboard", str(tb), "--verbose")  # fmt: skip
+    proc = _cli(
+        "eval",
+        "starter:0:3",
+        "-p",
+        "oracle",
+        "-k",
+        "2",
+        "-n",
+        "3",
+        "--out",
+        str(out),
+        "--scalars",
+        str(scalars),
+        "--tensorboard",
+        str(tb),
+        "--verbose",
+    )
     assert proc.returncode == 0, proc.stderr
-    for title in ("By category", "By difficulty", "pass@k", "Cost and tokens",
-                  "Wall time per phase"):  # fmt: skip
+    for title in (
+        "By category",
+        "By difficulty",
+        "pass@k",
+        "Cost and tokens",
+        "Wall time per phase",
+    ):
         assert title in proc.stdout
     # no starter task has a family: a one-row "—" table would only repeat the first one
     assert "By family" not in proc.stdout
@@ -76,16 +96,24 @@ def _record(status: str, cost: float | None, final: bool = True, reward: float =
 
 
 def test_live_scalars_count_final_tries_and_continue_a_resumed_run(tmp_path):
-    prior = [_record("passed", None, reward=1.0), _record("error", 0.5, final=False),
-             _record("failed", 0.25)]  # fmt: skip
+    prior = [
+        _record("passed", None, reward=1.0),
+        _record("error", 0.5, final=False),
+        _record("failed", 0.25),
+    ]
     progress = Progress(disable=True)
     bar = progress.add_task("run", total=6)
-    streams = {"--scalars": JsonlScalarWriter(tmp_path / "s.jsonl"),
-               "--tensorboard": ScalarWriter(tmp_path / "tb")}  # fmt: skip
+    streams = {
+        "--scalars": JsonlScalarWriter(tmp_path / "s.jsonl"),
+        "--tensorboard": ScalarWriter(tmp_path / "tb"),
+    }
     live = Live(progress, bar, streams, prior)
     assert live.done == 2  # the final tries already stored
-    for record in (_record("error", None, final=False), _record("error", 0.25),
-                   _record("passed", None, reward=1.0)):  # fmt: skip
+    for record in (
+        _record("error", None, final=False),
+        _record("error", 0.25),
+        _record("passed", None, reward=1.0),
+    ):
         live(record)
     live.close()
     assert progress.tasks[0].completed == 4
@@ -94,8 +122,10 @@ def test_live_scalars_count_final_tries_and_continue_a_resumed_run(tmp_path):
     assert _tensorboard(tmp_path / "tb", "cost_usd") == [(3, 1.0), (4, 1.0)]  # every try's cost
     assert _tensorboard(tmp_path / "tb", "reward") == [(3, 0.0), (4, 1.0)]
     lines = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text().splitlines()]
-    assert [(s["step"], s["pass_rate"], s["cost_usd"]) for s in lines] == [(3, 1 / 3, 1.0),
-                                                                        (4, 0.5, 1.0)]  # fmt: skip
+    assert [(s["step"], s["pass_rate"], s["cost_usd"]) for s in lines] == [
+        (3, 1 / 3, 1.0),
+        (4, 0.5, 1.0),
+    ]
     assert all(s["episodes_per_s"] > 0 for s in lines)
 
 
@@ -112,8 +142,18 @@ def test_cli_json_mismatch_and_bad_env(tmp_path):
     assert summary["passed"] == 0 and summary["pass_at_k"] == {"1": 0.0}
     assert summary["statuses"] == {"failed": 1}
     streams = tmp_path.parent / f"{tmp_path.name}-streams"
-    other = _cli("eval", "starter:0:1", "--policy", "oracle", "--out", str(tmp_path),
-                 "--scalars", str(streams / "s.jsonl"), "--tensorboard", str(streams / "tb"))  # fmt: skip
+    other = _cli(
+        "eval",
+        "starter:0:1",
+        "--policy",
+        "oracle",
+        "--out",
+        str(tmp_path),
+        "--scalars",
+        str(streams / "s.jsonl"),
+        "--tensorboard",
+        str(streams / "tb"),
+    )
     # refused before any work: one line, no progress bar, no stream file or directory made
     assert other.returncode == 2
     assert "policy: stored 'nop', now 'oracle'" in other.stderr and "--overwrite" in other.stderr
@@ -127,9 +167,25 @@ def test_cli_json_mismatch_and_bad_env(tmp_path):
 
 def _start(out: Path, env: dict[str, str], *args: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [*CLI, "eval", "starter:0:6", "-p", "oracle", "-k", "3", "-n", "2", "--out", str(out),
-         *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-    )  # fmt: skip
+        [
+            *CLI,
+            "eval",
+            "starter:0:6",
+            "-p",
+            "oracle",
+            "-k",
+            "3",
+            "-n",
+            "2",
+            "--out",
+            str(out),
+            *args,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
 
 
 def _wait_for_episodes(out: Path, n: int, proc: subprocess.Popen) -> None:
@@ -192,9 +248,25 @@ def test_kill_9_mid_run_then_rerun_resumes_exactly(tmp_path):
     _wait_no_sandboxes(state, mid_start_ok=True)
     leftovers = _sandbox_dirs(state)
     rerun = subprocess.run(
-        [*CLI, "eval", "starter:0:6", "-p", "oracle", "-k", "3", "-n", "2", "--out", str(out),
-         "--json"], capture_output=True, text=True, timeout=300, env=env,
-    )  # fmt: skip
+        [
+            *CLI,
+            "eval",
+            "starter:0:6",
+            "-p",
+            "oracle",
+            "-k",
+            "3",
+            "-n",
+            "2",
+            "--out",
+            str(out),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert rerun.returncode == 0, rerun.stderr
     summary = json.loads(rerun.stdout)
     assert summary["resumed"] and summary["skipped"] == len(before) and summary["episodes"] == 18
@@ -222,8 +294,20 @@ def test_ctrl_c_stops_cleanly_and_the_run_resumes(tmp_path):
     assert steps == list(range(1, len(steps) + 1)) and len(steps) <= len(before)
     lines = (tmp_path / "scalars.jsonl").read_text().splitlines()
     assert [json.loads(line)["step"] for line in lines] == steps
-    rerun = _cli("eval", "starter:0:6", "-p", "oracle", "-k", "3", "-n", "2", "--out", str(out),
-                 *streams, env=env)  # fmt: skip
+    rerun = _cli(
+        "eval",
+        "starter:0:6",
+        "-p",
+        "oracle",
+        "-k",
+        "3",
+        "-n",
+        "2",
+        "--out",
+        str(out),
+        *streams,
+        env=env,
+    )
     assert rerun.returncode == 0, rerun.stderr
     _assert_complete(out, before)
     assert read_run(out)["stop_reason"] is None
@@ -263,8 +347,9 @@ def test_eval_dir_skips_an_invalid_task_and_says_what_errored(tmp_path, make_tas
     assert strict.exit_code == 2 and "1 task(s) do not load; refused" in strict.output
     assert not (tmp_path / "strict").exists(), "a refused run starts nothing"
 
-    all_errors = _invoke("eval", f"{root}:1", "-p", "oracle", "-k", "2",
-                         "--out", str(tmp_path / "errors"))  # fmt: skip
+    all_errors = _invoke(
+        "eval", f"{root}:1", "-p", "oracle", "-k", "2", "--out", str(tmp_path / "errors")
+    )
     assert all_errors.exit_code == 1, all_errors.output
     text = " ".join(all_errors.output.split())
     assert "2 of 2 episodes ended in an error" in text and "every episode errored" in text
@@ -273,8 +358,19 @@ def test_eval_dir_skips_an_invalid_task_and_says_what_errored(tmp_path, make_tas
 
 def test_cli_step_limit_and_max_tokens_configure_the_scaffold(tmp_path):
     # the oracle runs its solution then submits: a limit of one response cuts it before submitting
-    proc = _cli("eval", "starter:0:1", "-p", "oracle", "--step-limit", "1", "--max-tokens", "64",
-                "--json", "--out", str(tmp_path))  # fmt: skip
+    proc = _cli(
+        "eval",
+        "starter:0:1",
+        "-p",
+        "oracle",
+        "--step-limit",
+        "1",
+        "--max-tokens",
+        "64",
+        "--json",
+        "--out",
+        str(tmp_path),
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["end_reasons"] == {"step_limit": 1}
     (row,) = read_episodes(tmp_path)
@@ -283,8 +379,19 @@ def test_cli_step_limit_and_max_tokens_configure_the_scaffold(tmp_path):
 
 def test_cli_bash_compact_and_temperature_are_accepted(tmp_path):
     # bash-compact ends after one response; the oracle's first one runs the reference solution
-    proc = _cli("eval", "gen/shell-warmup:0:1", "-p", "oracle", "--scaffold", "bash-compact",
-                "--temperature", "0.25", "--json", "--out", str(tmp_path))  # fmt: skip
+    proc = _cli(
+        "eval",
+        "gen/shell-warmup:0:1",
+        "-p",
+        "oracle",
+        "--scaffold",
+        "bash-compact",
+        "--temperature",
+        "0.25",
+        "--json",
+        "--out",
+        str(tmp_path),
+    )
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
     assert summary["end_reasons"] == {"step_limit": 1} and summary["pass_rate"] == 1.0

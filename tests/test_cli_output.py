@@ -76,8 +76,13 @@ def test_tasks_list_and_envs_keep_ids_whole_and_speak_json():
     assert all(re.search(rf"│ {re.escape(i)} +│", listed.output) for i in ids), listed.output
     as_json = json.loads(_invoke("tasks", "list", "starter", "-n", "5", "--json").stdout)
     assert as_json["total"] == 18 and [t["id"] for t in as_json["tasks"]] == ids[:5]
-    assert as_json["tasks"][0] == {"index": 0, "id": ids[0], "family": "",
-                                   "category": "algorithms", "tier": "easy"}  # fmt: skip
+    assert as_json["tasks"][0] == {
+        "index": 0,
+        "id": ids[0],
+        "family": "",
+        "category": "algorithms",
+        "tier": "easy",
+    }
 
     envs = json.loads(_invoke("envs", "--json").stdout)
     assert {e["id"]: e["tasks"] for e in envs} == {s.id: len(s.tasks()) for s in list_envs()}
@@ -128,8 +133,9 @@ def test_tasks_check_shows_progress_then_the_failures_in_full(make_task, tmp_pat
     assert f"  {gameable} nop: expected 0, reward 1 (WRONG)" in text  # whole, on one line
     assert "3/4 scenarios as expected (2 tasks" in text
 
-    result = subprocess.run([*CLI, "tasks", "check", root, "--json"], capture_output=True,
-                            text=True, timeout=240)  # fmt: skip
+    result = subprocess.run(
+        [*CLI, "tasks", "check", root, "--json"], capture_output=True, text=True, timeout=240
+    )
     assert result.returncode == 1 and result.stderr == ""
     report = json.loads(result.stdout)
     assert (report["tasks"], report["scenarios"], report["as_expected"]) == (2, 4, 3)

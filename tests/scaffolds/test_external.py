@@ -218,8 +218,10 @@ async def test_host_harness_processes_that_left_its_session_die_with_the_episode
     and when a harness exits normally its leftovers die with it."""
     marker = f"palaestra-test-{os.getpid()}-escaped"
     tasks = TaskSet.from_dir(make_task().parent)
-    escape = (f"setsid bash -c 'exec -a {marker}-setsid sleep 600' & "
-              f"(bash -c 'exec -a {marker}-daemon sleep 600' &) ; ")  # fmt: skip
+    escape = (
+        f"setsid bash -c 'exec -a {marker}-setsid sleep 600' & "
+        f"(bash -c 'exec -a {marker}-daemon sleep 600' &) ; "
+    )
     for command, agent_timeout in ((escape + "sleep 600", 1.5), (escape + "sleep 0.5", 60.0)):
         scaffold = ExternalScaffold(command=["bash", "-c", command], where="host")
         seen: list[str] = []
