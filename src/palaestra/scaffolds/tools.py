@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from palaestra.llm.types import LLMRequest, LLMResponse, ToolCall
 from palaestra.scaffolds.actions import SCRIPTED_MODEL, ProtocolActions
+from palaestra.scaffolds.file_tools import edit_path, view_path
 from palaestra.scaffolds.loop import LoopConfig, Observation, TurnLoop, TurnScaffold, cap
 from palaestra.scaffolds.tool_calls import ToolCallError, check_call
 
@@ -174,29 +175,6 @@ def check_arguments(
     return check_call(call, _SPECS_BY_NAME if specs is None else specs)
 
 
-def numbered(lines: list[str], first: int) -> str:
-    """Lines prefixed with their 1-based numbers, like ``cat -n``."""
-    return "\n".join(f"{n:6d}\t{line}" for n, line in enumerate(lines, start=first))
-
-
-def match_lines(text: str, needle: str) -> list[int]:
-    """The 1-based line numbers where each (possibly overlapping) occurrence of needle starts."""
-    lines, start = [], text.find(needle)
-    while start != -1:
-        lines.append(text.count("\n", 0, start) + 1)
-        start = text.find(needle, start + 1)
-    return lines
-
-
-# Prints "D" and a listing, "F", the octal mode and the content, "O" for anything else (a
-# device, a socket), or "N" when absent.
-_VIEW_SCRIPT = """\
-if [ -d "$1" ]; then echo D; cd -- "$1" && find . -mindepth 1 -maxdepth 2 -not -path '*/.*' | sort
-elif [ -f "$1" ]; then echo F; stat -c %a -- "$1"; cat -- "$1"
-elif [ -e "$1" ]; then echo O
-else echo N; fi"""
-
-
 class ToolsActions(ProtocolActions):
     """A ``bash`` tool call; submitting calls ``submit``."""
 
@@ -275,105 +253,13 @@ class ToolsTurns(TurnLoop["ToolsScaffold", LLMResponse]):
             raise ToolCallError("Error: path is empty; give a file or directory path.")
         return posixpath.normpath(posixpath.join(self.sandbox.spec.workdir, path))
 
-    async def _read(self, path: str) -> tuple[str, str, str]:
-        """(kind, mode, body): kind is D (directory), F (file), O (other) or N (absent)."""
-        res = await self.sandbox.exec(["sh", "-c", _VIEW_SCRIPT, "sh", path], timeout=60)
-        kind, _, rest = res.stdout.partition("\n")
-        if kind not in ("D", "F", "O", "N"):
-            raise ToolCallError(f"Error: cannot read {path}: {res.output.strip()}")
-        if res.truncated:
-            raise ToolCallError(
-                f"Error: {path} is too large for this tool; use `bash` (head, sed -n, grep)."
-            )
-        if kind == "F":
-            mode, _, body = rest.partition("\n")
-            if res.exit_code != 0:
-                raise ToolCallError(f"Error: cannot read {path}: {res.stderr.strip()}")
-            return kind, mode, body
-        return kind, "", rest
-
     async def _view(self, args: dict[str, Any]) -> str:
         path = self._path(args["path"])
-        kind, _, body = await self._read(path)
-        if kind == "N":
-            raise ToolCallError(f"Error: {path} does not exist.")
-        if kind == "O":
-            raise ToolCallError(f"Error: {path} is neither a regular file nor a directory.")
-        if kind == "D":
-            if "view_range" in args:
-                raise ToolCallError("Error: view_range applies to files, not directories.")
-            listing = "\n".join(line.removeprefix("./") for line in body.splitlines())
-            return self._cap(
-                f"Files and directories in {path}, two levels deep (hidden ones left out):\n"
-                f"{listing}"
-            )
-        if "\0" in body:
-            return f"{path} is a binary file; inspect it with `bash` (xxd, file, od)."
-        lines = body.splitlines()
-        total = len(lines)
-        if "view_range" in args:
-            first, last = args["view_range"]
-            last = total if last == -1 else last
-            if not 1 <= first <= max(total, 1) or last < first or last > total:
-                raise ToolCallError(
-                    f"Error: view_range {args['view_range']} is invalid for {path}, which has "
-                    f"{total} lines: give [first, last] with 1 <= first <= last <= {total} "
-                    "(last may be -1 for the end)."
-                )
-            return self._cap(numbered(lines[first - 1 : last], first))
-        if total == 0:
-            return f"{path} is empty."
-        shown = lines[: self.config.view_lines]
-        text = numbered(shown, 1)
-        if total > len(shown):
-            text += (
-                f"\n[{path} has {total} lines; lines 1-{len(shown)} shown. "
-                f"Use view_range to see more, e.g. [{len(shown) + 1}, {total}].]"
-            )
-        return self._cap(text)
+        return await view_path(self.sandbox, path, args, self.config.view_lines, self._cap)
 
     async def _edit(self, args: dict[str, Any]) -> str:
         path = self._path(args["path"])
-        old, new = args["old_str"], args["new_str"]
-        kind, mode, text = await self._read(path)
-        if kind in ("D", "O"):
-            raise ToolCallError(f"Error: {path} is not a regular file; edit works on files.")
-        if old == "":
-            if kind == "F":
-                raise ToolCallError(
-                    f"Error: {path} already exists; an empty old_str only creates new files. "
-                    "To change it, give the exact text to replace as old_str (view it first)."
-                )
-            await self.sandbox.write_file(path, new)
-            return f"Created {path} ({len(new.splitlines())} lines)."
-        if kind == "N":
-            raise ToolCallError(
-                f"Error: {path} does not exist. To create it, call edit with an empty old_str."
-            )
-        if "\ufffd" in text:
-            raise ToolCallError(
-                f"Error: {path} holds bytes that are not UTF-8 text; edit it with `bash`."
-            )
-        where = match_lines(text, old)
-        if not where:
-            raise ToolCallError(
-                f"Error: old_str was not found in {path} (0 matches). It must match exactly, "
-                "whitespace and indentation included; view the file and copy the text."
-            )
-        if len(where) > 1:
-            raise ToolCallError(
-                f"Error: old_str occurs {len(where)} times in {path} (starting on lines "
-                f"{', '.join(map(str, where))}); it must occur exactly once. Include more "
-                "surrounding lines in old_str to make it unique."
-            )
-        updated = text.replace(old, new, 1)
-        await self.sandbox.write_file(path, updated, mode=int(mode or "644", 8))
-        first = where[0]
-        lines = updated.splitlines()
-        start = max(first - 3, 1)
-        end = min(first + new.count("\n") + 3, len(lines))
-        snippet = numbered(lines[start - 1 : end], start)
-        return self._cap(f"Edited {path}. Lines {start}-{end} now read:\n{snippet}")
+        return await edit_path(self.sandbox, path, args["old_str"], args["new_str"], self._cap)
 
     # -- the steps ------------------------------------------------------------------------------
 
