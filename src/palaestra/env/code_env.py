@@ -51,10 +51,10 @@ import asyncio
 import random
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from palaestra.env.end import classify_end, error_text
 from palaestra.env.episode import (
@@ -68,7 +68,8 @@ from palaestra.env.episode import (
     take_action,
 )
 from palaestra.env.fork import EpisodeSnapshot, fork_episode, restore_episode, take_snapshot
-from palaestra.env.sandbox_spec import prepare_sandbox_spec, prepare_verifier_spec
+from palaestra.env.picking import Sampler, pick_task
+from palaestra.env.sandbox_spec import TaskSpecs
 from palaestra.env.setup import set_up
 from palaestra.env.shaping import Shaping, final_metadata, shape_turn
 from palaestra.env.steps import next_step
@@ -85,7 +86,7 @@ from palaestra.env.verification import verify_end
 from palaestra.llm.client import MediatedClient
 from palaestra.llm.types import LLMRequest, LLMResponse
 from palaestra.sandbox import default_backend
-from palaestra.sandbox.base import Mount, SandboxBackend, SandboxError, SandboxSpec
+from palaestra.sandbox.base import Mount, SandboxBackend, SandboxError
 from palaestra.scaffolds import Scaffold, make_scaffold
 from palaestra.scaffolds.base import Outcome
 from palaestra.tasks import Task
@@ -93,8 +94,6 @@ from palaestra.tasks.source import TaskSet
 from palaestra.verify.harbor import HarborVerifier
 from palaestra.verify.protocol import Verifier
 from palaestra.verify.strategies import Harbor, RewardStrategy, StrategyVerifier, get_strategy
-
-Sampler = Literal["random", "cycle"] | Callable[[random.Random, int], int]
 
 
 class CodeEnv(Environment[LLMRequest, LLMResponse]):
@@ -156,9 +155,8 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         self._cursor = 0
         self._episode: RunningEpisode | None = None
         self._closed = False
-        self._specs: dict[str, SandboxSpec] = {}
+        self._specs = TaskSpecs()
         self._snapshots: set[EpisodeSnapshot] = set()
-        self._verifier_specs: dict[str, SandboxSpec] = {}
 
     # -- episode control ------------------------------------------------------------------
 
@@ -170,7 +168,9 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         await self._abandon()
         if seed is not None:
             self._rng.seed(seed)
-        task_id = self._pick(options or {})
+        task_id, self._cursor = pick_task(
+            self.tasks, self.sampler, self._rng, self._cursor, options or {}
+        )
         if self.tasks.is_lazy:  # a generated task may be written to the cache on first use
             task = await asyncio.to_thread(self.tasks.get, task_id)
         else:
@@ -178,7 +178,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         if note := self.reward.instruction_note():  # what the strategy asks for besides code
             task = task.with_note(note)
         episode_id = uuid.uuid4().hex[:16]
-        spec = await self._spec(task)
+        spec = await self._specs.agent(task, self.backend.name)
         spec = replace(
             spec,
             labels={**spec.labels, "palaestra.episode_id": episode_id},
@@ -277,36 +277,11 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
 
     # -- internals ------------------------------------------------------------------------
 
-    async def _spec(self, task: Task) -> SandboxSpec:
-        """The task's sandbox spec, prepared (off the loop) once per task; a separate
-        verifier's too, so that a task whose tests image does not build fails before its agent
-        runs."""
-        if task.id not in self._specs:
-            self._specs[task.id] = await prepare_sandbox_spec(task, self.backend.name)
-            if task.verifier_environment is not None:
-                verifier_spec = await prepare_verifier_spec(task, self.backend.name)
-                self._verifier_specs[task.id] = verifier_spec
-        return self._specs[task.id]
-
     def _scaffold_mounts(self) -> tuple[Mount, ...]:
         """Host paths the scaffold needs in the sandbox (the external scaffold's proxy socket);
         a scaffold declares them with an optional ``sandbox_mounts()`` method."""
         mounts = getattr(self.scaffold, "sandbox_mounts", None)
         return tuple(mounts()) if callable(mounts) else ()
-
-    def _pick(self, options: dict[str, Any]) -> str:
-        """The id of the next episode's task."""
-        if "task_id" in options:  # a listed id, or any id an open set resolves
-            return self.tasks.check(options["task_id"])  # raises, naming close ids
-        at, n = self.tasks.id_at, len(self.tasks)
-        if "task_index" in options:
-            return at(int(options["task_index"]) % n)
-        if self.sampler == "random":
-            return at(self._rng.randrange(n))
-        if self.sampler == "cycle":
-            index, self._cursor = self._cursor % n, self._cursor + 1
-            return at(index)
-        return at(self.sampler(self._rng, n) % n)
 
     async def _finish(
         self, ep: RunningEpisode, outcome: Outcome, action: LLMResponse
@@ -319,7 +294,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
             outcome,
             verifier=self.verifier,
             backend=self.backend,
-            verifier_spec=self._verifier_specs.get(ep.task.id),
+            verifier_spec=self._specs.verifier(ep.task.id),
             verify_on_truncation=self.verify_on_truncation,
             artifacts_dir=self.artifacts_dir,
         )

@@ -259,3 +259,25 @@ async def _build_image(definition: _Definition) -> str:
             fix="correct the step the build log shows failing (or raise build_timeout_sec "
             "if it timed out)",
         ) from e
+
+
+class TaskSpecs:
+    """Each task's sandbox spec, prepared (off the loop) once per task, and a separate
+    verifier's with it, so that a task whose tests image does not build fails before its agent
+    runs."""
+
+    def __init__(self) -> None:
+        self._agent: dict[str, SandboxSpec] = {}
+        self._verifier: dict[str, SandboxSpec] = {}
+
+    async def agent(self, task: Task, backend: str) -> SandboxSpec:
+        """The agent's sandbox spec for ``task`` on the ``backend`` named."""
+        if task.id not in self._agent:
+            self._agent[task.id] = await prepare_sandbox_spec(task, backend)
+            if task.verifier_environment is not None:
+                self._verifier[task.id] = await prepare_verifier_spec(task, backend)
+        return self._agent[task.id]
+
+    def verifier(self, task_id: str) -> SandboxSpec | None:
+        """The separate verifier's spec (None: the task verifies in the agent's sandbox)."""
+        return self._verifier.get(task_id)
