@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -261,10 +262,10 @@ async def _build_image(definition: _Definition) -> str:
         ) from e
 
 
-class TaskSpecs:
+class TaskSpecs(Mapping[str, SandboxSpec]):
     """Each task's sandbox spec, prepared (off the loop) once per task, and a separate
     verifier's with it, so that a task whose tests image does not build fails before its agent
-    runs."""
+    runs. As a mapping: task id -> the agent's spec, for the tasks prepared so far."""
 
     def __init__(self) -> None:
         self._agent: dict[str, SandboxSpec] = {}
@@ -281,3 +282,12 @@ class TaskSpecs:
     def verifier(self, task_id: str) -> SandboxSpec | None:
         """The separate verifier's spec (None: the task verifies in the agent's sandbox)."""
         return self._verifier.get(task_id)
+
+    def __getitem__(self, task_id: str) -> SandboxSpec:
+        return self._agent[task_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._agent)
+
+    def __len__(self) -> int:
+        return len(self._agent)
