@@ -45,126 +45,54 @@ import re
 import secrets
 import tarfile
 import time
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import aiodocker
-from aiodocker.exceptions import DockerError
-
-from palaestra.sandbox._channel import HELPER_DIR_IN_SANDBOX, HelperChannel, sandbox_path
+from palaestra.sandbox._channel import HELPER_DIR_IN_SANDBOX, sandbox_path
 from palaestra.sandbox.base import (
-    Command,
-    ExecResult,
     SandboxBackend,
-    SandboxClosedError,
     SandboxError,
     SandboxSnapshot,
     SandboxSpec,
-    SandboxSpecError,
-    await_to_the_end,
 )
 from palaestra.sandbox.btrfs_quota import QuotaMode, quota_mode
-from palaestra.sandbox.docker_attach import AttachedStream, attach
-from palaestra.sandbox.docker_diff import ContainerSandbox
+from palaestra.sandbox.docker_engine import (
+    DEFAULT_IMAGE,
+    PROVISION_HINT,
+    client,
+    docker_socket,
+    docker_unavailable,
+    ensure_image,
+    reclaim_dead_owners,
+)
 from palaestra.sandbox.docker_janitor import OWNER_LABEL, owner_label, reclaim_docker_leftovers
-from palaestra.sandbox.docker_snapshot import DockerSnapshot, commit
+from palaestra.sandbox.docker_sandbox import DockerSandbox
+from palaestra.sandbox.docker_snapshot import DockerSnapshot
 from palaestra.sandbox.helper_runtime import helper_argv, helper_runtime
 from palaestra.sandbox.janitor import RUN_ID_LABEL
 from palaestra.sandbox.limits import DEFAULT_PIDS_LIMIT
 
 log = logging.getLogger(__name__)
 
-#: The image a sandbox runs when its spec names none: the base image that
-#: ``scripts/provision-docker.sh`` builds locally.
-DEFAULT_IMAGE = "palaestra/base:bookworm"
-SANDBOX_LABEL = "palaestra.sandbox"
-PROVISION_HINT = (
-    "run `sudo apt-get install -y docker.io debootstrap && sudo scripts/provision-docker.sh` "
-    f"(starts dockerd, builds {DEFAULT_IMAGE} locally with debootstrap and tags it "
-    "debian:bookworm-slim; no registry needed)"
-)
+__all__ = [
+    "DEFAULT_IMAGE",
+    "HARBOR_COMMAND",
+    "PROVISION_HINT",
+    "SANDBOX_LABEL",
+    "DockerBackend",
+    "DockerSandbox",
+    "docker_socket",
+    "docker_unavailable",
+    "ensure_image",
+    "reclaim_dead_owners",
+]
 
+SANDBOX_LABEL = "palaestra.sandbox"
 #: What Harbor runs as the command of a task's container (after the image's ENTRYPOINT).
 HARBOR_COMMAND = ["sh", "-c", "sleep infinity"]
 _STICKY_DIRS = frozenset({"/tmp", "/var/tmp"})
-_START_TIMEOUT_S = 60.0
-_CLOSE_TIMEOUT_S = 30.0
-_PULL_TIMEOUT_S = 120.0
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
-
-
-def docker_socket() -> str:
-    """The engine's unix socket: ``$DOCKER_HOST`` when it is ``unix://...``, else the default.
-
-    Only a local engine works: the helper is bind-mounted from this machine.
-    """
-    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-    if not host.startswith("unix://"):
-        raise SandboxError(
-            f"DOCKER_HOST={host} is not a unix socket; the docker backend needs an engine on "
-            "this machine (unset DOCKER_HOST, or point it at unix:///path/to/docker.sock)"
-        )
-    return host[len("unix://") :]
-
-
-async def docker_unavailable() -> str | None:
-    """Why the docker backend cannot run here (with the fix), or None when it can: the engine
-    must answer and have the default image."""
-    try:
-        socket_path = docker_socket()
-    except SandboxError as exc:
-        return str(exc)
-    if not await asyncio.to_thread(os.path.exists, socket_path):
-        return f"no Docker engine at {socket_path}; to enable it, {PROVISION_HINT}"
-    try:
-        async with aiodocker.Docker(url=f"unix://{socket_path}") as docker:
-            await docker.version()
-            try:
-                await docker.images.inspect(DEFAULT_IMAGE)
-            except DockerError:
-                return f"the Docker engine has no image {DEFAULT_IMAGE}; {PROVISION_HINT}"
-    except (DockerError, OSError, aiodocker.exceptions.DockerError) as exc:
-        return f"the Docker engine at {socket_path} does not answer ({exc}); {PROVISION_HINT}"
-    return None
-
-
-def _client() -> aiodocker.Docker:
-    return aiodocker.Docker(url=f"unix://{docker_socket()}")
-
-
-async def reclaim_dead_owners() -> int:
-    """:func:`reclaim_docker_leftovers` on a client of its own, for a process without one (a
-    Ray actor starting on a node); how many it removed."""
-    async with _client() as client:
-        return await reclaim_docker_leftovers(client)
-
-
-async def ensure_image(docker: aiodocker.Docker, image: str) -> dict[str, Any]:
-    """The engine's description of ``image``, pulling it when missing; a clear error if it
-    cannot be had: SandboxSpecError when a registry has no such image (final), else SandboxError."""
-    try:
-        return await docker.images.inspect(image)
-    except DockerError as exc:
-        if exc.status != 404:
-            raise SandboxError(f"cannot inspect image {image!r}: {exc.message}") from exc
-    try:
-        async with asyncio.timeout(_PULL_TIMEOUT_S):
-            await docker.images.pull(image)
-        return await docker.images.inspect(image)
-    except (DockerError, TimeoutError) as exc:
-        reason = exc.message if isinstance(exc, DockerError) else "timed out"
-        if image in (DEFAULT_IMAGE, "debian:bookworm-slim", "debian:bookworm"):
-            fix = PROVISION_HINT
-        else:
-            fix = (
-                f"build or load it on this machine (`docker build -t {image} ...` or "
-                f"`docker load -i image.tar`); for Debian-based images, {PROVISION_HINT}"
-            )
-        error = SandboxSpecError if getattr(exc, "status", 0) == 404 else SandboxError
-        message = f"image {image!r} is not on this machine and cannot be pulled ({reason}); {fix}"
-        raise error(message) from None
 
 
 class DockerBackend(SandboxBackend):
@@ -214,7 +142,7 @@ class DockerBackend(SandboxBackend):
         tar) extracted at ``/`` before it starts."""
         workdir = sandbox_path(spec.workdir)
         sandbox_id = f"sb-{secrets.token_hex(6)}"
-        docker = _client()
+        docker = client()
         sandbox = DockerSandbox(sandbox_id, spec, docker, on_close=self._open.discard)
         sandbox.restored_from, sandbox.snapshots = snapshot, self._snapshots
         self._open.add(sandbox)
@@ -326,151 +254,6 @@ class DockerBackend(SandboxBackend):
         self._storage_opt_supported = False
         del config["HostConfig"]["StorageOpt"]
         return True
-
-
-class DockerSandbox(ContainerSandbox):
-    """A running container driven through its helper; made by :meth:`DockerBackend.create`."""
-
-    def __init__(
-        self,
-        sandbox_id: str,
-        spec: SandboxSpec,
-        docker: aiodocker.Docker,
-        on_close: Callable[[DockerSandbox], None],
-    ) -> None:
-        self.id = sandbox_id
-        self.spec = spec
-        self.container_id: str | None = None
-        self._docker = docker
-        self._on_close = on_close
-        self._channel: HelperChannel | None = None
-        self._attach: AttachedStream | None = None
-        self._closing: asyncio.Future[None] | None = None
-        self._oom_kills_seen = 0
-        self.restored_from: DockerSnapshot | None = None
-        self.snapshots: set[DockerSnapshot] = set()  # its backend's, where its own go
-
-    @property
-    def closed(self) -> bool:
-        return self._closing is not None
-
-    async def _start(
-        self, config: dict[str, Any], archive: bytes | None, backend: DockerBackend
-    ) -> None:
-        while True:
-            try:
-                container = await self._docker.containers.create(config, name=self._name())
-                break
-            except DockerError as exc:
-                if exc.status == 500 and "storage-opt" in exc.message.lower():
-                    if backend._storage_opt_refused(config):
-                        continue
-                raise SandboxError(f"cannot create container for {self.id}: {exc.message}") from exc
-        self.container_id = container.id
-        if archive is not None:
-            await container.put_archive("/", archive)
-        self._attach = await attach(docker_socket(), container.id, _START_TIMEOUT_S)
-        self._channel = HelperChannel(
-            self._attach.reader,
-            self._attach.writer,  # type: ignore[arg-type]
-            name=self.id,
-            workdir=sandbox_path(self.spec.workdir),
-            on_eof=self._death_report,
-        )
-        try:
-            await container.start()
-        except DockerError as exc:
-            raise SandboxError(f"cannot start container for {self.id}: {exc.message}") from exc
-        await self._channel.ready(_START_TIMEOUT_S)
-
-    def _name(self) -> str:
-        return f"palaestra-{self.id}"
-
-    async def _death_report(self) -> SandboxError:
-        tail = self._attach.stderr_tail() if self._attach is not None else ""
-        return SandboxError(
-            f"sandbox {self.id} (container {self.container_id}) stopped unexpectedly"
-            + (f": {tail}" if tail else "")
-        )
-
-    async def close(self) -> None:
-        """Remove the container (killing everything in it) and wait until it is gone.
-
-        Idempotent. A caller cancelled meanwhile (even repeatedly) still waits until it is
-        complete, then gets its cancellation.
-        """
-        if self._closing is None:
-            self._closing = asyncio.ensure_future(self._shutdown())
-        await await_to_the_end(self._closing)
-
-    async def _shutdown(self) -> None:
-        try:
-            if self._channel is not None:
-                self._channel.begin_close()
-            if self.container_id is not None:
-                await _remove(self._docker, self.container_id)
-            if self._attach is not None:
-                self._attach.close()
-            if self._channel is not None:
-                await self._channel.closed()
-                self._channel.fail(SandboxClosedError(f"sandbox {self.id} is closed"))
-        finally:
-            await self._docker.close()
-            self._on_close(self)
-            if self.restored_from is not None:
-                await self.restored_from.let_go()
-
-    async def snapshot(self) -> DockerSnapshot:
-        """The container committed to an image (see :mod:`.docker_snapshot`)."""
-        assert self.container_id is not None
-        self._usable_channel()
-        url = f"unix://{docker_socket()}"
-        return await commit(self._docker, self.container_id, self.spec, url, self.snapshots)
-
-    async def _run(self, command: Command) -> ExecResult:
-        result = await super()._run(command)
-        if result.exit_code in (137, -9) and not result.oom_killed and self.spec.memory_mb:
-            result = await self._with_oom_flag(result)
-        return result
-
-    async def _with_oom_flag(self, result: ExecResult) -> ExecResult:
-        """Mark a SIGKILLed command as OOM-killed when the container's memory cgroup counted a
-        new OOM kill since the last one seen (cgroup v1 ``memory.oom_control``, v2
-        ``memory.events``)."""
-        probe = await super()._run(
-            Command(
-                ["cat", "/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events"],
-                timeout=10,
-            )
-        )
-        counts = [int(n) for n in re.findall(r"^oom_kill (\d+)$", probe.stdout, re.MULTILINE)]
-        kills = max(counts, default=0)
-        if kills > self._oom_kills_seen:
-            self._oom_kills_seen = kills
-            return replace(result, oom_killed=True)
-        return result
-
-
-async def _remove(docker: aiodocker.Docker, container_id: str) -> None:
-    """Force-remove a container and wait until the engine no longer lists it."""
-    container = docker.containers.container(container_id)
-    try:
-        await container.delete(force=True)
-    except DockerError as exc:
-        if exc.status not in (404, 409):  # 409: AutoRemove is removing it already
-            raise SandboxError(f"cannot remove container {container_id}: {exc.message}") from exc
-    deadline = time.monotonic() + _CLOSE_TIMEOUT_S
-    while time.monotonic() < deadline:
-        try:
-            await container.show()
-        except DockerError as exc:
-            if exc.status == 404:
-                return
-            raise
-        await asyncio.sleep(0.02)
-    raise SandboxError(
-        f"container {container_id} was still there {_CLOSE_TIMEOUT_S:.0f}s after removal"
-    )
 
 
 def _initial_files(spec: SandboxSpec) -> bytes | None:
