@@ -9,8 +9,9 @@ sandbox tests' run ids (:data:`tests.procs.RUN_PREFIX`) and of the process's def
 backend, mounts under pytest's temp dirs. So other test runs on the same machine cannot make it
 fail.
 
-Also: where Docker is required (``PALAESTRA_REQUIRE_DOCKER=1`` or ``CI=true``, as ``.ci/run``
-sets), a skipped test marked ``docker`` is reported as a failure.
+Also: in CI (``PALAESTRA_REQUIRE_DOCKER=1`` or ``CI=true``, as ``.ci/run`` sets), every
+skipped test is reported as a failure, unless it is marked ``ci_may_skip(reason=...)``, naming why
+it cannot run there: CI installs everything the suite needs, so a skip there hides a gap.
 """
 
 from __future__ import annotations
@@ -40,23 +41,40 @@ REQUIRE_DOCKER = (
 )
 
 
+def _skip_reason(report: pytest.TestReport | pytest.CollectReport) -> str:
+    longrepr = report.longrepr
+    return str(longrepr[2] if isinstance(longrepr, tuple) else longrepr)
+
+
+def _fail_a_skip(report: pytest.TestReport | pytest.CollectReport, reason: str) -> None:
+    report.outcome = "failed"
+    report.longrepr = (
+        f"skipped in CI (PALAESTRA_REQUIRE_DOCKER=1 or CI=true), where every test must run: "
+        f"{reason} (a test that cannot run there says why with "
+        f"@pytest.mark.ci_may_skip(reason=...))"
+    )
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """In CI every skip is a failure, unless the test is marked ``ci_may_skip`` with the
+    reason it cannot run there; an expected failure (a known, documented gap) is not a skip."""
     outcome = yield
     report = outcome.get_result()
-    expected_failure = hasattr(report, "wasxfail")  # a known, documented gap: not a skip
-    if (
-        REQUIRE_DOCKER
-        and report.skipped
-        and not expected_failure
-        and item.get_closest_marker("docker") is not None
-    ):
-        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
-        report.outcome = "failed"
-        report.longrepr = (
-            f"a Docker test was skipped where Docker is required (PALAESTRA_REQUIRE_DOCKER=1 "
-            f"or CI=true): {reason}"
-        )
+    if not REQUIRE_DOCKER or not report.skipped or hasattr(report, "wasxfail"):
+        return
+    if item.get_closest_marker("ci_may_skip") is None:
+        _fail_a_skip(report, _skip_reason(report))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
+    """A module skipped whole at import (``pytest.importorskip``: a missing extra) fails in
+    CI the same way."""
+    outcome = yield
+    report = outcome.get_result()
+    if REQUIRE_DOCKER and report.skipped:
+        _fail_a_skip(report, _skip_reason(report))
 
 
 def _leaks(tmp_root: str) -> dict[str, list[str]]:

@@ -109,7 +109,7 @@ async def test_healthcheck_retries_then_hands_the_sandbox_over(make_task):
         episode = await rollout(env, policy)
     assert episode.end.verified, episode.end
     # it failed twice, passed on the third try, and only then did the agent's first command run
-    assert "3" in policy.requests[1].messages[-1]["content"]
+    assert "<output>\n3\n</output>" in policy.requests[1].messages[-1]["content"]
 
 
 async def test_healthcheck_that_never_passes_is_an_infrastructure_error(make_task):

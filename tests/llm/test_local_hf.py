@@ -21,7 +21,7 @@ from palaestra import make_policy
 from palaestra.llm import LLMRequest, SamplingParams
 from palaestra.llm.local_hf import HFLocalPolicy, parse_tool_calls, write_tiny_model
 from palaestra.run import rollout
-from tests.procs import sandbox_processes
+from tests.procs import eventually, sandbox_processes
 
 TOOLS = [
     {
@@ -171,7 +171,8 @@ async def test_requests_arriving_during_a_batch_join_the_next_one(policy, monkey
     first = asyncio.create_task(policy.complete(ask("first")))
     assert await asyncio.to_thread(started.wait, 60)
     later = [asyncio.create_task(policy.complete(ask(f"later {i}"))) for i in range(4)]
-    await asyncio.sleep(0.05)  # all four are queued while the first batch runs
+    # all four are queued while the first batch runs
+    assert await eventually(lambda: policy._batcher._queue.qsize() == 4)
     release.set()
     await asyncio.gather(first, *later)
     assert sizes == [1, 4]

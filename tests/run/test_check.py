@@ -11,7 +11,7 @@ from palaestra.env.registry import load_tasks
 from palaestra.run.check import check_tasks
 from palaestra.sandbox.base import Sandbox, SandboxBackend, SandboxError, SandboxSpec
 from palaestra.sandbox.local import LocalBackend
-from tests.procs import sandbox_processes
+from tests.procs import eventually, sandbox_processes
 from tests.sandbox.conftest import new_run_id
 
 
@@ -26,7 +26,8 @@ class FailsOnCreate(SandboxBackend):
     async def create(self, spec: SandboxSpec) -> Sandbox:
         self.calls += 1
         if self.calls == self.n:
-            await asyncio.sleep(0.2)  # the other scenarios are well under way by now
+            # the other scenarios are under way: one of them holds a started sandbox
+            assert await eventually(lambda: len(self.real._open) > 0)
             raise SandboxError("start failed")
         return await self.real.create(spec)
 
@@ -45,8 +46,7 @@ async def test_a_failing_scenario_stops_the_others_before_check_tasks_returns(
             )
         assert not real._open  # every sandbox the call started is closed when it returns
         assert sandbox_processes(str(tmp_path / "state")) == []
-        calls = backend.calls
-        await asyncio.sleep(0.5)
-        assert backend.calls == calls  # and nothing of it goes on afterwards
+        # and nothing of it goes on afterwards: no task of the call is left in the loop
+        assert asyncio.all_tasks() == {asyncio.current_task()}
     finally:
         await real.aclose()

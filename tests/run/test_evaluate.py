@@ -314,16 +314,15 @@ async def test_a_row_committed_while_the_run_is_cancelled_still_reaches_on_episo
     counts and the streams disagree with the store."""
     import asyncio
     import threading
-    import time
 
     from palaestra.run.store import ResultStore
 
-    writing = threading.Event()
+    writing, cancelled = threading.Event(), threading.Event()
     real_add = ResultStore._add_episode
 
     def slow_add(self, row):
         writing.set()
-        time.sleep(0.5)  # the cancellation lands while the row is being committed
+        cancelled.wait(30)  # the cancellation lands while the row is being committed
         return real_add(self, row)
 
     monkeypatch.setattr(ResultStore, "_add_episode", slow_add)
@@ -333,6 +332,8 @@ async def test_a_row_committed_while_the_run_is_cancelled_still_reaches_on_episo
     )
     assert await asyncio.to_thread(writing.wait, 60)
     run.cancel()
+    await asyncio.sleep(0)  # the cancellation is delivered to the run
+    cancelled.set()
     with pytest.raises(asyncio.CancelledError):
         await run
     stored = read_episodes(tmp_path, final_only=False)

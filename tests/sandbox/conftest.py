@@ -6,6 +6,7 @@ by default, and the Python one they fall back to without a C compiler)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import secrets
 import shutil
@@ -34,13 +35,31 @@ def helper(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
     return str(request.param)
 
 
-@pytest.fixture(params=["local", "local-python", pytest.param("docker", marks=pytest.mark.docker)])
+DOCKER = pytest.param("docker", marks=pytest.mark.docker)
+
+
+@pytest.fixture(params=["local", "local-python", DOCKER])
 async def backend(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[SandboxBackend]:
     """A created backend of each kind ("local-python": the local backend with the Python
     helper); "docker" skips (saying how to enable it) without one."""
-    name: str = request.param
+    async with _created(request.param, monkeypatch) as made:
+        yield made
+
+
+@pytest.fixture(params=["local", DOCKER])
+async def backend_once(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[SandboxBackend]:
+    """Each backend once, with the helper its sandboxes start by default: for a path (the
+    verifier's own code, say) that does not depend on the sandbox's pid 1."""
+    async with _created(request.param, monkeypatch) as made:
+        yield made
+
+
+@contextlib.asynccontextmanager
+async def _created(name: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[SandboxBackend]:
     if name.startswith("local"):
         monkeypatch.setenv("PALAESTRA_HELPER", "python" if name == "local-python" else "c")
         name = "local"

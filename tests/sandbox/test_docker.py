@@ -278,8 +278,9 @@ async def test_close_is_idempotent_and_removes_the_container(backend: DockerBack
 
 
 async def test_close_while_a_command_runs(sandbox: DockerSandbox) -> None:
-    running = asyncio.create_task(sandbox.exec("sleep 60"))
-    await asyncio.sleep(0.2)
+    marker = new_marker()
+    running = asyncio.create_task(sandbox.exec(f"sleep {marker}"))
+    assert await eventually(lambda: len(host_pids(marker)) == 1)  # the command runs
     await sandbox.close()
     with pytest.raises(SandboxClosedError):
         await running

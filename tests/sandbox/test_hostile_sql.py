@@ -1,11 +1,11 @@
-"""SQL answers are run as SQL only, on every backend of the ``backend`` fixture: a PostgreSQL
-answer that is a psql meta-command, a server-side program or file read, or a change of role,
-and an SQLite answer that attaches or changes a database, all score 0, each refused for its own
-reason (the verifier's output says which); the reference still passes the same way."""
+"""SQL answers are run as SQL only, once on each backend (``backend_once``: the verifier, not
+the sandbox's helper, is under test): a PostgreSQL answer that is a psql meta-command, a
+server-side program or file read, or a change of role, and an SQLite answer that attaches or
+changes a database, all score 0, each refused for its own reason (the verifier's output says
+which); the reference still passes the same way."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -28,11 +28,6 @@ PG_ATTACKS = {
 }
 
 
-def _one_helper() -> None:
-    if os.environ.get("PALAESTRA_HELPER") == "python":
-        pytest.skip("the SQL path does not depend on the sandbox's helper: run once")
-
-
 @pytest.fixture(scope="module")
 def region(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_generated("region-revenue-pg", 2, 0.1, tmp_path_factory.mktemp("gen") / "pg")
@@ -50,9 +45,8 @@ def _output(episode) -> str:
 
 @pg
 @pytest.mark.parametrize("answer", list(PG_ATTACKS))
-async def test_postgres_answer_is_sql_only(backend: SandboxBackend, region: Path, answer: str):
-    _one_helper()
-    episode = await play(backend, region, write("/app/answer.sql", answer))
+async def test_postgres_answer_is_sql_only(backend_once: SandboxBackend, region: Path, answer: str):
+    episode = await play(backend_once, region, write("/app/answer.sql", answer))
     output = _output(episode)
     assert episode.end.status != "error", output
     assert episode.reward == 0.0, output
@@ -62,14 +56,13 @@ async def test_postgres_answer_is_sql_only(backend: SandboxBackend, region: Path
 
 @pg
 async def test_postgres_reference_passes_and_more_than_one_statement_does_not(
-    backend: SandboxBackend, region: Path
+    backend_once: SandboxBackend, region: Path
 ):
-    _one_helper()
     right = _reference(region)
-    episode = await play(backend, region, write("/app/answer.sql", right))
+    episode = await play(backend_once, region, write("/app/answer.sql", right))
     assert episode.reward == 1.0, _output(episode)
     two = right.rstrip().rstrip(";") + ";\nSELECT 1;"
-    episode = await play(backend, region, write("/app/answer.sql", two))
+    episode = await play(backend_once, region, write("/app/answer.sql", two))
     assert episode.reward == 0.0 and "multiple commands" in _output(episode), _output(episode)
 
 
@@ -82,10 +75,9 @@ SQLITE_ATTACKS = {
 
 
 @pytest.mark.parametrize("answer", list(SQLITE_ATTACKS))
-async def test_sqlite_answer_reads_only(backend: SandboxBackend, tmp_path: Path, answer: str):
-    _one_helper()
+async def test_sqlite_answer_reads_only(backend_once: SandboxBackend, tmp_path: Path, answer: str):
     task = write_generated("ticket-report-sql", 1, 0.1, tmp_path / "sqlite")
-    episode = await play(backend, task, write("/app/answer.sql", answer))
+    episode = await play(backend_once, task, write("/app/answer.sql", answer))
     output = _output(episode)
     assert episode.end.status != "error", output
     assert episode.reward == 0.0, output

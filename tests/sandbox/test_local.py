@@ -205,9 +205,19 @@ async def test_background_process_does_not_hang_exec_and_kill_all_ends_it(
     res = await sandbox.exec(f"sleep {marker} & echo started", timeout=10)
     assert (res.stdout, res.exit_code, res.timed_out) == ("started\n", 0, False)
     # This one keeps writing to the exec's pipes after the exec has returned.
-    res = await sandbox.exec(f"bash -c 'while :; do echo {marker}; sleep 0.01; done' &")
+    res = await sandbox.exec(
+        f"bash -c 'while :; do echo {marker}; echo . >> /tmp/beats; sleep 0.01; done' &"
+    )
     assert res.ok
-    await asyncio.sleep(0.3)
+
+    async def beats() -> int:
+        return int((await sandbox.exec("wc -l < /tmp/beats")).stdout or 0)
+
+    first = await beats()
+    for _ in range(500):  # the writer goes on after its exec returned: 20 more lines written
+        if await beats() >= first + 20:
+            break
+    assert await beats() >= first + 20
     assert len(host_pids(marker)) >= 2  # both still alive, neither blocked nor SIGPIPE'd
     await sandbox.kill_all()
     assert host_pids(marker) == []
@@ -472,8 +482,9 @@ async def test_close_is_idempotent_and_final(backend: LocalBackend, tmp_path: Pa
 
 async def test_unexpected_death_is_reported(backend: LocalBackend) -> None:
     sandbox = await backend.create(SandboxSpec())
-    pending = asyncio.create_task(sandbox.exec("sleep 100"))
-    await asyncio.sleep(0.2)
+    marker = new_marker()
+    pending = asyncio.create_task(sandbox.exec(f"sleep {marker}"))
+    assert await eventually(lambda: len(host_pids(marker)) == 1)  # the exec is running
     os.kill(sandbox.bwrap_pid, signal.SIGKILL)
     with pytest.raises(SandboxError, match="stopped unexpectedly") as info:
         await pending

@@ -33,7 +33,8 @@ def test_long_output_shows_head_and_tail():
 def test_timeout_observation_mentions_limit_and_partial_output():
     scaffold = BashScaffold(command_timeout=5)
     obs = scaffold.observation(ExecResult("partial out", "", None, timed_out=True))
-    assert "5" in obs and "partial out" in obs and "killed" in obs
+    assert "within 5 seconds and was killed" in obs
+    assert "<output>\npartial out</output>" in obs
 
 
 @pytest.mark.parametrize("name", ["bash", "bash-compact", "tools", "terminus"])

@@ -13,6 +13,7 @@ from palaestra.env.types import Environment
 from palaestra.serve import PROTOCOLS, Protocol
 from palaestra.serve.server import MissingExtra, check_protocol
 from palaestra.serve.sessions import AtCapacity, Limits, SessionClosed, Sessions
+from tests.procs import eventually
 
 
 def _serve(*args: str) -> subprocess.CompletedProcess[str]:
@@ -75,9 +76,9 @@ async def test_sessions_cap_reserve_and_close_idle_ones_but_not_busy_ones():
     reaper = asyncio.create_task(sessions.reap(end))
     async with sessions.busy("a"):  # in flight past the timeout: not idle
         await sessions.env("b")
-        await asyncio.sleep(0.6)
-        assert "b" not in sessions and "a" in sessions and ended == ["b"]
-    await asyncio.sleep(0.6)
+        assert await eventually(lambda: ended == ["b"])
+        assert "b" not in sessions and "a" in sessions
+    assert await eventually(lambda: ended == ["b", "a"])
     reaper.cancel()
     assert "a" not in sessions and ended == ["b", "a"] and _Env.closed == 2
     with pytest.raises(SessionClosed, match="idle for more than 0.2 s"):

@@ -5,6 +5,7 @@ seed generates (each injected edit applies exactly once)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -40,10 +41,16 @@ def test_visible_tests_fail_on_workspace_and_pass_with_reference(
     for variant, files in (("buggy", task.workspace), ("fixed", {**task.workspace, **reference})):
         root = tmp_path / variant
         _write(root, files)
+        scratch = tmp_path / f"{variant}-tmp"  # the tests' temporary files, not the host's /tmp
+        scratch.mkdir()
         run = subprocess.run(
             [sys.executable, "-m", "unittest", "discover", "-s", "tests", "-q"],
-            cwd=root, capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "TMPDIR": str(scratch)},
+        )
         assert (run.returncode == 0) == (variant == "fixed"), f"{variant}: {run.stderr[-2000:]}"
 
 
