@@ -40,7 +40,7 @@ HARNESS_RUNTIME = tuple(
 )
 SPEC = "harness.bin"
 ANSWERS = ("program", "python", "sqlite", "postgres")
-COMPARISONS = ("output", "lines", "json_keys", "csv", "rows", "equal")
+COMPARISONS = ("output", "lines", "json_keys", "csv", "rows", "equal", "items")
 
 
 def digest(files: Mapping[str, str | bytes]) -> str:
@@ -139,7 +139,8 @@ def compare(how: str, **options: object) -> dict:
     """How a case's output meets its ``want``: ``output`` (stdout and output files byte for
     byte), ``lines`` (right-stripped lines), ``json_keys`` (a JSON object, one check a key:
     ``tol``, labels), ``csv`` (header and rows, ``columns``: None, "strip" or a tolerance a
-    column), ``rows`` (a query's rows and column names, ``tol``) or ``equal``."""
+    column), ``rows`` (a query's rows and column names, ``tol``), ``equal`` or ``items`` (a
+    list, equal item by item; the first differing item, ``what``, in the detail)."""
     if how not in COMPARISONS:
         raise ValueError(f"comparison {how!r}: use one of {', '.join(COMPARISONS)}")
     return {"how": how, **options}

@@ -6,7 +6,7 @@ gave: ``{"stdout", "files"}`` of a program, the value a Python call emitted, or
 
 import hashlib
 
-from palaestra_check import json_loads, within
+from palaestra_check import json_dumps, json_loads, within
 
 
 def digest(files):
@@ -189,6 +189,31 @@ def compare_equal(ck, label, want, got, opts):
     return ck.equal(label, got, want)
 
 
+def _short(value, limit=160):
+    text = json_dumps(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def compare_items(ck, label, want, got, opts):
+    """A list of results (a case's calls, a trace's steps): one check, equal item by item; its
+    detail names the first differing item (``what``, default "case", counted from 0)."""
+    if got == want:
+        return ck.check(label, True)
+    if not isinstance(got, list):
+        return ck.check(label, False, "expected a list, got " + _short(got))
+    i = next(k for k in range(max(len(want), len(got))) if want[k : k + 1] != got[k : k + 1])
+    return ck.check(
+        label,
+        False,
+        "{} {}: expected {}, got {}".format(
+            opts.get("what", "case"),
+            i,
+            _short(want[i] if i < len(want) else None),
+            _short(got[i] if i < len(got) else None),
+        ),
+    )
+
+
 COMPARE = {
     "output": compare_output,
     "lines": compare_lines,
@@ -196,4 +221,5 @@ COMPARE = {
     "csv": compare_csv,
     "rows": compare_rows,
     "equal": compare_equal,
+    "items": compare_items,
 }

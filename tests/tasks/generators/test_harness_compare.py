@@ -1,0 +1,44 @@
+"""The declarative hidden test's comparisons (``palaestra_compare.py``), called as the harness
+calls them, on a real ``Checker``."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import pytest
+
+from palaestra.tasks.generators import harness_spec as hs
+
+RUNTIME = Path(hs.__file__).parent
+
+
+@pytest.fixture
+def compare(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.syspath_prepend(str(RUNTIME))
+    check = importlib.import_module("palaestra_check")
+    module = importlib.import_module("palaestra_compare")
+
+    def run(how: str, want: object, got: object, **opts: object) -> list[tuple]:
+        ck = check.Checker()
+        module.COMPARE[hs.compare(how, **opts)["how"]](ck, "group", want, got, opts)
+        return [(name, ok, detail) for name, ok, detail, *_ in ck.results]
+
+    return run
+
+
+def test_items_is_one_check_naming_the_first_differing_item(compare):
+    want = [["ok", 1], ["ok", {"a": 2}], ["raised", "ValueError"]]
+    assert compare("items", want, [list(w) for w in want]) == [("group", True, "")]
+    (result,) = compare("items", want, [["ok", 1], ["ok", {"a": 3}], ["raised", "KeyError"]])
+    assert result[:2] == ("group", False)
+    assert result[2] == 'case 1: expected ["ok", {"a": 2}], got ["ok", {"a": 3}]'
+    (short,) = compare("items", want, want[:1], what="op")
+    assert short[2] == 'op 1: expected ["ok", {"a": 2}], got null'
+    (longer,) = compare("items", want[:1], want)
+    assert longer[1:] == (False, 'case 1: expected null, got ["ok", {"a": 2}]')
+
+
+def test_items_of_something_not_a_list_fails(compare):
+    (result,) = compare("items", [1, 2], {"0": 1})
+    assert result == ("group", False, 'expected a list, got {"0": 1}')
