@@ -1,12 +1,14 @@
 """Debugging families, beyond the framework's sample: the workspace really is broken (its own
-unit tests fail) and the reference really fixes it (they pass), in every tier; and every
-seed generates (each injected edit applies exactly once)."""
+unit tests fail) and the reference really fixes it (they pass), in every tier; every seed
+generates (each injected edit applies exactly once); the hidden test is data for the
+declarative harness."""
 
 from __future__ import annotations
 
-import json
+import marshal
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import pytest
@@ -36,10 +38,12 @@ def test_visible_tests_fail_on_workspace_and_pass_with_reference(
     family: str, difficulty: float, tmp_path: Path
 ):
     task = g.generate(family, 11, difficulty)
-    reference = json.loads(task.tests["reference.json"])
-    for variant, files in (("buggy", task.workspace), ("fixed", {**task.workspace, **reference})):
+    for variant in ("buggy", "fixed"):
         root = tmp_path / variant
-        _write(root, files)
+        _write(root, task.workspace)
+        if variant == "fixed":  # the reference solution's solve.sh, on this copy of /app
+            solve = task.solution["solve.sh"].replace("cd /app\n", f"cd {root}\n", 1)
+            subprocess.run(["bash", "-c", solve], check=True, timeout=60)
         run = subprocess.run(
             [sys.executable, "-m", "unittest", "discover", "-s", "tests", "-q"],
             cwd=root, capture_output=True, text=True, timeout=120,
@@ -58,3 +62,17 @@ def test_every_seed_generates(family: str):
     assert len(bug_sets) > (10 if family in PYTHON else 6), (
         "bug selections should vary with the seed"
     )
+
+
+#: The families whose hidden test is the declarative harness's data (issue 29).
+ON_HARNESS = ["ttl-cache-state"]
+
+
+@pytest.mark.parametrize("family", ON_HARNESS)
+def test_the_hidden_test_is_data(family: str):
+    for difficulty in (0.1, 0.5, 0.9):
+        tests = g.generate(family, 5, difficulty).tests
+        assert {"test_hidden.py", "reference.json"}.isdisjoint(tests)
+        assert "palaestra_harness.py" in tests["test.sh"]
+        spec = marshal.loads(zlib.decompress(tests["harness.bin"]))
+        assert spec["cases"] and all(c["want"] is not None for c in spec["cases"])

@@ -5,12 +5,12 @@ A family writes its program *correct*, then describes each bug as exact edits of
 and the wrong solutions are built from the same edits: every bug fixed but one ("leaves-<bug>"),
 or one bug "fixed" the plausible wrong way ("misfix-<bug>").
 
-The hidden test is differential: the correct program travels in ``tests/reference.json`` (only
-uploaded at verification) and one driver script runs on fresh, secret inputs against both the
-agent's ``/app`` and a private copy of the reference, each as ``nobody`` in a child process; the
-checker compares the two JSON outputs group by group. Where the reference's output is a pure
-function of the inputs on any Python 3, a family may compute it when the task is generated
-instead (``host_run_python``) and ship inputs and outputs in ``tests/precomputed.bin``.
+The hidden test is data run by the declarative harness (``harness_spec``): secret inputs drawn
+now, and the correct program's results on them computed now (``host_run_python``: they are a
+pure function of the inputs on any Python 3); :func:`call_tests` makes the ``tests/`` of a
+family whose cases are calls of its package, in one child as ``nobody`` on a private copy of
+``/app``, each case compared item by item. (Families not yet moved onto it still ship the
+correct program in ``tests/reference.json`` and a hand-built ``test_hidden.py``.)
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from palaestra.tasks.generators.base import CHECK_MODULE
+from palaestra.tasks.generators import harness_spec as hs
+from palaestra.tasks.generators.base import CHECK_MODULE, Files, solve_sh_writing
 
 Edit = tuple[str, str]
 
@@ -82,6 +83,20 @@ def wrong_variants(correct: Mapping[str, str], bugs: list[Bug], rng) -> dict[str
 def changed(files: Mapping[str, str], base: Mapping[str, str]) -> dict[str, str]:
     """Only the files of ``files`` that differ from ``base`` (what a solve.sh must write)."""
     return {p: t for p, t in files.items() if base.get(p) != t}
+
+
+def bug_solutions(
+    correct: Mapping[str, str], workspace: Mapping[str, str], wrongs: Mapping, *, note: str
+) -> dict[str, object]:
+    """``solution`` and ``wrong_solutions`` (GeneratedTask's keywords): each writes the files
+    it changes in the workspace."""
+    return {
+        "solution": {"solve.sh": solve_sh_writing(changed(correct, workspace), note=note)},
+        "wrong_solutions": {
+            name: {"solve.sh": solve_sh_writing(changed(files, workspace), note=f"wrong: {name}")}
+            for name, files in wrongs.items()
+        },
+    }
 
 
 def choose_bugs(rng, pool: list[Bug], n_obvious: int, n_subtle: int) -> list[Bug]:
@@ -150,6 +165,46 @@ for mod, fn, args in INPUT:
         out.append(["raised", type(e).__name__])
 emit(out)
 """
+
+
+#: CALL_DRIVER over cases: INPUT is a list of cases, each a list of [module, function, args];
+#: one list of results a case is emitted.
+CALLS_DRIVER = r"""
+import importlib
+out = []
+for calls in INPUT:
+    results = []
+    for mod, fn, args in calls:
+        try:
+            results.append(["ok", getattr(importlib.import_module(mod), fn)(*args)])
+        except Exception as e:
+            results.append(["raised", type(e).__name__])
+    out.append(results)
+emit(out)
+"""
+
+
+def call_tests(
+    correct: Mapping[str, str],
+    driver: str,
+    cases: Sequence[tuple[str, object]],
+    *,
+    what: str = "case",
+    timeout: float = 60,
+) -> Files:
+    """The ``tests/`` of a hidden test that calls the package: ``cases`` are ``(label, input)``;
+    ``driver`` (``INPUT``: the inputs) emits one list of results a case, run once as nobody on
+    a private copy of /app. The expected results are the correct program's, computed now; a
+    case is one check, its detail the first differing result (``what``)."""
+    inputs = [value for _, value in cases]
+    wants = host_run_python(correct, driver, inputs, {})
+    return hs.tests(
+        answer=hs.python_call(driver, inputs),
+        cases=[hs.Case(label, want=want) for (label, _), want in zip(cases, wants, strict=True)],
+        compare=hs.compare("items", what=what),
+        limits=hs.limits(timeout=timeout),
+        timeout=100,
+    )
 
 
 def reference_json(files: Mapping[str, str]) -> str:
