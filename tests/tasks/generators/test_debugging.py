@@ -65,7 +65,7 @@ def test_every_seed_generates(family: str):
 
 
 #: The families whose hidden test is the declarative harness's data (issue 29).
-ON_HARNESS = ["ttl-cache-state", "config-parser"]
+ON_HARNESS = ["ttl-cache-state", "config-parser", "invoice-package"]
 
 
 @pytest.mark.parametrize("family", ON_HARNESS)
