@@ -42,3 +42,20 @@ def test_items_is_one_check_naming_the_first_differing_item(compare):
 def test_items_of_something_not_a_list_fails(compare):
     (result,) = compare("items", [1, 2], {"0": 1})
     assert result == ("group", False, 'expected a list, got {"0": 1}')
+
+
+def test_files_is_one_check_a_file(compare):
+    want = {"stdout": "", "files": {"summary.csv": "a,b\n1,2\n", "rejects.csv": "r\n"}}
+    got = {"stdout": "ignored", "files": {"summary.csv": "a,b\r\n1,2\r\n"}}
+    assert compare("files", want, got, newlines="universal") == [
+        ("group: summary.csv", True, ""),
+        ("group: rejects.csv", False, "missing"),
+    ]
+    (summary, _) = compare("files", want, got, file_label="{label} {name} matches")
+    assert summary[:2] == ("group summary.csv matches", False)  # byte for byte: \r\n differs
+    got["files"]["rejects.csv"] = "r\nextra\n"
+    assert compare("files", want, got, newlines="universal")[1] == (
+        "group: rejects.csv",
+        False,
+        "line 2: expected None, got 'extra' (1 of 1 differ)",
+    )

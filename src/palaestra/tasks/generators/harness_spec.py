@@ -40,7 +40,7 @@ HARNESS_RUNTIME = tuple(
 )
 SPEC = "harness.bin"
 ANSWERS = ("program", "python", "sqlite", "postgres")
-COMPARISONS = ("output", "lines", "json_keys", "csv", "rows", "equal", "items")
+COMPARISONS = ("output", "lines", "json_keys", "csv", "rows", "equal", "items", "files")
 
 
 def digest(files: Mapping[str, str | bytes]) -> str:
@@ -140,7 +140,9 @@ def compare(how: str, **options: object) -> dict:
     byte), ``lines`` (right-stripped lines), ``json_keys`` (a JSON object, one check a key:
     ``tol``, labels), ``csv`` (header and rows, ``columns``: None, "strip" or a tolerance a
     column), ``rows`` (a query's rows and column names, ``tol``), ``equal`` or ``items`` (a
-    list, equal item by item; the first differing item, ``what``, in the detail)."""
+    list, equal item by item; the first differing item, ``what``, in the detail) or ``files``
+    (a program's output files, one check a file, ``newlines="universal"`` as text mode reads
+    them; stdout not compared)."""
     if how not in COMPARISONS:
         raise ValueError(f"comparison {how!r}: use one of {', '.join(COMPARISONS)}")
     return {"how": how, **options}

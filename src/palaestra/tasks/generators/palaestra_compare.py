@@ -75,6 +75,30 @@ def compare_output(ck, label, want, got, opts):
     return ck.check(label, False, f"output file {name}: missing or unexpected")
 
 
+def _text(text, newlines):
+    if text is None or newlines != "universal":
+        return text
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def compare_files(ck, label, want, got, opts):
+    """The output files, one check a file ``want["files"]`` names (``file_label``, default
+    "{label}: {name}"); stdout is not compared. ``newlines="universal"``: read as Python's text
+    mode reads them (\\r\\n and \\r as \\n)."""
+    newlines = opts.get("newlines")
+    for name, text in want["files"].items():
+        w, g = _text(text, newlines), _text(got["files"].get(name), newlines)
+        if g is None or w is None:
+            detail = "missing" if g is None else "unexpected"
+        else:
+            detail = _first_diff(w.splitlines(), g.splitlines())
+        ck.check(
+            opts.get("file_label", "{label}: {name}").format(label=label, name=name),
+            w == g,
+            detail,
+        )
+
+
 def compare_lines(ck, label, want, got, opts):
     """The output's lines (right-stripped); a large expected output as a digest."""
     have = lines(got["stdout"])
@@ -222,4 +246,5 @@ COMPARE = {
     "rows": compare_rows,
     "equal": compare_equal,
     "items": compare_items,
+    "files": compare_files,
 }
