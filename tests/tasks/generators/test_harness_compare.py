@@ -1,9 +1,12 @@
-"""The declarative hidden test's comparisons (``palaestra_compare.py``), called as the harness
-calls them, on a real ``Checker``."""
+"""The declarative hidden test: its comparisons (``palaestra_compare.py``), called as the harness
+calls them, on a real ``Checker``, and the builder's further parts (run: orders-pipeline in
+test_debugging.py)."""
 
 from __future__ import annotations
 
 import importlib
+import marshal
+import zlib
 from pathlib import Path
 
 import pytest
@@ -59,3 +62,26 @@ def test_files_is_one_check_a_file(compare):
         False,
         "line 2: expected None, got 'extra' (1 of 1 differ)",
     )
+
+
+def test_a_further_part_is_data_with_its_expected_values():
+    call = hs.part(
+        answer=hs.python_call("emit([1])", None),
+        cases=[hs.Case("one", want=1)],
+        compare=hs.compare("equal"),
+    )
+    tests = hs.tests(
+        answer=hs.program(["true"]),
+        cases=[hs.Case("run", want={"files": {}})],
+        compare=hs.compare("files"),
+        also=[call],
+    )
+    spec = marshal.loads(zlib.decompress(tests[hs.SPEC]))
+    assert [p["answer"]["kind"] for p in [spec, *spec["also"]]] == ["program", "python"]
+    assert spec["also"][0]["cases"] == [{"label": "one", "want": 1}]
+    assert "palaestra_pg.py" not in tests
+    with pytest.raises(ValueError, match="need their expected values"):
+        made = hs.made("inputs", "make", 1, [], "text")
+        hs.part(answer=hs.program(["x"]), cases=[hs.Case("c", make=made)], compare=call["compare"])
+    with pytest.raises(ValueError, match="answer kind 'shell'"):
+        hs.part(answer={"kind": "shell"}, cases=[], compare=call["compare"])

@@ -24,6 +24,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from palaestra.tasks.generators.base import (
     Files,
@@ -160,6 +161,27 @@ def limits(
     return {"timeout": timeout, "cpu": cpu, "memory_mb": memory_mb, "build_timeout": build_timeout}
 
 
+def part(
+    *,
+    answer: Mapping[str, object],
+    cases: Sequence[Case],
+    compare: Mapping[str, object],
+    limits: Mapping[str, object] | None = None,
+) -> dict:
+    """A further part of a test (:func:`tests`' ``also``): another way the agent's work runs,
+    its own cases (expected values given, none made in the checker), comparison and limits."""
+    if answer["kind"] not in ANSWERS:
+        raise ValueError(f"answer kind {answer['kind']!r}: use one of {', '.join(ANSWERS)}")
+    if any(c.make for c in cases):
+        raise ValueError("a further part's cases need their expected values (no make=)")
+    return {
+        "answer": dict(answer),
+        "cases": [c.data() for c in cases],
+        "compare": dict(compare),
+        "limits": dict(limits or {}),
+    }
+
+
 def tests(
     *,
     answer: Mapping[str, object],
@@ -170,10 +192,12 @@ def tests(
     reference: Mapping[str, object] | None = None,
     modules: Mapping[str, str] | None = None,
     timeout: int = 120,
+    also: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, str | bytes]:
     """The task's ``tests/``: ``test.sh``, the harness, the spec and ``modules`` (input makers
     for :func:`made`, ``name.py`` -> source). ``reference``: ``{"files": ..., "argv": ...}``,
-    what runs on a made-again input whose digest differs."""
+    what runs on a made-again input whose digest differs. ``also``: further :func:`part` s,
+    run in order after this one (a package's functions called, then its command line run)."""
     if answer["kind"] not in ANSWERS:
         raise ValueError(f"answer kind {answer['kind']!r}: use one of {', '.join(ANSWERS)}")
     if any(c.make for c in cases) and reference is None:
@@ -186,13 +210,16 @@ def tests(
         "kind": kind,
         "reference": dict(reference or {}),
     }
+    if also:
+        spec["also"] = [dict(p) for p in also]
+    kinds = {answer["kind"], *(p["answer"]["kind"] for p in also)}
     files: dict[str, str | bytes] = {
         "test.sh": python_test_sh("palaestra_harness.py", timeout=timeout),
         SPEC: precomputed(spec),
         **{
             path.name: path.read_text()
             for path in HARNESS_RUNTIME
-            if path.name != "palaestra_pg.py" or answer["kind"] == "postgres"
+            if path.name != "palaestra_pg.py" or "postgres" in kinds
         },
     }
     files.update(modules or {})

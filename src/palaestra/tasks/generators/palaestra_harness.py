@@ -19,7 +19,10 @@ what every such hidden test did by hand:
 The spec (a dict) keys: ``answer`` (how the agent's work runs), ``cases`` (``label``,
 ``files`` / ``stdin`` / ``make``, ``cpu``, ``want``), ``compare`` (``how`` and options),
 ``limits`` (``timeout``, ``cpu``, ``memory_mb``), ``kind`` (the checks' outcome kind) and
-``reference`` (how expected values are remade). ``docs/tasks.md`` documents them.
+``reference`` (how expected values are remade); ``also``: further parts (``answer``,
+``cases``, ``compare``, ``limits``: the package's functions called, then its command line
+run), each run after the one before, every part's expected values fixed first.
+``docs/tasks.md`` documents them.
 """
 
 import os
@@ -333,8 +336,11 @@ def main(spec=None):
     if require and (os.path.islink(require) or not os.path.isfile(require)):
         ck.error(require + " exists", "no " + require)
         ck.finish()
-    cases = materialise(spec)
-    RUNNERS[spec["answer"]["kind"]](ck, spec, cases)
+    # every part's expected values are fixed before any agent code runs
+    parts = [spec] + [dict(part, reference={}) for part in spec.get("also", ())]
+    cases = [materialise(part) for part in parts]
+    for part, mine in zip(parts, cases):
+        RUNNERS[part["answer"]["kind"]](ck, part, mine)
     ck.finish()
 
 
