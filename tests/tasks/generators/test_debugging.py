@@ -13,7 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from palaestra import CodeEnv
+from palaestra.run import rollout
+from palaestra.sandbox.local import LocalBackend
+from palaestra.scaffolds import OraclePolicy
 from palaestra.tasks import generators as g
+from palaestra.tasks import load_task
+from palaestra.tasks.generators import write as write_generated
 
 DEBUGGING = [f.name for f in g.families("debugging")]
 #: Those in Python, whose workspace carries unittest tests; the others' workspaces are checked by
@@ -65,7 +71,7 @@ def test_every_seed_generates(family: str):
 
 
 #: The families whose hidden test is the declarative harness's data (issue 29).
-ON_HARNESS = ["ttl-cache-state", "config-parser", "invoice-package"]
+ON_HARNESS = ["ttl-cache-state", "config-parser", "invoice-package", "orders-pipeline"]
 
 
 @pytest.mark.parametrize("family", ON_HARNESS)
@@ -76,3 +82,20 @@ def test_the_hidden_test_is_data(family: str):
         assert "palaestra_harness.py" in tests["test.sh"]
         spec = marshal.loads(zlib.decompress(tests["harness.bin"]))
         assert spec["cases"] and all(c["want"] is not None for c in spec["cases"])
+
+
+async def test_orders_pipeline_checks_its_functions_and_its_command_line(tmp_path: Path):
+    """Two parts of one harness test: the parsing functions are called and the command line
+    runs; a command line that fails loses the runs' checks and keeps the functions'."""
+    task_dir = write_generated("orders-pipeline", 3, 0.0, tmp_path / "task")
+    spec = marshal.loads(zlib.decompress((task_dir / "tests" / "harness.bin").read_bytes()))
+    pkg = spec["answer"]["argv"][3]
+    solve = task_dir / "solution" / "solve.sh"
+    solve.write_text(solve.read_text() + f"echo 'raise SystemExit(3)' > /app/{pkg}/__main__.py\n")
+    task = load_task(task_dir)
+    async with CodeEnv([task], sandbox=LocalBackend()) as env:
+        episode = await rollout(env, OraclePolicy.from_tasks([task]))
+    output = episode.end.verifier.output if episode.end.verifier else ""
+    assert episode.reward == 0.0, output
+    assert "PASS parse_date (" in output and "PASS parse_cents (" in output, output
+    assert "ERROR run 0" in output and "ERROR run 1" in output, output

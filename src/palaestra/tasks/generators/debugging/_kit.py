@@ -184,6 +184,18 @@ emit(out)
 """
 
 
+def _calls(
+    correct: Mapping[str, str], driver: str, cases: Sequence[tuple[str, object]], what: str
+) -> dict:
+    inputs = [value for _, value in cases]
+    wants = host_run_python(correct, driver, inputs, {})
+    return {
+        "answer": hs.python_call(driver, inputs),
+        "cases": [hs.Case(label, want=want) for (label, _), want in zip(cases, wants, strict=True)],
+        "compare": hs.compare("items", what=what),
+    }
+
+
 def call_tests(
     correct: Mapping[str, str],
     driver: str,
@@ -196,15 +208,20 @@ def call_tests(
     ``driver`` (``INPUT``: the inputs) emits one list of results a case, run once as nobody on
     a private copy of /app. The expected results are the correct program's, computed now; a
     case is one check, its detail the first differing result (``what``)."""
-    inputs = [value for _, value in cases]
-    wants = host_run_python(correct, driver, inputs, {})
-    return hs.tests(
-        answer=hs.python_call(driver, inputs),
-        cases=[hs.Case(label, want=want) for (label, _), want in zip(cases, wants, strict=True)],
-        compare=hs.compare("items", what=what),
-        limits=hs.limits(timeout=timeout),
-        timeout=100,
-    )
+    spec = _calls(correct, driver, cases, what)
+    return hs.tests(**spec, limits=hs.limits(timeout=timeout), timeout=100)
+
+
+def call_part(
+    correct: Mapping[str, str],
+    driver: str,
+    cases: Sequence[tuple[str, object]],
+    *,
+    what: str = "case",
+    timeout: float = 60,
+) -> dict:
+    """:func:`call_tests` as a further part of a test (``hs.tests(also=...)``)."""
+    return hs.part(**_calls(correct, driver, cases, what), limits=hs.limits(timeout=timeout))
 
 
 def reference_json(files: Mapping[str, str]) -> str:
