@@ -85,3 +85,22 @@ def test_a_further_part_is_data_with_its_expected_values():
         hs.part(answer=hs.program(["x"]), cases=[hs.Case("c", make=made)], compare=call["compare"])
     with pytest.raises(ValueError, match="answer kind 'shell'"):
         hs.part(answer={"kind": "shell"}, cases=[], compare=call["compare"])
+
+
+def test_an_exit_status_is_compared_when_expected(compare, monkeypatch: pytest.MonkeyPatch):
+    want = {"stdout": "", "files": {}, "status": 1}
+    assert compare("output", want, {"stdout": "", "files": {}, "status": 1})[0][1]
+    assert compare("output", want, {"stdout": "", "files": {}, "status": 0}) == [
+        ("group", False, "expected exit status 1, got 0")
+    ]
+    harness = importlib.import_module("palaestra_harness")
+    result = importlib.import_module("palaestra_check").ChildResult
+
+    def run(code: int | None, stderr: str = "") -> object:
+        return result(code == 0, stderr=stderr, returncode=code, error="" if code == 0 else "x")
+
+    ran = [harness._ran(run(c), status=True) for c in (0, 1, 2, -9, None)]
+    assert ran == [True, True, True, False, False]
+    crash = run(1, "Traceback (most recent call last):\n  ...\nKeyError: 'x'\n")
+    assert not harness._ran(crash, status=True)
+    assert [harness._ran(run(c), status=False) for c in (0, 1)] == [True, False]

@@ -103,11 +103,15 @@ def program(
     compile: Sequence[str] = (),
     out_dir: str | None = None,
     require: str | None = None,
+    status: bool = False,
 ) -> dict:
     """The answer is a program: ``argv`` run once a case as nobody, ``{app}`` the private copy
     of /app (built first with ``build``), ``{in}`` the case's directory (its ``files``,
     read-only; ``out_dir`` under it holds the output files compared). ``compile``: Python files
-    whose syntax errors count as a compile error; ``require``: a file that must exist."""
+    whose syntax errors count as a compile error; ``require``: a file that must exist;
+    ``status``: the exit status is part of the output (``Case.want["status"]``, compared by
+    ``output``): a run that exits non-zero is compared, one killed, timed out or ending in a
+    Python traceback is an error."""
     return {
         "kind": "program",
         "argv": list(argv),
@@ -116,6 +120,7 @@ def program(
         "compile": list(compile),
         "out_dir": out_dir,
         "require": require,
+        "status": status,
     }
 
 

@@ -34,8 +34,12 @@ def _first_diff(want, got, what="line"):
 
 
 def compare_output(ck, label, want, got, opts):
-    """stdout (and the output files) byte for byte; a large expected output as digests."""
+    """stdout (and the output files) byte for byte; a large expected output as digests; the
+    exit status too when expected (a program run with ``status``)."""
     stdout, files = got["stdout"], got["files"]
+    if "status" in want and got.get("status") != want["status"]:
+        detail = "expected exit status {}, got {}".format(want["status"], got.get("status"))
+        return ck.check(label, False, detail)
     if "stdout" not in want:
         if digest({"": stdout}) != want["stdout_sha256"]:
             return ck.check(

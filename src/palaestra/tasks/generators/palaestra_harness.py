@@ -228,12 +228,22 @@ def run_program(ck, spec, cases):
             continue
         cpu = case.get("cpu", limits.get("cpu"))
         res, files = run_case(answer["argv"], work, case, spec, cpu)
-        if not res.ok:
-            ck.error(case["label"], res.error)
+        if not _ran(res, answer.get("status")):
+            ck.error(case["label"], res.error or res.stderr[-300:])
             continue
-        COMPARE[spec["compare"]["how"]](
-            ck, case["label"], case["want"], {"stdout": res.stdout, "files": files}, spec["compare"]
-        )
+        got = {"stdout": res.stdout, "files": files}
+        if answer.get("status"):
+            got["status"] = res.returncode
+        COMPARE[spec["compare"]["how"]](ck, case["label"], case["want"], got, spec["compare"])
+
+
+def _ran(res, status):
+    """Whether a run has an output to compare: it exited 0 or (``status``: its exit status is
+    part of its output) exited at all, without a Python traceback."""
+    if not status:
+        return res.ok
+    crashed = "Traceback (most recent call last)" in (res.stderr or "")
+    return res.returncode is not None and res.returncode >= 0 and not crashed
 
 
 def run_call(ck, spec, cases):
