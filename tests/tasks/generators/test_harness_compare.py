@@ -104,3 +104,20 @@ def test_an_exit_status_is_compared_when_expected(compare, monkeypatch: pytest.M
     crash = run(1, "Traceback (most recent call last):\n  ...\nKeyError: 'x'\n")
     assert not harness._ran(crash, status=True)
     assert [harness._ran(run(c), status=False) for c in (0, 1)] == [True, False]
+
+
+def test_cases_by_reference_need_a_python_answer_and_the_reference():
+    case = hs.Case("usage error", by_reference=True)
+    call = hs.python_call("emit([None])", None)
+    with pytest.raises(ValueError, match="by_reference need"):
+        hs.tests(answer=call, cases=[case], compare=hs.compare("equal"))
+    with pytest.raises(ValueError, match="by_reference need"):
+        files = {"files": {"a.py": ""}}
+        hs.part(
+            answer=hs.program(["x"]), cases=[case], compare=hs.compare("output"), reference=files
+        )
+    part = hs.part(
+        answer=call, cases=[case], compare=hs.compare("equal"), reference={"files": {"a.py": ""}}
+    )
+    assert part["cases"] == [{"label": "usage error", "want": None, "by_reference": True}]
+    assert part["reference"] == {"files": {"a.py": ""}}

@@ -67,7 +67,9 @@ class Case:
     ``db`` is an SQLite database's bytes, ``load`` the SQL that loads a PostgreSQL case;
     ``make`` (see :func:`made`) stands for ``files`` or ``stdin`` too large to ship; ``cpu``
     is a CPU bar over the run's process tree (seconds); ``want`` the expected value, in the
-    comparison's terms."""
+    comparison's terms. ``by_reference`` (a Python answer's case): the expected value is what
+    the answer's code emits for it run on the ``reference``'s files in the checker, first,
+    for a value only the checker's Python can make (argparse's words)."""
 
     label: str
     want: object = None
@@ -77,10 +79,11 @@ class Case:
     make: Mapping[str, object] | None = None
     db: bytes | None = None
     load: str | None = None
+    by_reference: bool | None = None
 
     def data(self) -> dict:
         out = {"label": self.label, "want": self.want}
-        for key in ("files", "stdin", "cpu", "make", "db", "load"):
+        for key in ("files", "stdin", "cpu", "make", "db", "load", "by_reference"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = dict(value) if isinstance(value, Mapping) else value
@@ -172,19 +175,35 @@ def part(
     cases: Sequence[Case],
     compare: Mapping[str, object],
     limits: Mapping[str, object] | None = None,
+    reference: Mapping[str, object] | None = None,
 ) -> dict:
     """A further part of a test (:func:`tests`' ``also``): another way the agent's work runs,
-    its own cases (expected values given, none made in the checker), comparison and limits."""
-    if answer["kind"] not in ANSWERS:
-        raise ValueError(f"answer kind {answer['kind']!r}: use one of {', '.join(ANSWERS)}")
+    its own cases (none made in the checker), comparison, limits and ``reference`` (for its
+    ``by_reference`` cases)."""
     if any(c.make for c in cases):
         raise ValueError("a further part's cases need their expected values (no make=)")
+    _refuse(answer, cases, reference)
     return {
         "answer": dict(answer),
         "cases": [c.data() for c in cases],
         "compare": dict(compare),
         "limits": dict(limits or {}),
+        "reference": dict(reference or {}),
     }
+
+
+def _refuse(
+    answer: Mapping[str, object], cases: Sequence[Case], reference: Mapping[str, object] | None
+) -> None:
+    """What the harness could not run: an unknown answer, cases without their reference."""
+    if answer["kind"] not in ANSWERS:
+        raise ValueError(f"answer kind {answer['kind']!r}: use one of {', '.join(ANSWERS)}")
+    if any(c.make for c in cases) and reference is None:
+        raise ValueError("cases made in the checker need a reference")
+    if any(c.by_reference for c in cases) and (
+        answer["kind"] != "python" or not (reference or {}).get("files")
+    ):
+        raise ValueError("cases by_reference need a Python answer and the reference's files")
 
 
 def tests(
@@ -203,10 +222,7 @@ def tests(
     for :func:`made`, ``name.py`` -> source). ``reference``: ``{"files": ..., "argv": ...}``,
     what runs on a made-again input whose digest differs. ``also``: further :func:`part` s,
     run in order after this one (a package's functions called, then its command line run)."""
-    if answer["kind"] not in ANSWERS:
-        raise ValueError(f"answer kind {answer['kind']!r}: use one of {', '.join(ANSWERS)}")
-    if any(c.make for c in cases) and reference is None:
-        raise ValueError("cases made in the checker need a reference")
+    _refuse(answer, cases, reference)
     spec = {
         "answer": dict(answer),
         "cases": [c.data() for c in cases],

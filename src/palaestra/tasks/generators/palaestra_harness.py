@@ -37,6 +37,7 @@ from palaestra_check import (
     copy_tree_for_child,
     make_private_dir,
     precomputed,
+    read_only_dir,
     run_command,
     run_python,
 )
@@ -98,7 +99,30 @@ def materialise(spec):
             case["want"] = expectation(spec["compare"], stdout, files)
         # Agent code runs next: it must neither run the reference's code nor read its outputs.
         close_to_runs(used)
+    if any(case.get("by_reference") for case in cases):
+        _call_reference(spec, cases)
     return cases
+
+
+def _call_reference(spec, cases):
+    """Expected values only the checker's Python can make (argparse's words): a Python
+    answer's code, run now, before any agent code, on a read-only copy of the reference's
+    files, gives the ``by_reference`` cases theirs."""
+    answer, limits = spec["answer"], spec.get("limits", {})
+    root = read_only_dir(spec["reference"]["files"], "ref-")
+    res = run_python(
+        answer["code"],
+        answer.get("input"),
+        cwd=root,
+        timeout=limits.get("timeout", 60),
+        reference=True,
+    )
+    close_to_runs([root])
+    if not res.ok or not isinstance(res.value, list) or len(res.value) != len(cases):
+        raise SystemExit("reference failed: " + (res.error or "not one value a case"))
+    for case, value in zip(cases, res.value):
+        if case.get("by_reference"):
+            case["want"] = value
 
 
 def expectation(compare, stdout, files):
@@ -347,7 +371,7 @@ def main(spec=None):
         ck.error(require + " exists", "no " + require)
         ck.finish()
     # every part's expected values are fixed before any agent code runs
-    parts = [spec] + [dict(part, reference={}) for part in spec.get("also", ())]
+    parts = [spec] + [dict({"reference": {}}, **part) for part in spec.get("also", ())]
     cases = [materialise(part) for part in parts]
     for part, mine in zip(parts, cases):
         RUNNERS[part["answer"]["kind"]](ck, part, mine)
