@@ -71,7 +71,13 @@ def test_every_seed_generates(family: str):
 
 
 #: The families whose hidden test is the declarative harness's data (issue 29).
-ON_HARNESS = ["ttl-cache-state", "config-parser", "invoice-package", "orders-pipeline"]
+ON_HARNESS = [
+    "ttl-cache-state",
+    "config-parser",
+    "invoice-package",
+    "orders-pipeline",
+    "log-query-cli",
+]
 
 
 @pytest.mark.parametrize("family", ON_HARNESS)
