@@ -70,17 +70,7 @@ def test_every_seed_generates(family: str):
     )
 
 
-#: The families whose hidden test is the declarative harness's data (issue 29).
-ON_HARNESS = [
-    "ttl-cache-state",
-    "config-parser",
-    "invoice-package",
-    "orders-pipeline",
-    "log-query-cli",
-]
-
-
-@pytest.mark.parametrize("family", ON_HARNESS)
+@pytest.mark.parametrize("family", DEBUGGING)
 def test_the_hidden_test_is_data(family: str):
     for difficulty in (0.1, 0.5, 0.9):
         tests = g.generate(family, 5, difficulty).tests
