@@ -9,8 +9,7 @@ The hidden test is data run by the declarative harness (``harness_spec``): secre
 now, and the correct program's results on them computed now (``host_run_python``: they are a
 pure function of the inputs on any Python 3); :func:`call_tests` makes the ``tests/`` of a
 family whose cases are calls of its package, in one child as ``nobody`` on a private copy of
-``/app``, each case compared item by item. (Families not yet moved onto it still ship the
-correct program in ``tests/reference.json`` and a hand-built ``test_hidden.py``.)
+``/app``, each case compared item by item (:func:`call_part`: the same, as a further part).
 """
 
 from __future__ import annotations
@@ -107,68 +106,8 @@ def choose_bugs(rng, pool: list[Bug], n_obvious: int, n_subtle: int) -> list[Bug
     return sorted(picked, key=lambda b: order[b.name])
 
 
-#: Prelude of every differential hidden test: write the reference program to a private dir
-#: and run a driver against both it and /app.
-HIDDEN_PRELUDE = r'''
-import os
-import random
-
-from palaestra_check import (
-    Checker,
-    copy_tree_for_child,
-    json_dumps,
-    json_loads,
-    make_private_dir,
-    read_only_dir,
-    read_regular,
-    run_command,
-    run_python,
-)
-
-
-def reference_dir():
-    """The correct program, written from /tests/reference.json into a dir runs may read and
-    never write (its runs give expected values: before any agent run, reference=True)."""
-    with open("/tests/reference.json") as f:
-        return read_only_dir(json_loads(f.read()), "ref-")
-
-
-def short(value, limit=160):
-    text = json_dumps(value)
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
-def compare_groups(ck, groups, got, want):
-    """groups: [(label, n)]: consecutive slices of the outputs, one check each."""
-    i = 0
-    for label, n in groups:
-        g, w = got[i:i + n], want[i:i + n]
-        bad = [k for k in range(n) if k >= len(g) or g[k] != w[k]]
-        detail = ""
-        if bad:
-            k = bad[0]
-            detail = "case {}: expected {}, got {}".format(
-                k, short(w[k]), short(g[k] if k < len(g) else None))
-        ck.check("{} ({} cases)".format(label, n), not bad, detail)
-        i += n
-'''
-
-#: A generic driver: INPUT is a list of [module, function, args]; each call's result or the name
-#: of the exception it raised is emitted in order.
-CALL_DRIVER = r"""
-import importlib
-out = []
-for mod, fn, args in INPUT:
-    try:
-        out.append(["ok", getattr(importlib.import_module(mod), fn)(*args)])
-    except Exception as e:
-        out.append(["raised", type(e).__name__])
-emit(out)
-"""
-
-
-#: CALL_DRIVER over cases: INPUT is a list of cases, each a list of [module, function, args];
-#: one list of results a case is emitted.
+#: A driver of calls: INPUT is a list of cases, each a list of [module, function, args]; one
+#: list of results a case is emitted, a call's result or the name of the exception it raised.
 CALLS_DRIVER = r"""
 import importlib
 out = []
@@ -224,10 +163,6 @@ def call_part(
     return hs.part(**_calls(correct, driver, cases, what), limits=hs.limits(timeout=timeout))
 
 
-def reference_json(files: Mapping[str, str]) -> str:
-    return json.dumps(dict(sorted(files.items())), indent=1, sort_keys=True) + "\n"
-
-
 @functools.cache
 def _child_prelude() -> str:
     """What ``palaestra_check.run_python`` puts before a child's code (``INPUT``, ``emit``),
@@ -246,20 +181,10 @@ def write_tree(root: Path, files: Mapping[str, str]) -> None:
 
 
 def placed(value: object, paths: Mapping[str, str]) -> object:
-    """``value`` (JSON) with each string that names a file of ``paths`` replaced by its path
-    (what the hidden test does with its own copy: ``PLACED``)."""
+    """``value`` (JSON) with each string that names a file of ``paths`` replaced by its path."""
     if isinstance(value, list):
         return [placed(v, paths) for v in value]
     return paths.get(value, value) if isinstance(value, str) else value
-
-
-#: ``placed`` for the hidden test.
-PLACED = """
-def placed(value, paths):
-    if isinstance(value, list):
-        return [placed(v, paths) for v in value]
-    return paths.get(value, value) if isinstance(value, str) else value
-"""
 
 
 def _scratch(tmp: str, program: Mapping[str, str], files: Mapping[str, str]):
