@@ -1,18 +1,26 @@
 """Debugging families, beyond the framework's sample: the workspace really is broken (its own
-unit tests fail) and the reference really fixes it (they pass), in every tier; and every
-seed generates (each injected edit applies exactly once)."""
+unit tests fail) and the reference really fixes it (they pass), in every tier; every seed
+generates (each injected edit applies exactly once); the hidden test is data for the
+declarative harness."""
 
 from __future__ import annotations
 
-import json
+import marshal
 import os
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import pytest
 
+from palaestra import CodeEnv
+from palaestra.run import rollout
+from palaestra.sandbox.local import LocalBackend
+from palaestra.scaffolds import OraclePolicy
 from palaestra.tasks import generators as g
+from palaestra.tasks import load_task
+from palaestra.tasks.generators import write as write_generated
 
 DEBUGGING = [f.name for f in g.families("debugging")]
 #: Those in Python, whose workspace carries unittest tests; the others' workspaces are checked by
@@ -37,10 +45,12 @@ def test_visible_tests_fail_on_workspace_and_pass_with_reference(
     family: str, difficulty: float, tmp_path: Path
 ):
     task = g.generate(family, 11, difficulty)
-    reference = json.loads(task.tests["reference.json"])
-    for variant, files in (("buggy", task.workspace), ("fixed", {**task.workspace, **reference})):
+    for variant in ("buggy", "fixed"):
         root = tmp_path / variant
-        _write(root, files)
+        _write(root, task.workspace)
+        if variant == "fixed":  # the reference solution's solve.sh, on this copy of /app
+            solve = task.solution["solve.sh"].replace("cd /app\n", f"cd {root}\n", 1)
+            subprocess.run(["bash", "-c", solve], check=True, timeout=60)
         scratch = tmp_path / f"{variant}-tmp"  # the tests' temporary files, not the host's /tmp
         scratch.mkdir()
         run = subprocess.run(
@@ -65,3 +75,30 @@ def test_every_seed_generates(family: str):
     assert len(bug_sets) > (10 if family in PYTHON else 6), (
         "bug selections should vary with the seed"
     )
+
+
+@pytest.mark.parametrize("family", DEBUGGING)
+def test_the_hidden_test_is_data(family: str):
+    for difficulty in (0.1, 0.5, 0.9):
+        tests = g.generate(family, 5, difficulty).tests
+        assert {"test_hidden.py", "reference.json"}.isdisjoint(tests)
+        assert "palaestra_harness.py" in tests["test.sh"]
+        spec = marshal.loads(zlib.decompress(tests["harness.bin"]))
+        assert spec["cases"] and all(c["want"] is not None for c in spec["cases"])
+
+
+async def test_orders_pipeline_checks_its_functions_and_its_command_line(tmp_path: Path):
+    """Two parts of one harness test: the parsing functions are called and the command line
+    runs; a command line that fails loses the runs' checks and keeps the functions'."""
+    task_dir = write_generated("orders-pipeline", 3, 0.0, tmp_path / "task")
+    spec = marshal.loads(zlib.decompress((task_dir / "tests" / "harness.bin").read_bytes()))
+    pkg = spec["answer"]["argv"][3]
+    solve = task_dir / "solution" / "solve.sh"
+    solve.write_text(solve.read_text() + f"echo 'raise SystemExit(3)' > /app/{pkg}/__main__.py\n")
+    task = load_task(task_dir)
+    async with CodeEnv([task], sandbox=LocalBackend()) as env:
+        episode = await rollout(env, OraclePolicy.from_tasks([task]))
+    output = episode.end.verifier.output if episode.end.verifier else ""
+    assert episode.reward == 0.0, output
+    assert "PASS parse_date (" in output and "PASS parse_cents (" in output, output
+    assert "ERROR run 0" in output and "ERROR run 1" in output, output

@@ -5,7 +5,8 @@ tests/sandbox/test_hostile_sql.py.)"""
 
 from __future__ import annotations
 
-import json
+import marshal
+import zlib
 from pathlib import Path
 
 import pytest
@@ -55,8 +56,10 @@ async def test_log_query_usage_errors_still_checked_against_the_reference(tmp_pa
     """The one command line argparse rejects has no precomputed result (its words vary with
     the Python): the reference runs on it, and a tool that words it otherwise fails."""
     task_dir = write_generated("log-query-cli", 5, 0.5, tmp_path / "task")
-    tool = json.loads((task_dir / "tests" / "reference.json").read_text())
-    tool = next(iter(tool)).split("/")[0]
+    spec = marshal.loads(zlib.decompress((task_dir / "tests" / "harness.bin").read_bytes()))
+    (usage,) = [part for part in spec["also"] if part["reference"]]
+    assert usage["cases"][0]["by_reference"]  # its expected value: the reference's, run now
+    tool = next(iter(usage["reference"]["files"])).split("/")[0]
     solve = task_dir / "solution" / "solve.sh"
     solve.write_text(
         solve.read_text() + f'\nsed -i \'s/prog="{tool}"/prog="{tool}-x"/\' /app/{tool}/cli.py\n'

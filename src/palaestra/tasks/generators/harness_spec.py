@@ -24,6 +24,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from palaestra.tasks.generators.base import (
     Files,
@@ -40,7 +41,7 @@ HARNESS_RUNTIME = tuple(
 )
 SPEC = "harness.bin"
 ANSWERS = ("program", "python", "sqlite", "postgres")
-COMPARISONS = ("output", "lines", "json_keys", "csv", "rows", "equal")
+COMPARISONS = ("output", "lines", "json_keys", "csv", "rows", "equal", "items", "files")
 
 
 def digest(files: Mapping[str, str | bytes]) -> str:
@@ -66,7 +67,9 @@ class Case:
     ``db`` is an SQLite database's bytes, ``load`` the SQL that loads a PostgreSQL case;
     ``make`` (see :func:`made`) stands for ``files`` or ``stdin`` too large to ship; ``cpu``
     is a CPU bar over the run's process tree (seconds); ``want`` the expected value, in the
-    comparison's terms."""
+    comparison's terms. ``by_reference`` (a Python answer's case): the expected value is what
+    the answer's code emits for it run on the ``reference``'s files in the checker, first,
+    for a value only the checker's Python can make (argparse's words)."""
 
     label: str
     want: object = None
@@ -76,10 +79,11 @@ class Case:
     make: Mapping[str, object] | None = None
     db: bytes | None = None
     load: str | None = None
+    by_reference: bool | None = None
 
     def data(self) -> dict:
         out = {"label": self.label, "want": self.want}
-        for key in ("files", "stdin", "cpu", "make", "db", "load"):
+        for key in ("files", "stdin", "cpu", "make", "db", "load", "by_reference"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = dict(value) if isinstance(value, Mapping) else value
@@ -102,11 +106,15 @@ def program(
     compile: Sequence[str] = (),
     out_dir: str | None = None,
     require: str | None = None,
+    status: bool = False,
 ) -> dict:
     """The answer is a program: ``argv`` run once a case as nobody, ``{app}`` the private copy
     of /app (built first with ``build``), ``{in}`` the case's directory (its ``files``,
     read-only; ``out_dir`` under it holds the output files compared). ``compile``: Python files
-    whose syntax errors count as a compile error; ``require``: a file that must exist."""
+    whose syntax errors count as a compile error; ``require``: a file that must exist;
+    ``status``: the exit status is part of the output (``Case.want["status"]``, compared by
+    ``output``): a run that exits non-zero is compared, one killed, timed out or ending in a
+    Python traceback is an error."""
     return {
         "kind": "program",
         "argv": list(argv),
@@ -115,6 +123,7 @@ def program(
         "compile": list(compile),
         "out_dir": out_dir,
         "require": require,
+        "status": status,
     }
 
 
@@ -139,7 +148,10 @@ def compare(how: str, **options: object) -> dict:
     """How a case's output meets its ``want``: ``output`` (stdout and output files byte for
     byte), ``lines`` (right-stripped lines), ``json_keys`` (a JSON object, one check a key:
     ``tol``, labels), ``csv`` (header and rows, ``columns``: None, "strip" or a tolerance a
-    column), ``rows`` (a query's rows and column names, ``tol``) or ``equal``."""
+    column), ``rows`` (a query's rows and column names, ``tol``), ``equal`` or ``items`` (a
+    list, equal item by item; the first differing item, ``what``, in the detail) or ``files``
+    (a program's output files, one check a file, ``newlines="universal"`` as text mode reads
+    them; stdout not compared)."""
     if how not in COMPARISONS:
         raise ValueError(f"comparison {how!r}: use one of {', '.join(COMPARISONS)}")
     return {"how": how, **options}
@@ -157,6 +169,43 @@ def limits(
     return {"timeout": timeout, "cpu": cpu, "memory_mb": memory_mb, "build_timeout": build_timeout}
 
 
+def part(
+    *,
+    answer: Mapping[str, object],
+    cases: Sequence[Case],
+    compare: Mapping[str, object],
+    limits: Mapping[str, object] | None = None,
+    reference: Mapping[str, object] | None = None,
+) -> dict:
+    """A further part of a test (:func:`tests`' ``also``): another way the agent's work runs,
+    its own cases (none made in the checker), comparison, limits and ``reference`` (for its
+    ``by_reference`` cases)."""
+    if any(c.make for c in cases):
+        raise ValueError("a further part's cases need their expected values (no make=)")
+    _refuse(answer, cases, reference)
+    return {
+        "answer": dict(answer),
+        "cases": [c.data() for c in cases],
+        "compare": dict(compare),
+        "limits": dict(limits or {}),
+        "reference": dict(reference or {}),
+    }
+
+
+def _refuse(
+    answer: Mapping[str, object], cases: Sequence[Case], reference: Mapping[str, object] | None
+) -> None:
+    """What the harness could not run: an unknown answer, cases without their reference."""
+    if answer["kind"] not in ANSWERS:
+        raise ValueError(f"answer kind {answer['kind']!r}: use one of {', '.join(ANSWERS)}")
+    if any(c.make for c in cases) and reference is None:
+        raise ValueError("cases made in the checker need a reference")
+    if any(c.by_reference for c in cases) and (
+        answer["kind"] != "python" or not (reference or {}).get("files")
+    ):
+        raise ValueError("cases by_reference need a Python answer and the reference's files")
+
+
 def tests(
     *,
     answer: Mapping[str, object],
@@ -167,14 +216,13 @@ def tests(
     reference: Mapping[str, object] | None = None,
     modules: Mapping[str, str] | None = None,
     timeout: int = 120,
+    also: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, str | bytes]:
     """The task's ``tests/``: ``test.sh``, the harness, the spec and ``modules`` (input makers
     for :func:`made`, ``name.py`` -> source). ``reference``: ``{"files": ..., "argv": ...}``,
-    what runs on a made-again input whose digest differs."""
-    if answer["kind"] not in ANSWERS:
-        raise ValueError(f"answer kind {answer['kind']!r}: use one of {', '.join(ANSWERS)}")
-    if any(c.make for c in cases) and reference is None:
-        raise ValueError("cases made in the checker need a reference")
+    what runs on a made-again input whose digest differs. ``also``: further :func:`part` s,
+    run in order after this one (a package's functions called, then its command line run)."""
+    _refuse(answer, cases, reference)
     spec = {
         "answer": dict(answer),
         "cases": [c.data() for c in cases],
@@ -183,13 +231,16 @@ def tests(
         "kind": kind,
         "reference": dict(reference or {}),
     }
+    if also:
+        spec["also"] = [dict(p) for p in also]
+    kinds = {answer["kind"], *(p["answer"]["kind"] for p in also)}
     files: dict[str, str | bytes] = {
         "test.sh": python_test_sh("palaestra_harness.py", timeout=timeout),
         SPEC: precomputed(spec),
         **{
             path.name: path.read_text()
             for path in HARNESS_RUNTIME
-            if path.name != "palaestra_pg.py" or answer["kind"] == "postgres"
+            if path.name != "palaestra_pg.py" or "postgres" in kinds
         },
     }
     files.update(modules or {})

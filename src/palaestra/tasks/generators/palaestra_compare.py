@@ -6,7 +6,7 @@ gave: ``{"stdout", "files"}`` of a program, the value a Python call emitted, or
 
 import hashlib
 
-from palaestra_check import json_loads, within
+from palaestra_check import json_dumps, json_loads, within
 
 
 def digest(files):
@@ -34,8 +34,12 @@ def _first_diff(want, got, what="line"):
 
 
 def compare_output(ck, label, want, got, opts):
-    """stdout (and the output files) byte for byte; a large expected output as digests."""
+    """stdout (and the output files) byte for byte; a large expected output as digests; the
+    exit status too when expected (a program run with ``status``)."""
     stdout, files = got["stdout"], got["files"]
+    if "status" in want and got.get("status") != want["status"]:
+        detail = "expected exit status {}, got {}".format(want["status"], got.get("status"))
+        return ck.check(label, False, detail)
     if "stdout" not in want:
         if digest({"": stdout}) != want["stdout_sha256"]:
             return ck.check(
@@ -73,6 +77,30 @@ def compare_output(ck, label, want, got, opts):
             + _first_diff(wants[name].splitlines(), files[name].splitlines()),
         )
     return ck.check(label, False, f"output file {name}: missing or unexpected")
+
+
+def _text(text, newlines):
+    if text is None or newlines != "universal":
+        return text
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def compare_files(ck, label, want, got, opts):
+    """The output files, one check a file ``want["files"]`` names (``file_label``, default
+    "{label}: {name}"); stdout is not compared. ``newlines="universal"``: read as Python's text
+    mode reads them (\\r\\n and \\r as \\n)."""
+    newlines = opts.get("newlines")
+    for name, text in want["files"].items():
+        w, g = _text(text, newlines), _text(got["files"].get(name), newlines)
+        if g is None or w is None:
+            detail = "missing" if g is None else "unexpected"
+        else:
+            detail = _first_diff(w.splitlines(), g.splitlines())
+        ck.check(
+            opts.get("file_label", "{label}: {name}").format(label=label, name=name),
+            w == g,
+            detail,
+        )
 
 
 def compare_lines(ck, label, want, got, opts):
@@ -189,6 +217,31 @@ def compare_equal(ck, label, want, got, opts):
     return ck.equal(label, got, want)
 
 
+def _short(value, limit=160):
+    text = json_dumps(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def compare_items(ck, label, want, got, opts):
+    """A list of results (a case's calls, a trace's steps): one check, equal item by item; its
+    detail names the first differing item (``what``, default "case", counted from 0)."""
+    if got == want:
+        return ck.check(label, True)
+    if not isinstance(got, list):
+        return ck.check(label, False, "expected a list, got " + _short(got))
+    i = next(k for k in range(max(len(want), len(got))) if want[k : k + 1] != got[k : k + 1])
+    return ck.check(
+        label,
+        False,
+        "{} {}: expected {}, got {}".format(
+            opts.get("what", "case"),
+            i,
+            _short(want[i] if i < len(want) else None),
+            _short(got[i] if i < len(got) else None),
+        ),
+    )
+
+
 COMPARE = {
     "output": compare_output,
     "lines": compare_lines,
@@ -196,4 +249,6 @@ COMPARE = {
     "csv": compare_csv,
     "rows": compare_rows,
     "equal": compare_equal,
+    "items": compare_items,
+    "files": compare_files,
 }

@@ -19,7 +19,10 @@ what every such hidden test did by hand:
 The spec (a dict) keys: ``answer`` (how the agent's work runs), ``cases`` (``label``,
 ``files`` / ``stdin`` / ``make``, ``cpu``, ``want``), ``compare`` (``how`` and options),
 ``limits`` (``timeout``, ``cpu``, ``memory_mb``), ``kind`` (the checks' outcome kind) and
-``reference`` (how expected values are remade). ``docs/tasks.md`` documents them.
+``reference`` (how expected values are remade); ``also``: further parts (``answer``,
+``cases``, ``compare``, ``limits``: the package's functions called, then its command line
+run), each run after the one before, every part's expected values fixed first.
+``docs/tasks.md`` documents them.
 """
 
 import os
@@ -34,6 +37,7 @@ from palaestra_check import (
     copy_tree_for_child,
     make_private_dir,
     precomputed,
+    read_only_dir,
     run_command,
     run_python,
 )
@@ -95,7 +99,30 @@ def materialise(spec):
             case["want"] = expectation(spec["compare"], stdout, files)
         # Agent code runs next: it must neither run the reference's code nor read its outputs.
         close_to_runs(used)
+    if any(case.get("by_reference") for case in cases):
+        _call_reference(spec, cases)
     return cases
+
+
+def _call_reference(spec, cases):
+    """Expected values only the checker's Python can make (argparse's words): a Python
+    answer's code, run now, before any agent code, on a read-only copy of the reference's
+    files, gives the ``by_reference`` cases theirs."""
+    answer, limits = spec["answer"], spec.get("limits", {})
+    root = read_only_dir(spec["reference"]["files"], "ref-")
+    res = run_python(
+        answer["code"],
+        answer.get("input"),
+        cwd=root,
+        timeout=limits.get("timeout", 60),
+        reference=True,
+    )
+    close_to_runs([root])
+    if not res.ok or not isinstance(res.value, list) or len(res.value) != len(cases):
+        raise SystemExit("reference failed: " + (res.error or "not one value a case"))
+    for case, value in zip(cases, res.value):
+        if case.get("by_reference"):
+            case["want"] = value
 
 
 def expectation(compare, stdout, files):
@@ -225,12 +252,22 @@ def run_program(ck, spec, cases):
             continue
         cpu = case.get("cpu", limits.get("cpu"))
         res, files = run_case(answer["argv"], work, case, spec, cpu)
-        if not res.ok:
-            ck.error(case["label"], res.error)
+        if not _ran(res, answer.get("status")):
+            ck.error(case["label"], res.error or res.stderr[-300:])
             continue
-        COMPARE[spec["compare"]["how"]](
-            ck, case["label"], case["want"], {"stdout": res.stdout, "files": files}, spec["compare"]
-        )
+        got = {"stdout": res.stdout, "files": files}
+        if answer.get("status"):
+            got["status"] = res.returncode
+        COMPARE[spec["compare"]["how"]](ck, case["label"], case["want"], got, spec["compare"])
+
+
+def _ran(res, status):
+    """Whether a run has an output to compare: it exited 0 or (``status``: its exit status is
+    part of its output) exited at all, without a Python traceback."""
+    if not status:
+        return res.ok
+    crashed = "Traceback (most recent call last)" in (res.stderr or "")
+    return res.returncode is not None and res.returncode >= 0 and not crashed
 
 
 def run_call(ck, spec, cases):
@@ -333,8 +370,11 @@ def main(spec=None):
     if require and (os.path.islink(require) or not os.path.isfile(require)):
         ck.error(require + " exists", "no " + require)
         ck.finish()
-    cases = materialise(spec)
-    RUNNERS[spec["answer"]["kind"]](ck, spec, cases)
+    # every part's expected values are fixed before any agent code runs
+    parts = [spec] + [dict({"reference": {}}, **part) for part in spec.get("also", ())]
+    cases = [materialise(part) for part in parts]
+    for part, mine in zip(parts, cases):
+        RUNNERS[part["answer"]["kind"]](ck, part, mine)
     ck.finish()
 
 

@@ -5,12 +5,11 @@ A family writes its program *correct*, then describes each bug as exact edits of
 and the wrong solutions are built from the same edits: every bug fixed but one ("leaves-<bug>"),
 or one bug "fixed" the plausible wrong way ("misfix-<bug>").
 
-The hidden test is differential: the correct program travels in ``tests/reference.json`` (only
-uploaded at verification) and one driver script runs on fresh, secret inputs against both the
-agent's ``/app`` and a private copy of the reference, each as ``nobody`` in a child process; the
-checker compares the two JSON outputs group by group. Where the reference's output is a pure
-function of the inputs on any Python 3, a family may compute it when the task is generated
-instead (``host_run_python``) and ship inputs and outputs in ``tests/precomputed.bin``.
+The hidden test is data run by the declarative harness (``harness_spec``): secret inputs drawn
+now, and the correct program's results on them computed now (``host_run_python``: they are a
+pure function of the inputs on any Python 3); :func:`call_tests` makes the ``tests/`` of a
+family whose cases are calls of its package, in one child as ``nobody`` on a private copy of
+``/app``, each case compared item by item (:func:`call_part`: the same, as a further part).
 """
 
 from __future__ import annotations
@@ -26,7 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from palaestra.tasks.generators.base import CHECK_MODULE
+from palaestra.tasks.generators import harness_spec as hs
+from palaestra.tasks.generators.base import CHECK_MODULE, Files, solve_sh_writing
 
 Edit = tuple[str, str]
 
@@ -84,6 +84,20 @@ def changed(files: Mapping[str, str], base: Mapping[str, str]) -> dict[str, str]
     return {p: t for p, t in files.items() if base.get(p) != t}
 
 
+def bug_solutions(
+    correct: Mapping[str, str], workspace: Mapping[str, str], wrongs: Mapping, *, note: str
+) -> dict[str, object]:
+    """``solution`` and ``wrong_solutions`` (GeneratedTask's keywords): each writes the files
+    it changes in the workspace."""
+    return {
+        "solution": {"solve.sh": solve_sh_writing(changed(correct, workspace), note=note)},
+        "wrong_solutions": {
+            name: {"solve.sh": solve_sh_writing(changed(files, workspace), note=f"wrong: {name}")}
+            for name, files in wrongs.items()
+        },
+    }
+
+
 def choose_bugs(rng, pool: list[Bug], n_obvious: int, n_subtle: int) -> list[Bug]:
     obvious = [b for b in pool if not b.subtle]
     subtle = [b for b in pool if b.subtle]
@@ -92,68 +106,61 @@ def choose_bugs(rng, pool: list[Bug], n_obvious: int, n_subtle: int) -> list[Bug
     return sorted(picked, key=lambda b: order[b.name])
 
 
-#: Prelude of every differential hidden test: write the reference program to a private dir
-#: and run a driver against both it and /app.
-HIDDEN_PRELUDE = r'''
-import os
-import random
-
-from palaestra_check import (
-    Checker,
-    copy_tree_for_child,
-    json_dumps,
-    json_loads,
-    make_private_dir,
-    read_only_dir,
-    read_regular,
-    run_command,
-    run_python,
-)
-
-
-def reference_dir():
-    """The correct program, written from /tests/reference.json into a dir runs may read and
-    never write (its runs give expected values: before any agent run, reference=True)."""
-    with open("/tests/reference.json") as f:
-        return read_only_dir(json_loads(f.read()), "ref-")
-
-
-def short(value, limit=160):
-    text = json_dumps(value)
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
-def compare_groups(ck, groups, got, want):
-    """groups: [(label, n)]: consecutive slices of the outputs, one check each."""
-    i = 0
-    for label, n in groups:
-        g, w = got[i:i + n], want[i:i + n]
-        bad = [k for k in range(n) if k >= len(g) or g[k] != w[k]]
-        detail = ""
-        if bad:
-            k = bad[0]
-            detail = "case {}: expected {}, got {}".format(
-                k, short(w[k]), short(g[k] if k < len(g) else None))
-        ck.check("{} ({} cases)".format(label, n), not bad, detail)
-        i += n
-'''
-
-#: A generic driver: INPUT is a list of [module, function, args]; each call's result or the name
-#: of the exception it raised is emitted in order.
-CALL_DRIVER = r"""
+#: A driver of calls: INPUT is a list of cases, each a list of [module, function, args]; one
+#: list of results a case is emitted, a call's result or the name of the exception it raised.
+CALLS_DRIVER = r"""
 import importlib
 out = []
-for mod, fn, args in INPUT:
-    try:
-        out.append(["ok", getattr(importlib.import_module(mod), fn)(*args)])
-    except Exception as e:
-        out.append(["raised", type(e).__name__])
+for calls in INPUT:
+    results = []
+    for mod, fn, args in calls:
+        try:
+            results.append(["ok", getattr(importlib.import_module(mod), fn)(*args)])
+        except Exception as e:
+            results.append(["raised", type(e).__name__])
+    out.append(results)
 emit(out)
 """
 
 
-def reference_json(files: Mapping[str, str]) -> str:
-    return json.dumps(dict(sorted(files.items())), indent=1, sort_keys=True) + "\n"
+def _calls(
+    correct: Mapping[str, str], driver: str, cases: Sequence[tuple[str, object]], what: str
+) -> dict:
+    inputs = [value for _, value in cases]
+    wants = host_run_python(correct, driver, inputs, {})
+    return {
+        "answer": hs.python_call(driver, inputs),
+        "cases": [hs.Case(label, want=want) for (label, _), want in zip(cases, wants, strict=True)],
+        "compare": hs.compare("items", what=what),
+    }
+
+
+def call_tests(
+    correct: Mapping[str, str],
+    driver: str,
+    cases: Sequence[tuple[str, object]],
+    *,
+    what: str = "case",
+    timeout: float = 60,
+) -> Files:
+    """The ``tests/`` of a hidden test that calls the package: ``cases`` are ``(label, input)``;
+    ``driver`` (``INPUT``: the inputs) emits one list of results a case, run once as nobody on
+    a private copy of /app. The expected results are the correct program's, computed now; a
+    case is one check, its detail the first differing result (``what``)."""
+    spec = _calls(correct, driver, cases, what)
+    return hs.tests(**spec, limits=hs.limits(timeout=timeout), timeout=100)
+
+
+def call_part(
+    correct: Mapping[str, str],
+    driver: str,
+    cases: Sequence[tuple[str, object]],
+    *,
+    what: str = "case",
+    timeout: float = 60,
+) -> dict:
+    """:func:`call_tests` as a further part of a test (``hs.tests(also=...)``)."""
+    return hs.part(**_calls(correct, driver, cases, what), limits=hs.limits(timeout=timeout))
 
 
 @functools.cache
@@ -174,20 +181,10 @@ def write_tree(root: Path, files: Mapping[str, str]) -> None:
 
 
 def placed(value: object, paths: Mapping[str, str]) -> object:
-    """``value`` (JSON) with each string that names a file of ``paths`` replaced by its path
-    (what the hidden test does with its own copy: ``PLACED``)."""
+    """``value`` (JSON) with each string that names a file of ``paths`` replaced by its path."""
     if isinstance(value, list):
         return [placed(v, paths) for v in value]
     return paths.get(value, value) if isinstance(value, str) else value
-
-
-#: ``placed`` for the hidden test.
-PLACED = """
-def placed(value, paths):
-    if isinstance(value, list):
-        return [placed(v, paths) for v in value]
-    return paths.get(value, value) if isinstance(value, str) else value
-"""
 
 
 def _scratch(tmp: str, program: Mapping[str, str], files: Mapping[str, str]):

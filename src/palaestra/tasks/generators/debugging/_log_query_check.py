@@ -1,17 +1,15 @@
-"""log-query-cli's hidden test: the secret logs and command lines, the correct tool's results
-on them (run when the task is generated) and the checker that runs the agent's tool on them."""
+"""log-query-cli's hidden test: the secret logs and command lines and the correct tool's
+results on them (run when the task is generated), as the declarative harness's data: ``main``
+called on each command line, the one usage error's words made by the reference in the checker,
+and the command line run twice for its exit status."""
 
 from __future__ import annotations
 
 import random
 
-from palaestra.tasks.generators.base import precomputed
-from palaestra.tasks.generators.debugging._kit import (
-    HIDDEN_PRELUDE,
-    PLACED,
-    host_run_module,
-    host_run_python,
-)
+from palaestra.tasks.generators import harness_spec as hs
+from palaestra.tasks.generators.base import Files
+from palaestra.tasks.generators.debugging._kit import host_run_module, host_run_python
 
 WORDS = ["timeout", "retry", "connection", "quota", "disk", "token", "replica", "latency"]
 
@@ -40,12 +38,19 @@ def sample_log(rng, comps: list[str], n: int) -> str:
 
 
 def driver(tool: str) -> str:
-    """Runs ``main(argv)`` for each command line of ``INPUT``: [exit status, stdout, stderr]."""
+    """Runs ``main(argv)`` for each command line of ``INPUT`` (``[logs, argvs]``, a log's name
+    standing for its path): [exit status, stdout, stderr] each."""
     return f"""
-import contextlib, io
+import contextlib, io, os, tempfile
 from {tool}.cli import main
+logs, argvs = INPUT
+where = tempfile.mkdtemp()
+for name, text in logs.items():
+    with open(os.path.join(where, name), "w") as f:
+        f.write(text)
 out = []
-for argv in INPUT:
+for argv in argvs:
+    argv = [os.path.join(where, a) if a in logs else a for a in argv]
     o, e = io.StringIO(), io.StringIO()
     try:
         with contextlib.redirect_stdout(o), contextlib.redirect_stderr(e):
@@ -104,58 +109,52 @@ def cases(comps: list[str], secret: int, n: int) -> tuple[dict[str, str], list[l
     return logs, argvs
 
 
-def precomputed_cases(tool: str, correct: dict[str, str], comps, secret: int, n: int) -> bytes:
-    """The logs and command lines, and the correct tool's results on them, run now: the tool
-    is ASCII parsing, sorting and printing, the same on any Python 3, except argparse's usage
-    errors (exit status 2), whose words vary: those the checker runs on the reference."""
+def log_tests(tool: str, correct: dict[str, str], comps, secret: int, n: int) -> Files:
+    """``tests/``: the correct tool's results, run now: the tool is ASCII parsing, sorting and
+    printing, the same on any Python 3, except argparse's usage errors (exit status 2), whose
+    words vary: those the reference makes in the checker, first (``by_reference``)."""
     logs, argvs = cases(comps, secret, n)
-    want = host_run_python(correct, driver(tool), argvs, logs)
-    want = [None if w[0] == 2 else w for w in want]
+    code = driver(tool)
+    want = host_run_python(correct, code, [logs, argvs], {})
+    usage = [k for k, w in enumerate(want) if w[0] == 2]
+    ok = [k for k in range(len(argvs)) if k not in usage]
+
+    def label(k: int) -> str:
+        return f"{k}: {' '.join(argvs[k])}"
+
+    def command(argv: list[str], first: bool) -> dict:
+        status, stdout, _ = host_run_module(correct, tool, argv, logs)
+        return hs.part(
+            answer=hs.program(
+                ["python3", "-B", "-m", tool, *(f"{{in}}/{a}" if a in logs else a for a in argv)],
+                compile=[f"/app/{tool}"] if first else (),
+                status=True,
+            ),
+            cases=[
+                hs.Case(
+                    f"python3 -m {tool} {' '.join(argv[3:])}",
+                    files=logs,
+                    want={"stdout": stdout, "files": {}, "status": status},
+                )
+            ],
+            compare=hs.compare("output"),
+        )
+
+    usage_errors = hs.part(
+        answer=hs.python_call(code, [logs, [argvs[k] for k in usage]]),
+        cases=[hs.Case(label(k), by_reference=True) for k in usage],
+        compare=hs.compare("equal"),
+        reference={"files": correct},
+    )
     commands = [argvs[1] + ["--level", "error"], argvs[1] + ["--grep", "no-such-text"]]
-    ran = [list(host_run_module(correct, tool, argv, logs)[:2]) for argv in commands]
-    return precomputed({"logs": logs, "argvs": argvs, "want": want, "commands": commands,
-                        "commands_want": ran})  # fmt: skip
-
-
-def hidden(tool: str) -> str:
-    return (
-        HIDDEN_PRELUDE
-        + PLACED
-        + "\nfrom palaestra_check import precomputed\n"
-        + f"TOOL = {tool!r}\nDRIVER = {driver(tool)!r}\n"
-        + r"""
-data = precomputed()
-work = read_only_dir(data["logs"], "logs-")  # read by every run: none may change them
-paths = {name: os.path.join(work, name) for name in data["logs"]}
-argvs, want = placed(data["argvs"], paths), data["want"]
-
-again = [k for k, w in enumerate(want) if w is None]
-if again:  # usage errors: argparse's words are this Python's, the reference runs on them
-    ref = run_python(DRIVER, [argvs[k] for k in again], cwd=reference_dir(), timeout=60,
-                     reference=True)
-    if not ref.ok:
-        raise SystemExit("reference failed: " + ref.error)
-    for k, w in zip(again, ref.value):
-        want[k] = w
-ck = Checker(kind="io")
-ck.compile_python(os.path.join("/app", TOOL))
-got = run_python(DRIVER, argvs, cwd="/app", timeout=60)
-if not got.ok:
-    ck.error("main(argv) runs", got.error)
-else:
-    for k, argv in enumerate(argvs):
-        w = want[k]
-        g = got.value[k] if k < len(got.value) else None
-        label = " ".join(os.path.basename(a) for a in argv)
-        ck.check("{}: {}".format(k, label), g == w, "expected {}, got {}".format(short(w), short(g)))
-for argv, (code, stdout) in zip(placed(data["commands"], paths), data["commands_want"]):
-    g = run_command(["python3", "-B", "-m", TOOL] + argv, cwd="/app")
-    label = "python3 -m {} {}".format(TOOL, " ".join(argv[3:]))
-    if g.timed_out or "Traceback (most recent call last)" in g.stderr:  # it crashed
-        ck.error(label, g.error or g.stderr[-300:])
-        continue
-    ck.check(label, (g.returncode, g.stdout) == (code, stdout),
-             "expected exit {}, got exit {}".format(code, g.returncode))
-ck.finish()
-"""
+    return hs.tests(
+        answer=hs.python_call(code, [logs, [argvs[k] for k in ok]]),
+        cases=[hs.Case(label(k), want=want[k]) for k in ok],
+        compare=hs.compare("equal"),
+        kind="io",
+        also=[
+            *([usage_errors] if usage else []),
+            *(command(a, i == 0) for i, a in enumerate(commands)),
+        ],
+        timeout=100,
     )

@@ -1,10 +1,10 @@
-"""orders-pipeline's hidden test: the secret exports and field values, the correct pipeline's
-results on them (run when the task is generated) and the checker that runs the agent's.
+"""orders-pipeline's hidden test: the secret exports and field values, and the correct
+pipeline's results on them (run when the task is generated), as the declarative harness's
+data: the parsing functions called, then the command line run on each export.
 
 The pipeline is csv, integer cents, ``datetime.date`` and sorting: the same on any Python 3
 (``date.fromisoformat`` accepts more since 3.11, but only ``YYYY-MM-DD`` reaches it here or
-is among the values tried). The exports ship as data: ``random.choice`` and ``randrange``
-sequences may differ between Pythons.
+is among the values tried).
 """
 
 from __future__ import annotations
@@ -12,13 +12,9 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from palaestra.tasks.generators.base import precomputed
-from palaestra.tasks.generators.debugging._kit import (
-    CALL_DRIVER,
-    HIDDEN_PRELUDE,
-    host_run_module,
-    host_run_python,
-)
+from palaestra.tasks.generators import harness_spec as hs
+from palaestra.tasks.generators.base import Files
+from palaestra.tasks.generators.debugging._kit import CALLS_DRIVER, call_part, host_run_module
 
 #: The fixed corner cases every export gets, then random rows.
 CORNERS = [
@@ -30,13 +26,18 @@ CORNERS = [
     "A10,di@x.test,{r},2024-02-07,0.01,paid", "A11,ed@x.test,{r},2024-02-08,,paid",
     "A12, ANN@x.test ,{r},2024-01-20,5.00,paid", "A9,eve@x.test,{r},2024-02-06,0.05,paid",
 ]  # fmt: skip
-DRIVER_DATES = CALL_DRIVER.replace("emit(out)", "emit([[k, str(v)] for k, v in out])")
+#: Dates are compared as text: a result is [status, str(value)].
+DRIVER_DATES = CALLS_DRIVER.replace(
+    "out.append(results)", "out.append([[k, str(v)] for k, v in results])"
+)
 OUTPUTS = ("summary.csv", "rejects.csv")
 
 
-def precomputed_cases(
+def orders_tests(
     pkg: str, correct: dict[str, str], export: Callable, regions: list[str], secret: int, n: int
-) -> bytes:
+) -> Files:
+    """``tests/``: the pipeline run on two exports (one check an output file, read as text
+    mode reads it), and ``parse_date`` / ``parse_cents`` called on odd values."""
     rng = random.Random(secret)
     dates = [f"{rng.randrange(1, 29):02d}/{rng.randrange(1, 13):02d}/2024" for _ in range(20)]
     dates += [f"2024-{rng.randrange(1, 13):02d}-{rng.randrange(1, 29):02d}" for _ in range(10)]
@@ -44,12 +45,13 @@ def precomputed_cases(
     amounts = [f"{rng.randrange(0, 99999)}.{rng.randrange(100):02d}" for _ in range(20)]
     amounts += ["$" + a for a in amounts[:5]]
     amounts += ["$12,345.6", "7", " 8.5 ", "-3.00", "0.00", "1.234", "", "$", "abc", "1,0"]
-    calls = [[pkg + ".parse", "parse_date", [d]] for d in dates]
-    calls += [[pkg + ".parse", "parse_cents", [a]] for a in amounts]
-    groups = [["parse_date", len(dates)], ["parse_cents", len(amounts)]]
-    want_calls = host_run_python(correct, DRIVER_DATES, calls, {})
+    calls = [
+        (f"{fn} ({len(values)} cases)", [[pkg + ".parse", fn, [v]] for v in values])
+        for fn, values in (("parse_date", dates), ("parse_cents", amounts))
+    ]
+    part = call_part(correct, DRIVER_DATES, calls, timeout=30)
     runs = []
-    for _ in range(2):
+    for k in range(2):
         body = export(rng, regions, n).splitlines()
         region = rng.choice(regions)
         corners = [c.format(r=region) for c in CORNERS]
@@ -58,55 +60,15 @@ def precomputed_cases(
         _, _, files = host_run_module(
             correct, pkg, ["orders.csv", "out"], {"orders.csv": text}, read
         )
-        runs.append([text, {name: files[f"out/{name}"] for name in OUTPUTS}])
-    return precomputed({"calls": calls, "groups": groups, "want_calls": want_calls, "runs": runs})
-
-
-def hidden(pkg: str) -> str:
-    return (
-        HIDDEN_PRELUDE
-        + "\nfrom palaestra_check import precomputed\n"
-        + f"PKG = {pkg!r}\nDRIVER_DATES = {DRIVER_DATES!r}\n"
-        + r"""
-
-def run_pipeline(cwd, text):
-    work = copy_tree_for_child(make_private_dir("in-"), prefix="in-")
-    src = os.path.join(work, "orders.csv")
-    with open(src, "w") as f:
-        f.write(text)
-    os.chown(src, 65534, 65534)
-    out = os.path.join(work, "out")
-    res = run_command(["python3", "-B", "-m", PKG, src, out], cwd=cwd, timeout=30)
-    files = {}
-    for name in ("summary.csv", "rejects.csv"):
-        text = read_regular(os.path.join(out, name), 8 << 20)  # never through a link
-        # as open() in text mode reads it: universal newlines
-        files[name] = None if text is None else text.replace("\r\n", "\n").replace("\r", "\n")
-    return res, files
-
-
-data = precomputed()
-ck = Checker()
-got = run_python(DRIVER_DATES, data["calls"], cwd="/app", timeout=30)
-if not got.ok:
-    ck.check("the parsing functions run", False, got.error)
-else:
-    compare_groups(ck, data["groups"], got.value, data["want_calls"])
-
-for k, (text, want_files) in enumerate(data["runs"]):
-    res, got_files = run_pipeline("/app", text)
-    if not res.ok:
-        ck.check("pipeline run {} succeeds".format(k), False, res.error)
-        continue
-    for name in ("summary.csv", "rejects.csv"):
-        w, g = want_files[name], got_files[name]
-        detail = ""
-        if w != g and g is not None:
-            wl, gl = w.splitlines(), g.splitlines()
-            diff = [i for i in range(max(len(wl), len(gl))) if wl[i:i + 1] != gl[i:i + 1]]
-            i = diff[0]
-            detail = "line {}: expected {!r}, got {!r}".format(i + 1, wl[i:i + 1], gl[i:i + 1])
-        ck.check("run {}: {} matches".format(k, name), w == g, detail or "missing")
-ck.finish()
-"""
+        want = {"files": {name: files[f"out/{name}"] for name in OUTPUTS}}
+        runs.append(hs.Case(f"run {k}", files={"orders.csv": text}, want=want))
+    return hs.tests(
+        answer=hs.program(
+            ["python3", "-B", "-m", pkg, "{in}/orders.csv", "{in}/out"], out_dir="out"
+        ),
+        cases=runs,
+        compare=hs.compare("files", newlines="universal", file_label="{label}: {name} matches"),
+        limits=hs.limits(timeout=30),
+        also=[part],
+        timeout=100,
     )

@@ -6,24 +6,26 @@ Bugs come from a pool of ten: comments inside quotes, boolean words, key case, r
 sections, signed integers, continuation indentation, the section a nested reference resolves
 in, escape sequences, reference cycles and lists with quoted commas. Difficulty knobs: the
 number of bugs (2 / 3 / 4), their subtlety and how much the bug reports reveal; the hidden
-configurations grow with difficulty. The hidden test parses fresh secret configuration files
-with the agent's parser and the correct one and compares the typed results (or the error).
+configurations grow with difficulty. The hidden test parses secret configuration files with
+the agent's parser and compares the typed results (or the error) with the correct parser's,
+computed when the task is generated.
 """
 
 from __future__ import annotations
 
+import random
 import textwrap
 
-from palaestra.tasks.generators import family, python_test_sh, solve_sh_writing
+from palaestra.tasks.generators import family
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
+from palaestra.tasks.generators.debugging._config_inputs import corners, random_config
 from palaestra.tasks.generators.debugging._kit import (
-    CALL_DRIVER,
-    HIDDEN_PRELUDE,
+    CALLS_DRIVER,
     Bug,
-    changed,
+    bug_solutions,
+    call_tests,
     choose_bugs,
     inject,
-    reference_json,
     wrong_variants,
 )
 
@@ -403,9 +405,7 @@ def generate(spec: GenSpec) -> GeneratedTask:
         + "\n".join(b.visible_test for b in shown)
         + '\n\nif __name__ == "__main__":\n    unittest.main()\n'
     )
-    scope: dict = {}
-    exec(_CONFIG_CODE, scope)
-    workspace["examples/service.ini"] = scope["random_config"](rng, 3)
+    workspace["examples/service.ini"] = random_config(rng, 3)
     secret = rng.randrange(2**31)
     instruction = textwrap.dedent(
         f"""\
@@ -428,114 +428,18 @@ def generate(spec: GenSpec) -> GeneratedTask:
     return GeneratedTask(
         instruction=instruction,
         workspace=workspace,
-        tests={
-            "test.sh": python_test_sh(timeout=100),
-            "reference.json": reference_json(correct),
-            "test_hidden.py": _hidden(pkg, secret, spec.iscale(20, 60), spec.iscale(3, 8)),
-        },
-        solution={
-            "solve.sh": solve_sh_writing(changed(correct, workspace), note="the correct parser")
-        },
-        wrong_solutions={
-            name: {"solve.sh": solve_sh_writing(changed(files, workspace), note=f"wrong: {name}")}
-            for name, files in wrongs.items()
-        },
+        tests=_tests(correct, pkg, secret, spec.iscale(20, 60), spec.iscale(3, 8)),
+        **bug_solutions(correct, workspace, wrongs, note="the correct parser"),
         tags=("python", "debugging", "parsing", "config"),
     )
 
 
-_CONFIG_CODE = r"""
-SECTIONS = ["server", "database", "cache", "auth", "logging", "paths", "features", "mail"]
-KEYS = ["host", "port", "timeout", "retries", "enabled", "name", "level", "path", "ratio",
-        "offset", "tags", "motd", "url", "user", "limit", "debug"]
-
-
-def random_value(rng, section, known):
-    r = rng.random()
-    if r < 0.15:
-        return str(rng.randrange(-500, 5000)) if rng.random() < 0.7 else "+" + str(rng.randrange(99))
-    if r < 0.25:
-        return "{}.{}".format(rng.randrange(-20, 100), rng.randrange(100))
-    if r < 0.38:
-        w = rng.choice(["true", "false", "yes", "no", "on", "off"])
-        return rng.choice([w, w.upper(), w.capitalize()])
-    if r < 0.52:
-        body = rng.choice(["a # b", "x ; y", "say \\\"hi\\\" # not a comment", "tab\\there",
-                           "C:\\\\new\\\\dir", "line\\nbreak", "plain", "50% off", "a,b"])
-        return '"' + body + '"'
-    if r < 0.64:
-        items = [rng.choice(["1", "-2", "x", '"p, q"', "yes", "2.5", '"s"'])
-                 for _ in range(rng.randrange(0, 4))]
-        return "[" + ", ".join(items) + "]"
-    if r < 0.78 and known:
-        sec, key = rng.choice(known)
-        ref = "${" + (key if sec == section and rng.random() < 0.6 else sec + "." + key) + "}"
-        return rng.choice([ref, "pre-" + ref, ref + "/x"])
-    return rng.choice(["alpha", "beta gamma", "/var/lib/app", "x-y-z", "http://h:1/p"])
-
-
-def random_config(rng, n_sections):
-    lines, known = ["# generated configuration", "; another comment"], []
-    names = rng.sample(SECTIONS, n_sections)
-    names.append(rng.choice(names))  # a repeated section
-    for sec in names:
-        lines.append(rng.choice(["[{}]", "[ {} ]", "[{}]"]).format(
-            sec.upper() if rng.random() < 0.2 else sec))
-        for key in rng.sample(KEYS, rng.randrange(2, 7)):
-            shown = key.capitalize() if rng.random() < 0.2 else key
-            value = random_value(rng, sec, known)
-            r = rng.random()
-            if r < 0.15 and not value.startswith(("[", '"')):
-                value = value + " \\\n" + " " * rng.randrange(0, 8) + "more " + value
-            elif r < 0.3:
-                value = value + rng.choice(["  # note", " ; note", "\t# tab note"])
-            lines.append("{}{}={}{}".format(shown, rng.choice([" ", ""]), rng.choice([" ", "  "]), value))
-            known.append((sec, key))
-        lines.append("")
-    return "\n".join(lines) + "\n"
-"""
-
-
-def _hidden(pkg: str, secret: int, n_configs: int, n_sections: int) -> str:
-    return (
-        HIDDEN_PRELUDE
-        + _CONFIG_CODE
-        + f"""
-PKG, SECRET, N_CONFIGS, N_SECTIONS = {pkg!r}, {secret}, {n_configs}, {n_sections}
-DRIVER = {CALL_DRIVER!r}
-rng = random.Random(SECRET)
-s1, s2, k1, k2 = rng.sample(SECTIONS, 2) + rng.sample(KEYS, 2)
-corners = [
-    "[{{a}}]\\n{{x}} = \\"v # w\\"  # c\\n{{y}} = \\"q \\\\\\" ; r\\" ; c\\n".format(a=s1, x=k1, y=k2),
-    "[{{a}}]\\n{{x}} = YES\\n{{y}} = off\\n[{{b}}]\\n{{x}} = No\\n".format(a=s1, b=s2, x=k1, y=k2),
-    "[{{A}}]\\n{{X}} = 1\\n[{{b}}]\\n{{x}} = 2\\n".format(A=s1.upper(), X=k1.capitalize(), b=s2, x=k1),
-    "[{{a}}]\\n{{x}} = 1\\n[{{b}}]\\n{{x}} = 2\\n[{{a}}]\\n{{y}} = 3\\n{{x}} = 4\\n".format(a=s1, b=s2, x=k1, y=k2),
-    "[{{a}}]\\n{{x}} = -7\\n{{y}} = +3\\n".format(a=s1, x=k1, y=k2),
-    "[{{a}}]\\n{{x}} = one \\\\\\n     two \\\\\\n\\tthree\\n".format(a=s1, x=k1),
-    "[{{a}}]\\n{{x}} = h1\\n{{y}} = ${{{{{{x}}}}}}:1\\n[{{b}}]\\n{{x}} = h2\\n{{y}} = ${{{{{{a}}.{{y}}}}}}\\n".format(a=s1, b=s2, x=k1, y=k2),
-    "[{{a}}]\\n{{x}} = \\"C:\\\\\\\\new\\\\\\\\t\\\\tz\\\\q\\"\\n".format(a=s1, x=k1),
-    "[{{a}}]\\n{{x}} = ${{{{{{y}}}}}}\\n{{y}} = ${{{{{{x}}}}}}\\n".format(a=s1, x=k1, y=k2),
-    "[{{a}}]\\n{{x}} = [\\"p, q\\", 2, yes]\\n{{y}} = [ 1 ,  -2 ]\\n".format(a=s1, x=k1, y=k2),
-    "[{{a}}]\\n{{x}} = ${{{{nope}}}}\\n".format(a=s1, x=k1),
-    "{{x}} = 1\\n".format(x=k1), "[{{a}}]\\njust text\\n".format(a=s1), "[ ]\\n",
-]
-configs = corners + [random_config(rng, N_SECTIONS) for _ in range(N_CONFIGS)]
-calls = [[PKG + ".parser", "load", [text]] for text in configs]
-
-ck = Checker()
-ref = reference_dir()
-want = run_python(DRIVER, calls, cwd=ref, timeout=60, reference=True)
-got = run_python(DRIVER, calls, cwd="/app", timeout=60)
-if not want.ok:
-    raise SystemExit("reference failed: " + want.error)
-if not got.ok:
-    ck.check("load runs", False, got.error)
-else:
-    compare_groups(ck, [("corner cases", len(corners))], got.value, want.value)
-    for k in range(len(corners), len(configs)):
-        g = got.value[k] if k < len(got.value) else None
-        ck.check("random configuration {{}}".format(k - len(corners)), g == want.value[k],
-                 "expected {{}}, got {{}}".format(short(want.value[k]), short(g)))
-ck.finish()
-"""
-    )
+def _tests(correct: dict[str, str], pkg: str, secret: int, n_configs: int, n_sections: int):
+    """The corner cases as one group, then each random configuration: ``load`` of each."""
+    rng = random.Random(secret)
+    fixed = corners(rng)
+    configs = [random_config(rng, n_sections) for _ in range(n_configs)]
+    load = pkg + ".parser"
+    cases = [(f"corner cases ({len(fixed)} cases)", [[load, "load", [t]] for t in fixed])]
+    cases += [(f"random configuration {k}", [[load, "load", [t]]]) for k, t in enumerate(configs)]
+    return call_tests(correct, CALLS_DRIVER, cases)

@@ -5,24 +5,25 @@ invoice totals. Bugs are drawn from a pool of ten, each an exact edit of the cor
 Difficulty knobs: the number of bugs (2 obvious on easy; 2 obvious + 1 subtle on medium; 1
 obvious + 3 subtle on hard: rounding direction, boundary comparisons, order of operations) and
 how much of it the bug report and the visible tests reveal (all of it on easy, all but one bug
-on medium, only two bugs on hard). The hidden test compares every public function with the
-correct package on fresh random inputs.
+on medium, only two bugs on hard). The hidden test calls every public function on secret random
+and boundary inputs and compares with the correct package's results, computed when the task is
+generated.
 """
 
 from __future__ import annotations
 
+import random
 import textwrap
 
-from palaestra.tasks.generators import family, python_test_sh, solve_sh_writing
+from palaestra.tasks.generators import family
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 from palaestra.tasks.generators.debugging._kit import (
-    CALL_DRIVER,
-    HIDDEN_PRELUDE,
+    CALLS_DRIVER,
     Bug,
-    changed,
+    bug_solutions,
+    call_tests,
     choose_bugs,
     inject,
-    reference_json,
     wrong_variants,
 )
 
@@ -356,7 +357,6 @@ def generate(spec: GenSpec) -> GeneratedTask:
     workspace["sample_invoice.txt"] = _sample_invoice(rng)
     secret = rng.randrange(2**31)
 
-    fixed = changed(correct, workspace)
     wrongs = wrong_variants(correct, bugs, rng)
     instruction = textwrap.dedent(
         f"""\
@@ -375,20 +375,12 @@ def generate(spec: GenSpec) -> GeneratedTask:
         as they are; only the standard library is available.
         """
     )
-    tests = {
-        "test.sh": python_test_sh(timeout=100),
-        "reference.json": reference_json(correct),
-        "test_hidden.py": _hidden(pkg, list(coupons), secret, bulk_qty, coupons, rate_bp),
-    }
+    cases = _cases(pkg, secret, bulk_qty, coupons, rate_bp)
     return GeneratedTask(
         instruction=instruction,
         workspace=workspace,
-        tests=tests,
-        solution={"solve.sh": solve_sh_writing(fixed, note="the correct package sources")},
-        wrong_solutions={
-            name: {"solve.sh": solve_sh_writing(changed(files, workspace), note=f"wrong: {name}")}
-            for name, files in wrongs.items()
-        },
+        tests=call_tests(correct, CALLS_DRIVER, cases),
+        **bug_solutions(correct, workspace, wrongs, note="the correct package sources"),
         tags=("python", "debugging", "multi-file"),
     )
 
@@ -425,95 +417,78 @@ def _sample_invoice(rng) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _hidden(
-    pkg: str, codes: list[str], secret: int, bulk_qty: int, coupons: dict, rate_bp: int
-) -> str:
-    return (
-        HIDDEN_PRELUDE
-        + f"""
-PKG, SECRET, CODES, BULK_QTY, RATE = {pkg!r}, {secret}, {codes!r}, {bulk_qty}, {rate_bp}
-COUPONS = {coupons!r}
-DRIVER = {CALL_DRIVER!r}
-rng = random.Random(SECRET)
-
-
-def amount_text(cents):
+def _amount_text(rng, cents: int) -> str:
+    """``cents`` as a user types it: a sign, thousands separators, one or no decimals, blanks."""
     sign = "-" if cents < 0 else rng.choice(["", "", "+"])
     whole, frac = divmod(abs(cents), 100)
-    w = "{{:,}}".format(whole) if whole >= 1000 and rng.random() < 0.6 else str(whole)
+    w = f"{whole:,}" if whole >= 1000 and rng.random() < 0.6 else str(whole)
     r = rng.random()
     if frac == 0 and r < 0.4:
         body = w
     elif frac % 10 == 0 and r < 0.7:
-        body = "{{}}.{{}}".format(w, frac // 10)
+        body = f"{w}.{frac // 10}"
     else:
-        body = "{{}}.{{:02d}}".format(w, frac)
+        body = f"{w}.{frac:02d}"
     return rng.choice(["", " "]) + sign + body + rng.choice(["", "  "])
 
 
-calls, groups = [], []
+def _cases(pkg: str, secret: int, bulk_qty: int, coupons: dict, rate: int) -> list:
+    """``(label, calls)`` a public function: random and boundary arguments, drawn now."""
+    rng = random.Random(secret)
+    cases = []
 
+    def add(label: str, mod: str, fn: str, argss: list) -> None:
+        cases.append(
+            (f"{label} ({len(argss)} cases)", [[f"{pkg}.{mod}", fn, list(a)] for a in argss])
+        )
 
-def add(label, mod, fn, argss):
-    calls.extend([PKG + "." + mod, fn, list(a)] for a in argss)
-    groups.append((label, len(argss)))
+    cents = [rng.choice([1, 5, 7, 10, 50, 99, 100, 1234]) for _ in range(6)]
+    cents += [rng.randrange(-(10**6), 10**6) for _ in range(40)]
+    cents += [rng.randrange(10**6, 10**8) for _ in range(10)]
+    fixed = ["4.5", "0.1", " -12.3 ", "1,299.00", "12,345", "+7.25", "1.234", "abc", "1,2,3.4"]
+    amounts = [[_amount_text(rng, c)] for c in cents] + [[t] for t in fixed]
+    add("parse_amount", "money", "parse_amount", amounts)
+    add("format_cents", "money", "format_cents", [[c] for c in cents + [0, -1, -99, -100, -101]])
+    percents = [
+        [rng.randrange(0, 200000), rng.choice([1, 3, 5, 7, 10, 15, 25, 33])] for _ in range(60)
+    ]
+    add("percent_of", "pricing", "percent_of", percents + [[250, 1], [150, 1], [50, 1], [5, 10]])
+    lines = [[q, rng.randrange(1, 50000)] for q in range(1, 2 * bulk_qty + 3) for _ in range(3)]
+    add("line_total", "pricing", "line_total", lines)
+    half = next(x for x in range(1, 10001) if x * rate % 10000 == 5000)
+    edges = (0, 1, -1, half, -half, 3 * half, -3 * half, -half - 1, -half + 1)
+    taxes = [[rng.randrange(-300000, 300000)] for _ in range(80)] + [[x] for x in edges]
+    add("tax_for", "tax", "tax_for", taxes)
+    discount_args = []
+    for code, (pct, cap, minimum) in coupons.items():
+        top = cap * 100 // pct
+        for sub in (minimum - 1, minimum, minimum + 1, top, top + 100, 10 * minimum, 10**7):
+            spelt = rng.choice([code, code.lower(), " " + code + " ", code.title()])
+            discount_args.append([sub, spelt])
+        discount_args += [[rng.randrange(0, 3 * minimum + top), code] for _ in range(6)]
+        spellings = (code.lower(), " " + code + " ", code.title() + "  ")
+        discount_args += [[2 * minimum, v] for v in spellings]
+    discount_args.append([10**6, "NOSUCHCODE"])
+    add("coupon_discount", "coupons", "coupon_discount", discount_args)
+    invoices = []
+    for _ in range(50):
+        items = [
+            ["S%d" % k, rng.randrange(1, 2 * bulk_qty + 2), rng.randrange(1, 40000)]
+            for k in range(rng.randrange(1, 7))
+        ]
+        invoices.append([items, rng.choice([*coupons, None])])
 
+    def tax(c: int) -> int:
+        return (-1 if c < 0 else 1) * ((abs(c) * rate + 5000) // 10000)
 
-cents = [rng.choice([1, 5, 7, 10, 50, 99, 100, 1234]) for _ in range(6)]
-cents += [rng.randrange(-10**6, 10**6) for _ in range(40)] + [rng.randrange(10**6, 10**8) for _ in range(10)]
-fixed = ["4.5", "0.1", " -12.3 ", "1,299.00", "12,345", "+7.25", "1.234", "abc", "1,2,3.4"]
-add("parse_amount", "money", "parse_amount", [[amount_text(c)] for c in cents] + [[t] for t in fixed])
-add("format_cents", "money", "format_cents", [[c] for c in cents + [0, -1, -99, -100, -101]])
-add("percent_of", "pricing", "percent_of",
-    [[rng.randrange(0, 200000), rng.choice([1, 3, 5, 7, 10, 15, 25, 33])] for _ in range(60)]
-    + [[250, 1], [150, 1], [50, 1], [5, 10]])
-add("line_total", "pricing", "line_total",
-    [[q, rng.randrange(1, 50000)] for q in range(1, 2 * BULK_QTY + 3) for _ in range(3)])
-half = next(x for x in range(1, 10001) if x * RATE % 10000 == 5000)
-add("tax_for", "tax", "tax_for",
-    [[rng.randrange(-300000, 300000)] for _ in range(80)]
-    + [[x] for x in (0, 1, -1, half, -half, 3 * half, -3 * half, -half - 1, -half + 1)])
-discount_args = []
-for code, (pct, cap, minimum) in COUPONS.items():
-    for sub in (minimum - 1, minimum, minimum + 1, cap * 100 // pct, cap * 100 // pct + 100,
-                10 * minimum, 10**7):
-        discount_args.append([sub, rng.choice([code, code.lower(), " " + code + " ", code.title()])])
-    discount_args += [[rng.randrange(0, 3 * minimum + cap * 100 // pct), code] for _ in range(6)]
-    discount_args += [[2 * minimum, v] for v in (code.lower(), " " + code + " ", code.title() + "  ")]
-discount_args.append([10**6, "NOSUCHCODE"])
-add("coupon_discount", "coupons", "coupon_discount", discount_args)
-invoices = []
-for _ in range(50):
-    lines = [["S%d" % k, rng.randrange(1, 2 * BULK_QTY + 2), rng.randrange(1, 40000)]
-             for k in range(rng.randrange(1, 7))]
-    invoices.append([lines, rng.choice(CODES + [None])])
-
-
-def ref_tax(c):
-    return (-1 if c < 0 else 1) * ((abs(c) * RATE + 5000) // 10000)
-
-
-for code, (pct, cap, minimum) in COUPONS.items():  # where taxing before the discount differs
-    s, found = minimum + rng.randrange(50), 0
-    while found < 2 and s < minimum + 10**6:
-        d = min((s * pct + 50) // 100, cap)
-        if ref_tax(s - d) != ref_tax(s) - ref_tax(d):
-            invoices.append([[["X", 1, s]], code])
-            found += 1
-        s += rng.randrange(1, 40)
-add("totals", "invoice", "totals", invoices)
-add("render", "invoice", "render", invoices[:10] + [[[["R", 1, -5000]], None]])
-
-ck = Checker()
-ref = reference_dir()
-want = run_python(DRIVER, calls, cwd=ref, timeout=60, reference=True)
-got = run_python(DRIVER, calls, cwd="/app", timeout=60)
-if not want.ok:
-    raise SystemExit("reference failed: " + want.error)
-if not got.ok:
-    ck.check("the package runs", False, got.error)
-else:
-    compare_groups(ck, groups, got.value, want.value)
-ck.finish()
-"""
-    )
+    for code, (pct, cap, minimum) in coupons.items():  # where taxing before the discount differs
+        s, found = minimum + rng.randrange(50), 0
+        while found < 2 and s < minimum + 10**6:
+            d = min((s * pct + 50) // 100, cap)
+            if tax(s - d) != tax(s) - tax(d):
+                invoices.append([[["X", 1, s]], code])
+                found += 1
+            s += rng.randrange(1, 40)
+    add("totals", "invoice", "totals", invoices)
+    add("render", "invoice", "render", invoices[:10] + [[[["R", 1, -5000]], None]])
+    return cases

@@ -7,7 +7,7 @@ search, exit status, the end of the time window, the order of records with equal
 their subtlety (hard draws mostly the ones that only show on ties and boundaries) and how much
 the issue tracker reveals. The hidden test runs a few dozen command lines over secret log
 files with the agent's tool and compares exit status, stdout and stderr with the correct tool's,
-which were computed when the task was generated (see ``_log_query_check``).
+computed when the task is generated, as the declarative harness's data (``_log_query_check``).
 """
 
 from __future__ import annotations
@@ -15,21 +15,16 @@ from __future__ import annotations
 import textwrap
 
 from palaestra.tasks import outcomes
-from palaestra.tasks.generators import family, python_test_sh, solve_sh_writing
-from palaestra.tasks.generators.base import PRECOMPUTED, GeneratedTask, GenSpec
+from palaestra.tasks.generators import family
+from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 from palaestra.tasks.generators.debugging._kit import (
     Bug,
-    changed,
+    bug_solutions,
     choose_bugs,
     inject,
-    reference_json,
     wrong_variants,
 )
-from palaestra.tasks.generators.debugging._log_query_check import (
-    hidden,
-    precomputed_cases,
-    sample_log,
-)
+from palaestra.tasks.generators.debugging._log_query_check import log_tests, sample_log
 
 _TOOLS = ["logq", "logsift", "grepl", "tailor", "logscope"]
 _COMPONENTS = ["api", "db", "auth", "cache", "worker", "billing", "mailer", "search", "gateway"]
@@ -342,21 +337,8 @@ def generate(spec: GenSpec) -> GeneratedTask:
     return GeneratedTask(
         instruction=instruction,
         workspace=workspace,
-        tests={
-            "test.sh": python_test_sh(timeout=100),
-            "reference.json": reference_json(correct),
-            "test_hidden.py": hidden(tool),
-            PRECOMPUTED: precomputed_cases(
-                tool, correct, rng.sample(_COMPONENTS, 5), secret, spec.iscale(60, 400)
-            ),
-        },
-        solution={
-            "solve.sh": solve_sh_writing(changed(correct, workspace), note="the correct tool")
-        },
-        wrong_solutions={
-            name: {"solve.sh": solve_sh_writing(changed(files, workspace), note=f"wrong: {name}")}
-            for name, files in wrongs.items()
-        },
+        tests=log_tests(tool, correct, rng.sample(_COMPONENTS, 5), secret, spec.iscale(60, 400)),
+        **bug_solutions(correct, workspace, wrongs, note="the correct tool"),
         tags=("python", "debugging", "cli"),
         reward_outcomes=outcomes.GRADED + outcomes.IO,
     )

@@ -7,25 +7,25 @@ a pool of eight (date order, month format, currency symbols, e-mail normalisatio
 duplicate wins, refund status normalisation, rounding of the average, negative amounts).
 Difficulty knobs: the number of bugs (2 / 3 / 4), their subtlety (hard draws mostly the subtle
 ones, which only show on some rows), and how much the finance team's report reveals. The hidden
-test runs the pipeline on secret exports and compares both output files, and the parsing
-functions, with the correct pipeline's, computed when the task is generated (``_orders_check``).
+test (the declarative harness's data) runs the pipeline on secret exports and compares both
+output files, and the parsing functions, with the correct pipeline's, computed when the task is
+generated (``_orders_check``).
 """
 
 from __future__ import annotations
 
 import textwrap
 
-from palaestra.tasks.generators import family, python_test_sh, solve_sh_writing
-from palaestra.tasks.generators.base import PRECOMPUTED, GeneratedTask, GenSpec
+from palaestra.tasks.generators import family
+from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 from palaestra.tasks.generators.debugging._kit import (
     Bug,
-    changed,
+    bug_solutions,
     choose_bugs,
     inject,
-    reference_json,
     wrong_variants,
 )
-from palaestra.tasks.generators.debugging._orders_check import hidden, precomputed_cases
+from palaestra.tasks.generators.debugging._orders_check import orders_tests
 
 _PACKAGES = ["pipeline", "etl", "orderflow", "salesjob", "ledgerpipe"]
 _REGIONS = ["north", "south", "east", "west", "central", "coast", "metro", "alps", "delta"]
@@ -343,24 +343,12 @@ def generate(spec: GenSpec) -> GeneratedTask:
         of both output files as they are. Only the standard library is available.
         """
     )
-    fixed = changed(correct, workspace)
     wrongs = wrong_variants(correct, bugs, rng)
     return GeneratedTask(
         instruction=instruction,
         workspace=workspace,
-        tests={
-            "test.sh": python_test_sh(timeout=100),
-            "reference.json": reference_json(correct),
-            "test_hidden.py": hidden(pkg),
-            PRECOMPUTED: precomputed_cases(
-                pkg, correct, _export(), regions, secret, spec.iscale(150, 600)
-            ),
-        },
-        solution={"solve.sh": solve_sh_writing(fixed, note="the correct pipeline")},
-        wrong_solutions={
-            name: {"solve.sh": solve_sh_writing(changed(files, workspace), note=f"wrong: {name}")}
-            for name, files in wrongs.items()
-        },
+        tests=orders_tests(pkg, correct, _export(), regions, secret, spec.iscale(150, 600)),
+        **bug_solutions(correct, workspace, wrongs, note="the correct pipeline"),
         tags=("python", "debugging", "csv", "data-pipeline"),
     )
 

@@ -5,20 +5,25 @@ and net amount after discounts, customers ranked by amount. Bugs come from a poo
 ``getUTCMonth`` read as 1-based, quantities concatenated as strings, amounts compared as
 strings, a 0% discount taken as missing (``||`` instead of an emptiness test) and a default
 discount applied after rounding. Difficulty knobs: the number of bugs (2 / 3 / 4), their
-subtlety, and the size of the hidden inputs. The hidden test runs the agent's ``main.js`` with
-Node as ``nobody`` on fresh secret inputs and compares with a Python reference.
+subtlety, and the size of the hidden inputs. The hidden test (the declarative harness's data)
+runs the agent's ``main.js`` with Node as ``nobody`` on secret inputs and compares with a
+Python reference's reports, made when the task is generated.
 """
 
 from __future__ import annotations
 
+import random
+import re
 import textwrap
 
-from palaestra.tasks.generators import family, solve_sh_writing
-from palaestra.tasks.generators._toolchains import NODE, program_task
+from palaestra.tasks import outcomes
+from palaestra.tasks.generators import family
+from palaestra.tasks.generators import harness_spec as hs
+from palaestra.tasks.generators._toolchains import NODE
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 from palaestra.tasks.generators.debugging._kit import (
     Bug,
-    changed,
+    bug_solutions,
     choose_bugs,
     inject,
     wrong_variants,
@@ -150,23 +155,20 @@ def _bugs() -> list[Bug]:
     ]
 
 
-# Python, in the hidden test: inputs and the reference report.
-_CASES = r"""
-import re
-
-DEFAULT, N_ROWS = {params}
-NAMES = ["acme", "bolt", "cobalt", "delta", "ember", "fjord", "gale", "harbor", "iris"]
+_NAMES = ["acme", "bolt", "cobalt", "delta", "ember", "fjord", "gale", "harbor", "iris"]
+_HEADER = "date,customer,qty,unit_cents,discount_pct"
 
 
-def make_input(rng, n):
-    rows = ["date,customer,qty,unit_cents,discount_pct"]
+def _make_input(rng, n: int) -> str:
+    """n random sales rows: some unparsable, some with blanks around cells, some ties."""
+    rows = [_HEADER]
     for _ in range(n):
-        date = "{{}}-{{:02d}}-{{:02d}}".format(rng.choice([2023, 2024]), rng.choice([1, 2, 10, 11, 12]),
-                                           rng.randint(1, 28))
+        year, month = rng.choice([2023, 2024]), rng.choice([1, 2, 10, 11, 12])
+        date = f"{year}-{month:02d}-{rng.randint(1, 28):02d}"
         qty = str(rng.choice([0, 1, 2, 3, 7, 12, 40]))
         unit = str(rng.choice([5, 99, 333, 1250, 4999, 20001, 99999]))
         disc = rng.choice(["", "", "0", "0", "5", "15", "33", "5.5", "150"])
-        row = [date, rng.choice(NAMES), qty, unit, disc]
+        row = [date, rng.choice(_NAMES), qty, unit, disc]
         r = rng.random()
         if r < 0.03:
             row[0] = "n/a"
@@ -177,48 +179,65 @@ def make_input(rng, n):
         rows.append(",".join(row))
         if rng.random() < 0.1:  # a tie: another customer, the same sale
             twin = list(row)
-            twin[1] = (" " if twin[1].startswith(" ") else "") + rng.choice(NAMES)
+            twin[1] = (" " if twin[1].startswith(" ") else "") + rng.choice(_NAMES)
             rows.append(",".join(twin))
     return "\n".join(rows) + "\n"
 
 
-def make_cases(rng):
-    first, second, third = sorted(rng.sample(NAMES, 3))
-    tie = ("date,customer,qty,unit_cents,discount_pct\n2024-01-05,{{}},2,500,0\n"
-           "2024-01-09,{{}},1,1000,0\n2024-01-07,{{}},1,20,0\n").format(third, second, first)
-    cases = [("customers tied on amount", tie, None)]
-    return cases + [("input {{}} ({{}} rows)".format(k + 1, n), make_input(rng, n), None)
-                    for k, n in enumerate([3, N_ROWS // 4, N_ROWS, N_ROWS])]
-
-
-def expected(stdin):
-    months = {{}}
+def _expected(stdin: str, default: int) -> str:
+    """The report the header comment describes (the reference, in Python)."""
+    months: dict[str, dict[str, list[int]]] = {}
     for line in stdin.split("\n")[1:]:
         cells = [c.strip() for c in line.split(",")]
         if not line.strip() or len(cells) != 5:
             continue
         date, customer, qty, unit, disc = cells
-        if not customer or not re.fullmatch(r"[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}", date):
+        if not customer or not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", date):
             continue
         if not re.fullmatch("[0-9]+", qty) or not re.fullmatch("[0-9]+", unit):
             continue
         if disc == "":
-            pct = DEFAULT
+            pct = default
         elif re.fullmatch("[0-9]+", disc):
             pct = int(disc)
         else:
             continue
         if pct > 100:
             continue
-        acc = months.setdefault(date[:7], {{}}).setdefault(customer, [0, 0])
+        acc = months.setdefault(date[:7], {}).setdefault(customer, [0, 0])
         acc[0] += int(qty)
         acc[1] += (int(qty) * int(unit) * (100 - pct) + 50) // 100
     out = []
     for month in sorted(months):
-        for customer, (units, net) in sorted(months[month].items(), key=lambda kv: (-kv[1][1], kv[0])):
-            out.append("{{}}\t{{}}\t{{}}\t{{}}.{{:02d}}".format(month, customer, units, net // 100, net % 100))
+        ranked = sorted(months[month].items(), key=lambda kv: (-kv[1][1], kv[0]))
+        for customer, (units, net) in ranked:
+            out.append(f"{month}\t{customer}\t{units}\t{net // 100}.{net % 100:02d}")
     return "\n".join(out) + "\n"
-"""
+
+
+def _tests(secret: int, default: int, n_rows: int) -> dict[str, str | bytes]:
+    """A tie on amount, then random inputs of growing size; the report expected, made now."""
+    rng = random.Random(secret)
+    first, second, third = sorted(rng.sample(_NAMES, 3))
+    tie = (
+        f"{_HEADER}\n2024-01-05,{third},2,500,0\n"
+        f"2024-01-09,{second},1,1000,0\n2024-01-07,{first},1,20,0\n"
+    )
+    inputs = [("customers tied on amount", tie)]
+    for k, n in enumerate([3, n_rows // 4, n_rows, n_rows]):
+        inputs.append((f"input {k + 1} ({n} rows)", _make_input(rng, n)))
+    cases = [
+        hs.Case(label, stdin=text, want={"lines": hs.lines(_expected(text, default))})
+        for label, text in inputs
+    ]
+    return hs.tests(
+        answer=hs.program(NODE.run),
+        cases=cases,
+        compare=hs.compare("lines"),
+        limits=hs.limits(timeout=60),
+        kind="io",
+        timeout=400,
+    )
 
 
 @family(
@@ -234,10 +253,7 @@ def generate(spec: GenSpec) -> GeneratedTask:
     correct = {_MAIN: _CORRECT.replace("DEFAULT_VALUE", str(default))}
     workspace = inject(correct, bugs)
     wrongs = wrong_variants(correct, bugs, rng)
-    cases = _CASES.format(params=repr((default, spec.iscale(40, 400))))
-    scope: dict = {}
-    exec(cases, scope)
-    sample = scope["make_input"](rng, 30)
+    sample = _make_input(rng, 30)
     reports = "\n".join(f"- {b.symptom}" for b in bugs)
     if spec.tier == "hard":
         reports = "- The figures are wrong in several ways; the accountants sent no details."
@@ -256,18 +272,13 @@ def generate(spec: GenSpec) -> GeneratedTask:
         no npm packages.
         """
     ).replace("{reports}", reports)
-    return program_task(
-        NODE,
+    return GeneratedTask(
         instruction=instruction,
         workspace={**workspace, "sample.csv": sample},
-        cases=cases,
-        secret=rng.randrange(2**31),
-        solution={
-            "solve.sh": solve_sh_writing(changed(correct, workspace), note="the correct report")
-        },
-        wrong_solutions={
-            name: {"solve.sh": solve_sh_writing(changed(files, workspace), note=f"wrong: {name}")}
-            for name, files in wrongs.items()
-        },
+        tests=_tests(rng.randrange(2**31), default, spec.iscale(40, 400)),
+        **bug_solutions(correct, workspace, wrongs, note="the correct report"),
         tags=("javascript", "node", "debugging"),
+        verifier_timeout_sec=420.0,
+        reward_outcomes=outcomes.GRADED + outcomes.IO,
+        packages=NODE.packages,
     )
