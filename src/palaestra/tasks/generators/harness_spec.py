@@ -40,7 +40,7 @@ HARNESS_RUNTIME = tuple(
 )
 SPEC = "harness.bin"
 ANSWERS = ("program", "python", "sqlite", "postgres")
-COMPARISONS = ("output", "lines", "json_keys", "csv", "rows", "equal")
+COMPARISONS = ("output", "lines", "json_keys", "csv", "rows", "equal", "function")
 
 
 def digest(files: Mapping[str, str | bytes]) -> str:
@@ -118,10 +118,33 @@ def program(
     }
 
 
-def python_call(code: str, input_value: object) -> dict:
+def python_call(
+    code: str,
+    input_value: object,
+    *,
+    cases: int | None = None,
+    cpu: int | None = None,
+    compare: Mapping[str, object] | None = None,
+) -> dict:
     """The answer is Python called in one child: ``code`` (``INPUT`` bound to
-    ``input_value``) must ``emit`` a list of one value per case."""
-    return {"kind": "python", "code": code, "input": input_value}
+    ``input_value``) must ``emit`` a list of one value per case. In :func:`python_calls`:
+    ``cases``, how many of the cases (in order) it answers; ``cpu``, its own CPU bar over its
+    process tree; ``compare``, its cases' comparison instead of the task's."""
+    call: dict = {"kind": "python", "code": code, "input": input_value}
+    for key, value in (("cases", cases), ("cpu", cpu), ("compare", compare)):
+        if value is not None:
+            call[key] = dict(value) if isinstance(value, Mapping) else value
+    return call
+
+
+def python_calls(*calls: Mapping[str, object], compile: Sequence[str] = ()) -> dict:
+    """The answer is Python called in several children, one a :func:`python_call`, each in
+    a fresh copy of /app: the first answers its ``cases`` cases, the next the following ones
+    (the last, without ``cases``, the rest). ``compile``: Python files whose syntax errors
+    count as a compile error."""
+    if any("cases" not in call for call in calls[:-1]):
+        raise ValueError("every python_call but the last needs cases=")
+    return {"kind": "python", "calls": [dict(c) for c in calls], "compile": list(compile)}
 
 
 def sqlite_query(path: str) -> dict:
@@ -139,7 +162,10 @@ def compare(how: str, **options: object) -> dict:
     """How a case's output meets its ``want``: ``output`` (stdout and output files byte for
     byte), ``lines`` (right-stripped lines), ``json_keys`` (a JSON object, one check a key:
     ``tol``, labels), ``csv`` (header and rows, ``columns``: None, "strip" or a tolerance a
-    column), ``rows`` (a query's rows and column names, ``tol``) or ``equal``."""
+    column), ``rows`` (a query's rows and column names, ``tol``), ``equal`` or ``function``
+    (``module``'s ``fn(ck, label, want, got, options)``, ``module`` shipped in ``tests/``
+    through :func:`tests`' ``modules``: a check the others cannot say, such as pricing an
+    answer)."""
     if how not in COMPARISONS:
         raise ValueError(f"comparison {how!r}: use one of {', '.join(COMPARISONS)}")
     return {"how": how, **options}
