@@ -29,7 +29,9 @@ from tests.conftest import SUBMIT_ACTION, bash_action
 from tests.tasks.test_generators import _cache  # noqa: F401  (a private generator cache)
 from tests.tasks.test_language_families import needs_toolchains
 
-MINE = [f.name for f in g.families("optimization") + g.families("data-querying")]
+#: The families on the harness (the algorithms ones as they move onto it).
+ALGORITHMS = ["glob-match"]
+MINE = [f.name for f in g.families("optimization") + g.families("data-querying")] + ALGORITHMS
 
 
 def _spec(tests: dict | Path) -> dict:
