@@ -234,26 +234,50 @@ _WITHIN = textwrap.dedent(
     """
 )
 _SQ = "def sq(x):\n    {}\n    return x * x\n"
+#: The third call's input, made again in the checker, and its reference.
+_NUMBERS = textwrap.dedent(
+    """\
+    def numbers(rng, n):
+        return [rng.randrange(100) for _ in range(n)]
+
+    def squares(values):
+        return [[v * v for v in values]]
+    """
+)
 
 
 def _calls_task(tmp_path: Path) -> Path:
     from palaestra.tasks.generators.base import Family, write_task
 
     code = "from sq import sq\nemit([sq(x) for x in INPUT])"
+    scope: dict = {}
+    exec(_NUMBERS, scope)
+    numbers = scope["numbers"](random.Random(7), 50)
     tests = hs.tests(
         answer=hs.python_calls(
             hs.python_call(code, [1, 2, 3], cases=3),
             hs.python_call(
                 code,
                 [-4],
+                cases=1,
                 cpu=1,
                 compare=hs.compare("function", module="near", fn="within", slack=1),
             ),
+            hs.python_call(
+                "from sq import sq\nemit([[sq(x) for x in INPUT]])",
+                None,
+                make=hs.made("numbers", "numbers", 7, [50], numbers),
+                reference="squares",
+            ),
             compile=["/app/sq.py"],
         ),
-        cases=[hs.Case(f"sq({x})", want=x * x) for x in (1, 2, 3)] + [hs.Case("sq(-4)", want=15)],
+        cases=[hs.Case(f"sq({x})", want=x * x) for x in (1, 2, 3)]
+        + [
+            hs.Case("sq(-4)", want=15),
+            hs.Case("50 made squares", want=scope["squares"](numbers)[0]),
+        ],
         compare=hs.compare("equal"),
-        modules={"near.py": _WITHIN},
+        modules={"near.py": _WITHIN, "numbers.py": _NUMBERS},
     )
     wrongs = {
         "cube": _SQ.format("return x * x * x"),
@@ -279,3 +303,15 @@ async def test_python_calls_each_with_its_bar_and_comparison(tmp_path: Path):
     slow = by["wrong:slow-on-negatives"].detail
     assert "PASS sq(3)" in slow and "ERROR sq(-4)" in slow, slow[-800:]
     assert "FAIL sq(-4): expected 15 +- 1, got -64" in by["wrong:cube"].detail
+
+
+async def test_a_made_call_input_of_other_data_runs_the_reference_first(tmp_path: Path):
+    task = _calls_task(tmp_path)
+    path = task / "tests" / "harness.bin"
+    spec = _spec(path)
+    spec["answer"]["calls"][2]["make"]["sha256"] = "0" * 64
+    spec["cases"][-1]["want"] = [-1]  # made for other data: not trusted
+    path.write_bytes(zlib.compress(marshal.dumps(spec, 2), 6))
+    results = await check_tasks([load_task(task)], only=["oracle", "wrong:cube"])
+    assert [r.reward for r in results] == [1.0, 0.0], [r.detail[-600:] for r in results]
+    assert "the reference runs on it" in results[0].detail

@@ -48,6 +48,8 @@ def digest(files: Mapping[str, str | bytes]) -> str:
     h = hashlib.sha256()
     for name in sorted(files):
         data = files[name]
+        if not isinstance(data, (str, bytes)):
+            data = repr(data)  # a made Python call's input: lists, ints, strs
         data = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data
         h.update(f"{name}\0{len(data)}\0".encode() + data)
     return h.hexdigest()
@@ -90,7 +92,7 @@ def made(module: str, fn: str, seed: int, args: Sequence[object], value: object)
     """A case's input made again in the checker: ``module.fn(random.Random(seed), *args)``
     (``module`` shipped in ``tests/``) must give ``value`` (files or stdin), else the reference
     runs on what it gave."""
-    shape = value if isinstance(value, Mapping) else {"": value}
+    shape = value if isinstance(value, Mapping) else {"": value}  # a call's input: any value
     return {"module": module, "fn": fn, "seed": seed, "args": list(args), "sha256": digest(shape)}
 
 
@@ -125,13 +127,21 @@ def python_call(
     cases: int | None = None,
     cpu: int | None = None,
     compare: Mapping[str, object] | None = None,
+    make: Mapping[str, object] | None = None,
+    reference: str | None = None,
 ) -> dict:
     """The answer is Python called in one child: ``code`` (``INPUT`` bound to
     ``input_value``) must ``emit`` a list of one value per case. In :func:`python_calls`:
     ``cases``, how many of the cases (in order) it answers; ``cpu``, its own CPU bar over its
-    process tree; ``compare``, its cases' comparison instead of the task's."""
+    process tree; ``compare``, its cases' comparison instead of the task's. ``make`` (see
+    :func:`made`; ``input_value`` is then None): an input too large to ship, made again in
+    the checker; should it differ, ``reference``, a function of the same module, gives the
+    expected values of the call's cases on it, before any agent code runs."""
+    if (make is None) != (reference is None):
+        raise ValueError("a python_call's make= needs reference= (and only it)")
     call: dict = {"kind": "python", "code": code, "input": input_value}
-    for key, value in (("cases", cases), ("cpu", cpu), ("compare", compare)):
+    options = (("cases", cases), ("cpu", cpu), ("compare", compare), ("make", make))
+    for key, value in options + (("reference", reference),):
         if value is not None:
             call[key] = dict(value) if isinstance(value, Mapping) else value
     return call

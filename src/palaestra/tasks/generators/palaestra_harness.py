@@ -240,17 +240,42 @@ def compare(ck, label, want, got, opts):
     return COMPARE[opts["how"]](ck, label, want, got, opts)
 
 
-def run_call(ck, spec, cases):
-    """One Python child a call (``answer["calls"]``, else the answer itself), each in a fresh
-    copy of /app: its ``code`` emits one value for each of its cases."""
-    answer, limits = spec["answer"], spec.get("limits", {})
-    if answer.get("compile"):
-        ck.compile_python(*answer["compile"])
-    start = 0
+def _calls(answer, cases):
+    """``(call, its cases)`` of a Python answer, in order."""
+    start, out = 0, []
     for call in answer.get("calls") or [answer]:
         n = call.get("cases")
         mine = cases[start : start + n if n is not None else len(cases)]
         start += len(mine)
+        out.append((call, mine))
+    return out
+
+
+def made_inputs(calls):
+    """Each call's input made again from its seed (``make``), first; should this Python make
+    other data, its ``reference`` function (of the same module in ``tests/``) gives its cases'
+    expected values on it."""
+    for call, mine in calls:
+        make = call.get("make")
+        if make is None:
+            continue
+        call["input"] = value = _made(make)
+        if digest({"": value}) != make["sha256"]:
+            print("NOTE this Python made other data from a seed: the reference runs on it")
+            wants = getattr(_module(make["module"]), call["reference"])(value)
+            for case, want in zip(mine, wants):
+                case["want"] = want
+
+
+def run_call(ck, spec, cases):
+    """One Python child a call (``answer["calls"]``, else the answer itself), each in a fresh
+    copy of /app: its ``code`` emits one value for each of its cases."""
+    answer, limits = spec["answer"], spec.get("limits", {})
+    calls = _calls(answer, cases)
+    made_inputs(calls)
+    if answer.get("compile"):
+        ck.compile_python(*answer["compile"])
+    for call, mine in calls:
         work = copy_tree_for_child("/app", prefix="app-")
         res = run_python(
             call["code"],
