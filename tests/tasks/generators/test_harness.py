@@ -240,7 +240,7 @@ _NUMBERS = textwrap.dedent(
     def numbers(rng, n):
         return [rng.randrange(100) for _ in range(n)]
 
-    def squares(values):
+    def squares(values, n):
         return [[v * v for v in values]]
     """
 )
@@ -274,7 +274,7 @@ def _calls_task(tmp_path: Path) -> Path:
         cases=[hs.Case(f"sq({x})", want=x * x) for x in (1, 2, 3)]
         + [
             hs.Case("sq(-4)", want=15),
-            hs.Case("50 made squares", want=scope["squares"](numbers)[0]),
+            hs.Case("50 made squares", want=scope["squares"](numbers, 50)[0]),
         ],
         compare=hs.compare("equal"),
         modules={"near.py": _WITHIN, "numbers.py": _NUMBERS},

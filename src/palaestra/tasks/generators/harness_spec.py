@@ -135,8 +135,9 @@ def python_call(
     ``cases``, how many of the cases (in order) it answers; ``cpu``, its own CPU bar over its
     process tree; ``compare``, its cases' comparison instead of the task's. ``make`` (see
     :func:`made`; ``input_value`` is then None): an input too large to ship, made again in
-    the checker; should it differ, ``reference``, a function of the same module, gives the
-    expected values of the call's cases on it, before any agent code runs."""
+    the checker; should it differ, ``reference``, a function of the same module called with
+    the input and the maker's ``args``, gives the expected values of the call's cases on it,
+    before any agent code runs."""
     if (make is None) != (reference is None):
         raise ValueError("a python_call's make= needs reference= (and only it)")
     call: dict = {"kind": "python", "code": code, "input": input_value}

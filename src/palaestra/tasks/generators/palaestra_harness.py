@@ -253,8 +253,8 @@ def _calls(answer, cases):
 
 def made_inputs(calls):
     """Each call's input made again from its seed (``make``), first; should this Python make
-    other data, its ``reference`` function (of the same module in ``tests/``) gives its cases'
-    expected values on it."""
+    other data, its ``reference`` function (of the same module in ``tests/``, called with the
+    input and the maker's ``args``) gives its cases' expected values on it."""
     for call, mine in calls:
         make = call.get("make")
         if make is None:
@@ -262,7 +262,8 @@ def made_inputs(calls):
         call["input"] = value = _made(make)
         if digest({"": value}) != make["sha256"]:
             print("NOTE this Python made other data from a seed: the reference runs on it")
-            wants = getattr(_module(make["module"]), call["reference"])(value)
+            fn = getattr(_module(make["module"]), call["reference"])
+            wants = fn(value, *make.get("args", ()))
             for case, want in zip(mine, wants):
                 case["want"] = want
 
