@@ -1,6 +1,7 @@
 """Families whose cases are made at generation time (``tests/precomputed.bin``): the program
-families (``_toolchains.precomputed_cases``), build-order, meeting-rooms (the declarative
-hidden test's cases: tests/tasks/generators/test_harness.py). The
+families (``_toolchains.precomputed_cases``), build-order, and those on the declarative
+hidden test (``harness.bin``: meeting-rooms here, the rest in
+tests/tasks/generators/test_harness.py). The
 hidden test checks against what the file holds, a missing or unreadable file is an error (never
 a pass), and for inputs shipped as digests the reference, run in the checker, decides whenever a
 digest differs."""
@@ -45,10 +46,12 @@ def test_small_cases_are_shipped_and_large_ones_as_digests_of_the_same_inputs():
     assert [bar for *_, bar in fresh] == [bar for _, _, bar, _ in rows]
 
 
-def _copy_with(tmp_path: Path, source: Path, content: bytes | None) -> Path:
+def _copy_with(
+    tmp_path: Path, source: Path, content: bytes | None, name: str = PRECOMPUTED
+) -> Path:
     dest = tmp_path / source.name
     shutil.copytree(source, dest)
-    target = dest / "tests" / PRECOMPUTED
+    target = dest / "tests" / name
     if content is None:
         target.unlink()
     else:
@@ -94,12 +97,16 @@ def test_precomputed_cases_are_deterministic(family: str):
     )
 
 
-@pytest.mark.parametrize("family", ["build-order", "meeting-rooms"])
-async def test_python_families_error_without_their_cases(family: str, tmp_path: Path):
+@pytest.mark.parametrize(
+    ("family", "data"), [("build-order", PRECOMPUTED), ("meeting-rooms", "harness.bin")]
+)
+async def test_python_families_error_without_their_cases(family: str, data: str, tmp_path: Path):
     source = g.materialise(family, 0, 0.9)
-    assert (source / "tests" / PRECOMPUTED).stat().st_size < 300_000
+    assert (source / "tests" / data).stat().st_size < 300_000
     tasks = [load_task(source)]
-    tasks += [load_task(_copy_with(tmp_path / k, source, v)) for k, v in (("m", None), ("c", b"x"))]
+    tasks += [
+        load_task(_copy_with(tmp_path / k, source, v, data)) for k, v in (("m", None), ("c", b"x"))
+    ]
     results = await check_tasks(tasks, only=["oracle"])
     assert [r.reward for r in results] == [1.0, 0.0, 0.0], [r.detail[-300:] for r in results]
     assert [bool(r.rewards.get("checks_total")) for r in results] == [True, False, False]
