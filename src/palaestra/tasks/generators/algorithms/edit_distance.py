@@ -239,8 +239,19 @@ Only the standard library is available; keep the module path and function names.
 
 
 _ALPHABET = "abcdeABCDE0123-./"
-_PAIRS = [["", ""], ["", "abc"], ["abcd", ""], ["a", "A"], ["ab", "ba"], ["abc", "abc"],
-          ["xyz", "abc"], ["ab", "b"], ["b", "ab"], ["0-9", "09-"], ["aBc", "AbC"]]  # fmt: skip
+_PAIRS = [
+    ["", ""],
+    ["", "abc"],
+    ["abcd", ""],
+    ["a", "A"],
+    ["ab", "ba"],
+    ["abc", "abc"],
+    ["xyz", "abc"],
+    ["ab", "b"],
+    ["b", "ab"],
+    ["0-9", "09-"],
+    ["aBc", "AbC"],
+]
 #: The script check, shipped in tests/: the answer's script applied and priced there.
 _SCRIPT_CHECK = Path(__file__).with_name("_edit_script.py")
 

@@ -317,15 +317,44 @@ path and function names.
 
 
 _CHARS = "abcxyz019._-"
-_PAIRS = [["a?c", "ac"], ["a?c", "abc"], ["[!a]b", "ab"], ["[!a]b", "xb"], ["*a", "aba"],
-          ["*a*b", "xaybzb"], ["*", ""], ["?", ""], ["[a-c]x", "bx"], ["[a-c]x", "dx"],
-          ["[ab", "[ab"], ["a*b*c", "abc"], ["*.txt", "a.txt.bak"], ["x*", "x"]]  # fmt: skip
-_SLASH_PAIRS = [["*.py", "src/x.py"], ["src/*", "src/a/b"], ["a/**/b", "a/b"],
-                ["a/**/b", "a/x/y/b"], ["**/b", "b"], ["**/b", "x/b"], ["a/**", "a/x/y"],
-                ["a/?", "a//"], ["a**b", "a/b"], ["a/[!x]", "a//"], ["**", "a/b"],
-                ["a/**/b", "a/xb"]]  # fmt: skip
-_ESCAPE_PAIRS = [["\\*.txt", "x.txt"], ["\\*.txt", "*.txt"], ["a\\?", "a?"], ["a\\?", "ab"],
-                 ["\\\\x", "\\x"], ["[\\]", "x"]]  # fmt: skip
+_PAIRS = [
+    ["a?c", "ac"],
+    ["a?c", "abc"],
+    ["[!a]b", "ab"],
+    ["[!a]b", "xb"],
+    ["*a", "aba"],
+    ["*a*b", "xaybzb"],
+    ["*", ""],
+    ["?", ""],
+    ["[a-c]x", "bx"],
+    ["[a-c]x", "dx"],
+    ["[ab", "[ab"],
+    ["a*b*c", "abc"],
+    ["*.txt", "a.txt.bak"],
+    ["x*", "x"],
+]
+_SLASH_PAIRS = [
+    ["*.py", "src/x.py"],
+    ["src/*", "src/a/b"],
+    ["a/**/b", "a/b"],
+    ["a/**/b", "a/x/y/b"],
+    ["**/b", "b"],
+    ["**/b", "x/b"],
+    ["a/**", "a/x/y"],
+    ["a/?", "a//"],
+    ["a**b", "a/b"],
+    ["a/[!x]", "a//"],
+    ["**", "a/b"],
+    ["a/**/b", "a/xb"],
+]
+_ESCAPE_PAIRS = [
+    ["\\*.txt", "x.txt"],
+    ["\\*.txt", "*.txt"],
+    ["a\\?", "a?"],
+    ["a\\?", "ab"],
+    ["\\\\x", "\\x"],
+    ["[\\]", "x"],
+]
 
 
 class _Draws:
@@ -402,8 +431,11 @@ def _tests(names, ns: dict, tier: str, stars: int, long_len: int, secret: int) -
     letter = d.rng.choice("abxyz")
     other = d.rng.choice([c for c in "019" if c != letter])
     hard_pat = ("*" + letter) * stars + "*" + other
-    many = [[hard_pat, letter * long_len], [hard_pat, letter * long_len + other],
-            [hard_pat, letter * (long_len // 2) + other + letter * (long_len // 2)]]  # fmt: skip
+    many = [
+        [hard_pat, letter * long_len],
+        [hard_pat, letter * long_len + other],
+        [hard_pat, letter * (long_len // 2) + other + letter * (long_len // 2)],
+    ]
     cases = [hs.Case(f"{match_fn}({p!r}, {s!r})", want=match(p, s)) for p, s in pairs]
     cases.append(
         hs.Case(
