@@ -149,18 +149,18 @@ def test_directory_aware_glob_dp_agrees_with_backtracking():
 
 
 def test_build_order_bulk_pipeline_has_the_shape_of_the_drawn_ones():
+    from palaestra.tasks.generators.algorithms import _build_order_big as b
     from palaestra.tasks.generators.algorithms import _build_order_tests as t
 
     names = ("pipeline.py", "order", "finish", "sched")
     scope = load(build_order._source(build_order._ORDER_RIGHT, None, None, names))
-    scope.update(random=random, rng=random.Random(4))
-    exec(t._DRAW + t._BIG, scope)
-    big, drawn = scope["big_dag"](4, 3000), scope["dag"](3000, 3, implicit=5)
+    big, drawn = b.big_dag(random.Random(4), 3000), t._Draws(4).dag(3000, 3, implicit=5)
     for deps in (big, drawn):
         assert len(deps) == 2995 and len(scope["order"](deps)) == 3000  # acyclic, 5 implicit
+        assert b.order(deps) == scope["order"](deps)  # the shipped reference is the family's
     mean = [sum(map(len, d.values())) / len(d) for d in (big, drawn)]
     assert abs(mean[0] - mean[1]) < 0.1, mean
-    assert scope["big_dag"](4, 3000) == big
+    assert b.big_dag(random.Random(4), 3000) == big
 
 
 def test_spreadsheet_cases_ship_with_the_reference_values():
