@@ -30,7 +30,13 @@ from tests.tasks.test_generators import _cache  # noqa: F401  (a private generat
 from tests.tasks.test_language_families import needs_toolchains
 
 #: The families on the harness (the algorithms ones as they move onto it).
-ALGORITHMS = ["glob-match", "edit-distance", "meeting-rooms", "build-order"]
+ALGORITHMS = [
+    "glob-match",
+    "edit-distance",
+    "meeting-rooms",
+    "build-order",
+    "spreadsheet-eval",
+]
 MINE = [f.name for f in g.families("optimization") + g.families("data-querying")] + ALGORITHMS
 
 
