@@ -36,6 +36,7 @@ ALGORITHMS = [
     "meeting-rooms",
     "build-order",
     "spreadsheet-eval",
+    "range-queries-c",
 ]
 MINE = [f.name for f in g.families("optimization") + g.families("data-querying")] + ALGORITHMS
 
