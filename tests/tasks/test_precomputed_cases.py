@@ -1,9 +1,9 @@
-"""Families whose cases are made at generation time (``tests/precomputed.bin``): the program
-families (``_toolchains.precomputed_cases``), build-order, meeting-rooms (the declarative
-hidden test's cases: tests/tasks/generators/test_harness.py). The
-hidden test checks against what the file holds, a missing or unreadable file is an error (never
-a pass), and for inputs shipped as digests the reference, run in the checker, decides whenever a
-digest differs."""
+"""Families whose cases are made at generation time: the program families still on
+``_toolchains.precomputed_cases`` (``tests/precomputed.bin``), and those on the declarative
+hidden test (``harness.bin``: range-queries-c, build-order and meeting-rooms here, the rest in
+tests/tasks/generators/test_harness.py). The hidden test checks against what the file holds, a
+missing or unreadable file is an error (never a pass), and for inputs made again in the checker
+the reference, run there first, decides whenever a digest differs."""
 
 from __future__ import annotations
 
@@ -18,37 +18,44 @@ import pytest
 from palaestra.run.check import check_tasks
 from palaestra.tasks import generators as g
 from palaestra.tasks import load_task
-from palaestra.tasks.generators import _toolchains as tc
-from palaestra.tasks.generators.base import PRECOMPUTED, precomputed
+from palaestra.tasks.generators import harness_spec as hs
+from palaestra.tasks.generators.base import PRECOMPUTED
 from tests.tasks.test_generators import _cache  # noqa: F401  (a private generator cache)
 from tests.tasks.test_language_families import needs_toolchains
 
-
-def _rows(path: Path) -> list:
-    return marshal.loads(zlib.decompress((path / "tests" / PRECOMPUTED).read_bytes()))
+HARNESS = hs.SPEC
 
 
-def test_small_cases_are_shipped_and_large_ones_as_digests_of_the_same_inputs():
-    small = _rows(g.materialise("range-queries-c", 0, 0.5))
-    assert all(isinstance(stdin, str) and isinstance(want, list) for _, stdin, _, want in small)
+def _spec(path: Path) -> dict:
+    return marshal.loads(zlib.decompress((path / "tests" / HARNESS).read_bytes()))
+
+
+def _with_spec(tmp_path: Path, source: Path, spec: dict) -> Path:
+    return _copy_with(tmp_path, source, zlib.compress(marshal.dumps(spec, 2), 6), HARNESS)
+
+
+def test_small_cases_are_shipped_and_large_ones_made_again_from_the_same_seed():
+    small = _spec(g.materialise("range-queries-c", 0, 0.5))["cases"]
+    assert all(isinstance(c["stdin"], str) and "lines" in c["want"] for c in small)
     big = g.materialise("range-queries-c", 0, 1.0)
-    rows = _rows(big)
-    assert all(stdin is None and len(want) == 2 for _, stdin, _, want in rows)
-    assert (big / "tests" / PRECOMPUTED).stat().st_size < 4096
-    # the hidden test draws the inputs again as the generator drew them
-    source = (big / "tests" / "test_hidden.py").read_text()
+    cases = _spec(big)["cases"]
+    assert all("stdin" not in c and "lines_sha256" in c["want"] for c in cases)
+    assert (big / "tests" / HARNESS).stat().st_size < 4096
+    # the checker makes the inputs again as the generator made them: no reference run
     scope: dict = {}
-    head = source[: source.index("\nfrom palaestra_check import precomputed")]
-    exec(head.replace("from palaestra_check import", "# "), scope)
-    fresh = scope["make_cases"](random.Random(scope["SECRET"]))
-    assert [tc._digest(stdin) for _, stdin, _ in fresh] == [want[0] for *_, want in rows]
-    assert [bar for *_, bar in fresh] == [bar for _, _, bar, _ in rows]
+    exec((big / "tests" / "program_inputs.py").read_text(), scope)
+    for make in (c["make"] for c in cases):
+        text = scope[make["fn"]](random.Random(make["seed"]), *make["args"])
+        assert hs.made("program_inputs", make["fn"], make["seed"], make["args"], text) == make
+    assert [c.get("cpu") for c in cases] == [None] * 4 + [1]
 
 
-def _copy_with(tmp_path: Path, source: Path, content: bytes | None) -> Path:
+def _copy_with(
+    tmp_path: Path, source: Path, content: bytes | None, name: str = PRECOMPUTED
+) -> Path:
     dest = tmp_path / source.name
     shutil.copytree(source, dest)
-    target = dest / "tests" / PRECOMPUTED
+    target = dest / "tests" / name
     if content is None:
         target.unlink()
     else:
@@ -59,17 +66,16 @@ def _copy_with(tmp_path: Path, source: Path, content: bytes | None) -> Path:
 @needs_toolchains
 async def test_the_checker_uses_the_shipped_cases_and_fails_without_them(tmp_path: Path):
     source = g.materialise("range-queries-c", 0, 0.5)
-    rows = _rows(source)
-    label, stdin, bar, want = rows[-1]
-    tampered = [*rows[:-1], (label, stdin, bar, [*want[:-1], "12345"])]
+    spec = _spec(source)
+    lines = spec["cases"][-1]["want"]["lines"]
+    spec["cases"][-1]["want"]["lines"] = [*lines[:-1], "12345"]
     variants = {
-        "tampered": precomputed(tampered),  # the oracle now disagrees with one expected line
-        "missing": None,
-        "corrupt": b"not zlib",
+        "tampered": _with_spec(tmp_path / "tampered", source, spec),  # the oracle now disagrees
+        "missing": _copy_with(tmp_path / "missing", source, None, HARNESS),
+        "corrupt": _copy_with(tmp_path / "corrupt", source, b"not zlib", HARNESS),
     }
-    tasks = [load_task(_copy_with(tmp_path / k, source, v)) for k, v in variants.items()]
-    for task, name in zip(tasks, variants, strict=True):
-        (result,) = await check_tasks([task], only=["oracle"])
+    for name, path in variants.items():
+        (result,) = await check_tasks([load_task(path)], only=["oracle"])
         assert result.reward != 1.0, name
         if name != "tampered":  # no check ran: an error, not a judgement
             assert not result.rewards.get("checks_total"), (name, result.rewards)
@@ -78,28 +84,31 @@ async def test_the_checker_uses_the_shipped_cases_and_fails_without_them(tmp_pat
 @needs_toolchains
 async def test_a_digest_that_differs_falls_back_to_the_reference(tmp_path: Path):
     source = g.materialise("range-queries-c", 0, 1.0)
-    rows = _rows(source)
-    assert all(stdin is None for _, stdin, _, _ in rows)
-    wrong = [(label, None, bar, (a, "0" * 64)) for label, _, bar, (a, _) in rows]
-    task = load_task(_copy_with(tmp_path, source, precomputed(wrong)))
+    spec = _spec(source)
+    for case in spec["cases"]:
+        case["make"]["sha256"] = "0" * 64  # made otherwise here: expected values not trusted
+        case["want"] = {"lines_sha256": "0" * 64, "count": 0}
+    task = load_task(_with_spec(tmp_path, source, spec))
     results = await check_tasks([task], only=["oracle", "wrong:int-sums"])
     assert {r.scenario: r.reward for r in results} == {"oracle": 1.0, "wrong:int-sums": 0.0}
+    assert "the reference runs on it" in results[0].detail
 
 
-@pytest.mark.parametrize("family", ["range-queries-c", "kv-store-go"])
-def test_precomputed_cases_are_deterministic(family: str):
-    assert (
-        g.generate(family, 3, 0.9).tests[PRECOMPUTED]
-        == g.generate(family, 3, 0.9).tests[PRECOMPUTED]
-    )
+@pytest.mark.parametrize(
+    ("family", "data"), [("range-queries-c", HARNESS), ("kv-store-go", PRECOMPUTED)]
+)
+def test_precomputed_cases_are_deterministic(family: str, data: str):
+    assert g.generate(family, 3, 0.9).tests[data] == g.generate(family, 3, 0.9).tests[data]
 
 
-@pytest.mark.parametrize("family", ["build-order", "meeting-rooms"])
-async def test_python_families_error_without_their_cases(family: str, tmp_path: Path):
+@pytest.mark.parametrize(("family", "data"), [("build-order", HARNESS), ("meeting-rooms", HARNESS)])
+async def test_python_families_error_without_their_cases(family: str, data: str, tmp_path: Path):
     source = g.materialise(family, 0, 0.9)
-    assert (source / "tests" / PRECOMPUTED).stat().st_size < 300_000
+    assert (source / "tests" / data).stat().st_size < 300_000
     tasks = [load_task(source)]
-    tasks += [load_task(_copy_with(tmp_path / k, source, v)) for k, v in (("m", None), ("c", b"x"))]
+    tasks += [
+        load_task(_copy_with(tmp_path / k, source, v, data)) for k, v in (("m", None), ("c", b"x"))
+    ]
     results = await check_tasks(tasks, only=["oracle"])
     assert [r.reward for r in results] == [1.0, 0.0, 0.0], [r.detail[-300:] for r in results]
     assert [bool(r.rewards.get("checks_total")) for r in results] == [True, False, False]

@@ -29,7 +29,16 @@ from tests.conftest import SUBMIT_ACTION, bash_action
 from tests.tasks.test_generators import _cache  # noqa: F401  (a private generator cache)
 from tests.tasks.test_language_families import needs_toolchains
 
-MINE = [f.name for f in g.families("optimization") + g.families("data-querying")]
+#: The families on the harness (the algorithms ones as they move onto it).
+ALGORITHMS = [
+    "glob-match",
+    "edit-distance",
+    "meeting-rooms",
+    "build-order",
+    "spreadsheet-eval",
+    "range-queries-c",
+]
+MINE = [f.name for f in g.families("optimization") + g.families("data-querying")] + ALGORITHMS
 
 
 def _spec(tests: dict | Path) -> dict:
@@ -54,6 +63,8 @@ def test_the_builder_refuses_what_the_harness_cannot_run():
         hs.compare("fuzzy")
     with pytest.raises(ValueError, match="answer kind 'shell'"):
         hs.tests(answer={"kind": "shell"}, cases=[], compare=hs.compare("equal"))
+    with pytest.raises(ValueError, match="needs cases="):
+        hs.python_calls(hs.python_call("emit([])", None), hs.python_call("emit([])", None))
     made = hs.made("inputs", "make", 1, [], "text")
     with pytest.raises(ValueError, match="need a reference"):
         hs.tests(
@@ -217,3 +228,97 @@ async def test_output_is_read_without_links(split, planted: str):
     reward, output = await _reward(task, program, source + _after(planted))
     assert reward == 0.0, output
     assert "missing or unexpected" in output, output
+
+
+# -- a Python answer in several calls ------------------------------------------------------------
+
+#: The comparison of the second call: a function of a module the task ships in ``tests/``.
+_WITHIN = textwrap.dedent(
+    """\
+    def within(ck, label, want, got, opts):
+        ok = isinstance(got, int) and abs(got - want) <= opts["slack"]
+        return ck.check(label, ok, "expected {} +- {}, got {!r}".format(want, opts["slack"], got))
+    """
+)
+_SQ = "def sq(x):\n    {}\n    return x * x\n"
+#: The third call's input, made again in the checker, and its reference.
+_NUMBERS = textwrap.dedent(
+    """\
+    def numbers(rng, n):
+        return [rng.randrange(100) for _ in range(n)]
+
+    def squares(values, n):
+        return [[v * v for v in values]]
+    """
+)
+
+
+def _calls_task(tmp_path: Path) -> Path:
+    from palaestra.tasks.generators.base import Family, write_task
+
+    code = "from sq import sq\nemit([sq(x) for x in INPUT])"
+    scope: dict = {}
+    exec(_NUMBERS, scope)
+    numbers = scope["numbers"](random.Random(7), 50)
+    tests = hs.tests(
+        answer=hs.python_calls(
+            hs.python_call(code, [1, 2, 3], cases=3),
+            hs.python_call(
+                code,
+                [-4],
+                cases=1,
+                cpu=1,
+                compare=hs.compare("function", module="near", fn="within", slack=1),
+            ),
+            hs.python_call(
+                "from sq import sq\nemit([[sq(x) for x in INPUT]])",
+                None,
+                make=hs.made("numbers", "numbers", 7, [50], numbers),
+                reference="squares",
+            ),
+            compile=["/app/sq.py"],
+        ),
+        cases=[hs.Case(f"sq({x})", want=x * x) for x in (1, 2, 3)]
+        + [
+            hs.Case("sq(-4)", want=15),
+            hs.Case("50 made squares", want=scope["squares"](numbers, 50)[0]),
+        ],
+        compare=hs.compare("equal"),
+        modules={"near.py": _WITHIN, "numbers.py": _NUMBERS},
+    )
+    wrongs = {
+        "cube": _SQ.format("return x * x * x"),
+        # right on the first call; the second call's own CPU bar stops it
+        "slow-on-negatives": _SQ.format("while x < 0:\n        pass"),
+    }
+    task = hs.task(instruction="sq", workspace={"sq.py": _SQ.format("raise NotImplementedError")},
+                   tests=tests, answer_path="sq.py", reference=_SQ.format("pass"), wrongs=wrongs,
+                   note="x * x")  # fmt: skip
+    fam = Family("calls-demo", "algorithms", "a harness test", lambda spec: task)
+    return write_task(fam, fam.spec(0, 0.0), task, tmp_path / "calls-demo")
+
+
+async def test_python_calls_each_with_its_bar_and_comparison(tmp_path: Path):
+    results = await check_tasks([load_task(_calls_task(tmp_path))])
+    by = {r.scenario: r for r in results}
+    assert {name: r.reward for name, r in by.items()} == {
+        "oracle": 1.0,
+        "nop": 0.0,
+        "wrong:cube": 0.0,
+        "wrong:slow-on-negatives": 0.0,
+    }, [r.detail[-600:] for r in results]
+    slow = by["wrong:slow-on-negatives"].detail
+    assert "PASS sq(3)" in slow and "ERROR sq(-4)" in slow, slow[-800:]
+    assert "FAIL sq(-4): expected 15 +- 1, got -64" in by["wrong:cube"].detail
+
+
+async def test_a_made_call_input_of_other_data_runs_the_reference_first(tmp_path: Path):
+    task = _calls_task(tmp_path)
+    path = task / "tests" / "harness.bin"
+    spec = _spec(path)
+    spec["answer"]["calls"][2]["make"]["sha256"] = "0" * 64
+    spec["cases"][-1]["want"] = [-1]  # made for other data: not trusted
+    path.write_bytes(zlib.compress(marshal.dumps(spec, 2), 6))
+    results = await check_tasks([load_task(task)], only=["oracle", "wrong:cube"])
+    assert [r.reward for r in results] == [1.0, 0.0], [r.detail[-600:] for r in results]
+    assert "the reference runs on it" in results[0].detail

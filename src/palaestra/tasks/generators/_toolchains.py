@@ -15,7 +15,8 @@ expected outputs in ``tests/precomputed.bin`` (never in the workspace), or, for 
 to ship, digests, and the hidden test makes those inputs again from the secret. A program that
 works on files rather than standard input brings its own ``runner``: ``run_case(ck, work,
 label, case, cpu_seconds)`` (see :data:`STDIN_RUNNER`), which runs the program built in
-``work`` on one case and records checks.
+``work`` on one case and records checks. :func:`stdin_tests` is the same test on the
+declarative harness (``harness_spec``): ``range-queries-c`` is on it.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from palaestra.tasks import outcomes
+from palaestra.tasks.generators import harness_spec as hs
 from palaestra.tasks.generators.base import (
     PRECOMPUTED,
     Files,
@@ -239,6 +241,40 @@ def precomputed_cases(code: str, secret: int) -> list[tuple[str, str | None, obj
         (label, None, bar, (_digest(stdin), _digest("\n".join(want))))
         for label, stdin, bar, want in rows
     ]
+
+
+def stdin_tests(toolchain: Toolchain, *, code: str, secret: int) -> dict[str, str | bytes]:
+    """The declarative hidden test (``harness_spec``) of a program that reads its case on
+    standard input: ``code`` (shipped as ``tests/program_inputs.py``) defines
+    ``make_cases(rng)``, ``expected(stdin)`` and ``case_input(rng, index)`` (case ``index``'s
+    input, ``make_cases`` run once a seed). The cases drawn from ``secret`` ship with the
+    reference's output lines, made now; above :data:`SHIP_LIMIT` characters, every input is
+    made again in the checker and its expected output travels as a digest, the reference
+    deciding should the checker's Python make other data."""
+    scope: dict = {}
+    exec(code, scope)
+    rows = [
+        (label, stdin, bar, _lines(scope["expected"](stdin)))
+        for label, stdin, bar in scope["make_cases"](random.Random(secret))
+    ]
+    ship = sum(len(stdin) + sum(map(len, want)) for _, stdin, _, want in rows) <= SHIP_LIMIT
+    cases = []
+    for k, (label, stdin, bar, want) in enumerate(rows):
+        if ship:
+            cases.append(hs.Case(label, stdin=stdin, cpu=bar, want={"lines": want}))
+            continue
+        digest = {"lines_sha256": hs.digest({"": "\n".join(want)}), "count": len(want)}
+        made = hs.made("program_inputs", "case_input", secret, [k], stdin)
+        cases.append(hs.Case(label, make=made, cpu=bar, want=digest))
+    return hs.tests(
+        answer=hs.program(toolchain.run, build=toolchain.build, build_env=dict(toolchain.env)),
+        cases=cases,
+        compare=hs.compare("lines"),
+        kind="io",
+        reference={"module": "program_inputs", "fn": "expected"},
+        modules={"program_inputs.py": code},
+        timeout=400,
+    )
 
 
 def program_task(

@@ -41,7 +41,7 @@ HARNESS_RUNTIME = tuple(
 )
 SPEC = "harness.bin"
 ANSWERS = ("program", "python", "sqlite", "postgres")
-COMPARISONS = ("output", "lines", "json_keys", "csv", "rows", "equal", "items", "files")
+COMPARISONS = ("output", "lines", "json_keys", "csv", "rows", "equal", "items", "files", "function")
 
 
 def digest(files: Mapping[str, str | bytes]) -> str:
@@ -49,6 +49,8 @@ def digest(files: Mapping[str, str | bytes]) -> str:
     h = hashlib.sha256()
     for name in sorted(files):
         data = files[name]
+        if not isinstance(data, (str, bytes)):
+            data = repr(data)  # a made Python call's input: lists, ints, strs
         data = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data
         h.update(f"{name}\0{len(data)}\0".encode() + data)
     return h.hexdigest()
@@ -94,7 +96,7 @@ def made(module: str, fn: str, seed: int, args: Sequence[object], value: object)
     """A case's input made again in the checker: ``module.fn(random.Random(seed), *args)``
     (``module`` shipped in ``tests/``) must give ``value`` (files or stdin), else the reference
     runs on what it gave."""
-    shape = value if isinstance(value, Mapping) else {"": value}
+    shape = value if isinstance(value, Mapping) else {"": value}  # a call's input: any value
     return {"module": module, "fn": fn, "seed": seed, "args": list(args), "sha256": digest(shape)}
 
 
@@ -127,10 +129,42 @@ def program(
     }
 
 
-def python_call(code: str, input_value: object) -> dict:
+def python_call(
+    code: str,
+    input_value: object,
+    *,
+    cases: int | None = None,
+    cpu: int | None = None,
+    compare: Mapping[str, object] | None = None,
+    make: Mapping[str, object] | None = None,
+    reference: str | None = None,
+) -> dict:
     """The answer is Python called in one child: ``code`` (``INPUT`` bound to
-    ``input_value``) must ``emit`` a list of one value per case."""
-    return {"kind": "python", "code": code, "input": input_value}
+    ``input_value``) must ``emit`` a list of one value per case. In :func:`python_calls`:
+    ``cases``, how many of the cases (in order) it answers; ``cpu``, its own CPU bar over its
+    process tree; ``compare``, its cases' comparison instead of the task's. ``make`` (see
+    :func:`made`; ``input_value`` is then None): an input too large to ship, made again in
+    the checker; should it differ, ``reference``, a function of the same module called with
+    the input and the maker's ``args``, gives the expected values of the call's cases on it,
+    before any agent code runs."""
+    if (make is None) != (reference is None):
+        raise ValueError("a python_call's make= needs reference= (and only it)")
+    call: dict = {"kind": "python", "code": code, "input": input_value}
+    options = (("cases", cases), ("cpu", cpu), ("compare", compare), ("make", make))
+    for key, value in options + (("reference", reference),):
+        if value is not None:
+            call[key] = dict(value) if isinstance(value, Mapping) else value
+    return call
+
+
+def python_calls(*calls: Mapping[str, object], compile: Sequence[str] = ()) -> dict:
+    """The answer is Python called in several children, one a :func:`python_call`, each in
+    a fresh copy of /app: the first answers its ``cases`` cases, the next the following ones
+    (the last, without ``cases``, the rest). ``compile``: Python files whose syntax errors
+    count as a compile error."""
+    if any("cases" not in call for call in calls[:-1]):
+        raise ValueError("every python_call but the last needs cases=")
+    return {"kind": "python", "calls": [dict(c) for c in calls], "compile": list(compile)}
 
 
 def sqlite_query(path: str) -> dict:
@@ -148,10 +182,12 @@ def compare(how: str, **options: object) -> dict:
     """How a case's output meets its ``want``: ``output`` (stdout and output files byte for
     byte), ``lines`` (right-stripped lines), ``json_keys`` (a JSON object, one check a key:
     ``tol``, labels), ``csv`` (header and rows, ``columns``: None, "strip" or a tolerance a
-    column), ``rows`` (a query's rows and column names, ``tol``), ``equal`` or ``items`` (a
-    list, equal item by item; the first differing item, ``what``, in the detail) or ``files``
+    column), ``rows`` (a query's rows and column names, ``tol``), ``equal``, ``items`` (a
+    list, equal item by item; the first differing item, ``what``, in the detail), ``files``
     (a program's output files, one check a file, ``newlines="universal"`` as text mode reads
-    them; stdout not compared)."""
+    them; stdout not compared) or ``function`` (``module``'s ``fn(ck, label, want, got,
+    options)``, ``module`` shipped in ``tests/`` through :func:`tests`' ``modules``: a check
+    the others cannot say, such as pricing an answer)."""
     if how not in COMPARISONS:
         raise ValueError(f"comparison {how!r}: use one of {', '.join(COMPARISONS)}")
     return {"how": how, **options}

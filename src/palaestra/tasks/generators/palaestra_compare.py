@@ -14,6 +14,8 @@ def digest(files):
     h = hashlib.sha256()
     for name in sorted(files):
         data = files[name]
+        if not isinstance(data, (str, bytes)):
+            data = repr(data)  # a made Python call's input: lists, ints, strs
         data = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data
         h.update(f"{name}\0{len(data)}\0".encode() + data)
     return h.hexdigest()

@@ -258,7 +258,7 @@ def run_program(ck, spec, cases):
         got = {"stdout": res.stdout, "files": files}
         if answer.get("status"):
             got["status"] = res.returncode
-        COMPARE[spec["compare"]["how"]](ck, case["label"], case["want"], got, spec["compare"])
+        compare(ck, case["label"], case["want"], got, spec["compare"])
 
 
 def _ran(res, status):
@@ -270,24 +270,68 @@ def _ran(res, status):
     return res.returncode is not None and res.returncode >= 0 and not crashed
 
 
+def compare(ck, label, want, got, opts):
+    """One case's checks: a comparison of ``palaestra_compare``, or (``function``) a function
+    of a module the task ships in ``tests/``."""
+    if opts["how"] == "function":
+        return getattr(_module(opts["module"]), opts["fn"])(ck, label, want, got, opts)
+    return COMPARE[opts["how"]](ck, label, want, got, opts)
+
+
+def _calls(answer, cases):
+    """``(call, its cases)`` of a Python answer, in order."""
+    start, out = 0, []
+    for call in answer.get("calls") or [answer]:
+        n = call.get("cases")
+        mine = cases[start : start + n if n is not None else len(cases)]
+        start += len(mine)
+        out.append((call, mine))
+    return out
+
+
+def made_inputs(calls):
+    """Each call's input made again from its seed (``make``), first; should this Python make
+    other data, its ``reference`` function (of the same module in ``tests/``, called with the
+    input and the maker's ``args``) gives its cases' expected values on it."""
+    for call, mine in calls:
+        make = call.get("make")
+        if make is None:
+            continue
+        call["input"] = value = _made(make)
+        if digest({"": value}) != make["sha256"]:
+            print("NOTE this Python made other data from a seed: the reference runs on it")
+            fn = getattr(_module(make["module"]), call["reference"])
+            wants = fn(value, *make.get("args", ()))
+            for case, want in zip(mine, wants):
+                case["want"] = want
+
+
 def run_call(ck, spec, cases):
-    """One Python child for all cases: ``answer["code"]`` emits one value a case."""
+    """One Python child a call (``answer["calls"]``, else the answer itself), each in a fresh
+    copy of /app: its ``code`` emits one value for each of its cases."""
     answer, limits = spec["answer"], spec.get("limits", {})
-    work = copy_tree_for_child("/app", prefix="app-")
-    res = run_python(
-        answer["code"],
-        answer.get("input"),
-        cwd=work,
-        timeout=limits.get("timeout", 60),
-        cpu_seconds=limits.get("cpu"),
-    )
-    values = res.value if res.ok and isinstance(res.value, list) else None
-    for i, case in enumerate(cases):
-        if values is None:
-            ck.error(case["label"], res.error or "the answer did not emit one value a case")
-        else:
-            got = values[i] if i < len(values) else None
-            COMPARE[spec["compare"]["how"]](ck, case["label"], case["want"], got, spec["compare"])
+    calls = _calls(answer, cases)
+    made_inputs(calls)
+    if answer.get("compile"):
+        ck.compile_python(*answer["compile"])
+    for call, mine in calls:
+        work = copy_tree_for_child("/app", prefix="app-")
+        res = run_python(
+            call["code"],
+            call.get("input"),
+            cwd=work,
+            timeout=limits.get("timeout", 60),
+            cpu_seconds=call.get("cpu") or limits.get("cpu"),
+        )
+        close_to_runs([work])  # nothing this call left is seen by the next
+        values = res.value if res.ok and isinstance(res.value, list) else None
+        opts = call.get("compare") or spec["compare"]
+        for i, case in enumerate(mine):
+            if values is None:
+                ck.error(case["label"], res.error or "the answer did not emit one value a case")
+            else:
+                got = values[i] if i < len(values) else None
+                compare(ck, case["label"], case["want"], got, opts)
 
 
 #: The child that runs an SQLite answer: read-only databases, an authorizer that lets only

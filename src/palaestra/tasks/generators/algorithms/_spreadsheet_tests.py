@@ -1,11 +1,13 @@
-"""spreadsheet-eval's hidden test: its sheets, drawn from the task's secret when the task is
-generated, with the reference's values (``tests/precomputed.bin``), and the checker's source,
-which runs only the agent's code."""
+"""spreadsheet-eval's hidden test as data: its sheets, drawn from the task's secret when the
+task is generated, with the reference's values, as the declarative harness's cases (a
+verification runs only the agent's code)."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable
+
+from palaestra.tasks.generators import harness_spec as hs
 
 # The hidden test's fixed sheets, by the tier that adds them.
 _FIXED = {
@@ -90,7 +92,7 @@ def _random_sheet(rng: random.Random, tier: str, n: int, cycles: int) -> dict:
 
 def cases(tier: str, chain_n: int, secret: int, reference: Callable[[dict], dict]) -> dict:
     """What the hidden test checks, drawn from ``secret`` once, when the task is generated, with
-    the reference's values (``tests/precomputed.bin``): 45 sheets (the fixed ones, then random
+    the reference's values: 45 sheets (the fixed ones, then random
     ones whose numbers stay printable) and a reference chain of ``chain_n`` cells."""
     rng = random.Random(secret)
     sheets = _FIXED["easy"] + (_FIXED["medium"] if tier != "easy" else [])
@@ -115,39 +117,36 @@ def cases(tier: str, chain_n: int, secret: int, reference: Callable[[dict], dict
     return {"sheets": (sheets, values), "chain": (long_sheet, reference(long_sheet))}
 
 
-def hidden_test(module: str, fn: str, chain_n: int) -> str:
-    return f'''\
-"""Hidden tests for {fn}: fixed edge cases, random sheets and a long reference chain, drawn from
-a per-task secret when the task was generated (tests/precomputed.bin holds them and the
-reference's values)."""
-from palaestra_check import Checker, precomputed, run_python
-
-CASES, CHAIN_N = precomputed(), {chain_n}
-
-CHILD = """
+#: The first child: every sheet, then whether the input is unmodified.
+_SHEETS = """
 import copy
-from {module[:-3]} import {fn}
+from {module} import {fn}
 before = copy.deepcopy(INPUT)
-emit({{"out": [{fn}(s) for s in INPUT], "unmodified": INPUT == before}})
+emit([{fn}(s) for s in INPUT] + [INPUT == before])
 """
-ck = Checker()
-sheets, wants = CASES["sheets"]
-res = run_python(CHILD, sheets, timeout=60)
-if not res.ok:
-    ck.check("{fn} runs on the test sheets", False, res.error)
-else:
-    got = res.value["out"]
-    for i, sheet in enumerate(sheets):
-        ck.equal(f"sheet {{i}} ({{len(sheet)}} cells)", got[i] if i < len(got) else None, wants[i])
-    ck.check("input not modified", res.value["unmodified"])
 
-long_sheet, want = CASES["chain"]
-res = run_python("from {module[:-3]} import {fn}\\nemit({fn}(INPUT))", long_sheet, timeout=60,
-                 cpu_seconds=3)
-got, label = res.value if res.ok else res.error, f"a chain of {{CHAIN_N}} references"
-if got == want:  # ck.equal would make the repr of both (large) dicts
-    ck.check(label, True)
-else:
-    ck.equal(label, got, want)
-ck.finish()
-'''
+
+def tests(module: str, fn: str, tier: str, chain_n: int, secret: int, reference) -> dict:
+    """The task's ``tests/``: :func:`cases` for the declarative harness; the sheets in one
+    child, the long chain in another under 3 s of CPU."""
+    data = cases(tier, chain_n, secret, reference)
+    (sheets, values), (chain, chain_values) = data["sheets"], data["chain"]
+    checks = [
+        hs.Case(f"sheet {i} ({len(sheet)} cells)", want=value)
+        for i, (sheet, value) in enumerate(zip(sheets, values, strict=True))
+    ]
+    checks += [
+        hs.Case("input not modified", want=True),
+        hs.Case(f"a chain of {chain_n} references", want=chain_values),
+    ]
+    name = module[:-3]
+    return hs.tests(
+        answer=hs.python_calls(
+            hs.python_call(_SHEETS.format(module=name, fn=fn), sheets, cases=len(sheets) + 1),
+            hs.python_call(f"from {name} import {fn}\nemit([{fn}(INPUT)])", chain, cpu=3),
+        ),
+        cases=checks,
+        compare=hs.compare("equal"),
+        limits=hs.limits(timeout=60),
+        timeout=200,
+    )

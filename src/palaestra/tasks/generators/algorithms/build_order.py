@@ -12,9 +12,11 @@ reproduced exactly.
 
 from __future__ import annotations
 
-from palaestra.tasks.generators import family, python_test_sh, solve_sh_writing
-from palaestra.tasks.generators.algorithms._build_order_tests import cases, hidden_test
-from palaestra.tasks.generators.base import PRECOMPUTED, GeneratedTask, GenSpec, precomputed
+from palaestra.tasks.generators import family
+from palaestra.tasks.generators import harness_spec as hs
+from palaestra.tasks.generators.algorithms._build_order_big import order as _reference_order
+from palaestra.tasks.generators.algorithms._build_order_tests import tests
+from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 
 _NAMES = [
     ("pipeline.py", "build_order", "finish_time", "schedule"),
@@ -272,46 +274,14 @@ size. Only the standard library is available; keep the module path and function 
         )
 
     reference = _source(_ORDER_RIGHT, _FINISH_RIGHT, _SCHED_RIGHT, names)
-    tests = {
-        "test.sh": python_test_sh(timeout=300),
-        "test_hidden.py": hidden_test(reference, names, timed, pool, big_n),
-        PRECOMPUTED: precomputed(cases(reference, names, timed, pool, big_n, secret)),
-    }
-    return GeneratedTask(
+    return hs.task(
         instruction=instruction,
         workspace={module: stub},
-        tests=tests,
-        solution={
-            "solve.sh": solve_sh_writing({module: right}, note="Kahn's algorithm with a heap")
-        },
-        wrong_solutions={
-            name: {"solve.sh": solve_sh_writing({module: src}, note=f"wrong: {name}")}
-            for name, src in wrong.items()
-        },
+        tests=tests(reference, names, timed, pool, big_n, secret),
+        answer_path=module,
+        reference=right,
+        wrongs=wrong,
+        note="Kahn's algorithm with a heap",
         tags=("python", "graphs", "topological-sort", "scheduling"),
         verifier_timeout_sec=360.0,
     )
-
-
-def _reference_order(deps: dict) -> list[str]:
-    import heapq
-
-    nodes = set(deps)
-    for reqs in deps.values():
-        nodes.update(reqs)
-    waiting = {n: 0 for n in nodes}
-    children: dict[str, list[str]] = {n: [] for n in nodes}
-    for n, reqs in deps.items():
-        for r in set(reqs):
-            waiting[n] += 1
-            children[r].append(n)
-    ready = sorted(n for n in nodes if waiting[n] == 0)
-    order = []
-    while ready:
-        n = heapq.heappop(ready)
-        order.append(n)
-        for c in children[n]:
-            waiting[c] -= 1
-            if waiting[c] == 0:
-                heapq.heappush(ready, c)
-    return order

@@ -11,9 +11,12 @@ the checker applies to the input and prices itself: a valid but costlier script 
 from __future__ import annotations
 
 import json
+import random
+from pathlib import Path
 
 from palaestra.tasks import outcomes
-from palaestra.tasks.generators import family, python_test_sh, solve_sh_writing
+from palaestra.tasks.generators import family
+from palaestra.tasks.generators import harness_spec as hs
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 
 _NAMES = [
@@ -221,148 +224,108 @@ Only the standard library is available; keep the module path and function names.
         wrong["case-as-substitution"] = _variant(costs, names, script=script, body=_NO_CASE)
     if script:
         wrong["delete-then-insert-script"] = _variant(costs, names, script=True, body=_WIPE_SCRIPT)
-    tests = {
-        "test.sh": python_test_sh(timeout=200),
-        "test_hidden.py": _hidden_test(names, costs, script, big_len, secret),
-    }
-    return GeneratedTask(
+    return hs.task(
         instruction=instruction,
         workspace={module: stub},
-        tests=tests,
-        solution={
-            "solve.sh": solve_sh_writing(
-                {module: _variant(costs, names, script=script)}, note="DP table, backtracked"
-            )
-        },
-        wrong_solutions={
-            name: {"solve.sh": solve_sh_writing({module: src}, note=f"wrong: {name}")}
-            for name, src in wrong.items()
-        },
+        tests=_tests(names, costs, ns[cost_fn], script, big_len, secret),
+        answer_path=module,
+        reference=_variant(costs, names, script=script),
+        wrongs=wrong,
+        note="DP table, backtracked",
         tags=("python", "dynamic-programming", "strings"),
         verifier_timeout_sec=240.0,
         reward_outcomes=outcomes.GRADED + outcomes.ASSERTIONS,
     )
 
 
-def _hidden_test(names: tuple, costs: tuple, script: bool, big_len: int, secret: int) -> str:
+_ALPHABET = "abcdeABCDE0123-./"
+_PAIRS = [
+    ["", ""],
+    ["", "abc"],
+    ["abcd", ""],
+    ["a", "A"],
+    ["ab", "ba"],
+    ["abc", "abc"],
+    ["xyz", "abc"],
+    ["ab", "b"],
+    ["b", "ab"],
+    ["0-9", "09-"],
+    ["aBc", "AbC"],
+]
+#: The script check, shipped in tests/: the answer's script applied and priced there.
+_SCRIPT_CHECK = Path(__file__).with_name("_edit_script.py")
+
+
+def _draws(secret: int, big_len: int) -> tuple[list, list[str]]:
+    """The test's string pairs and its large pair, drawn from ``secret``."""
+    rng = random.Random(secret)
+
+    def rand_code(n):
+        return "".join(rng.choice(_ALPHABET) for _ in range(n))
+
+    def mutate(s, edits):
+        s = list(s)
+        for _ in range(edits):
+            op = rng.randrange(5)
+            k = rng.randrange(len(s) + 1)
+            if op == 0:
+                s.insert(k, rng.choice(_ALPHABET))
+            elif op == 1 and k < len(s):
+                del s[k]
+            elif op == 2 and k < len(s):
+                s[k] = rng.choice(_ALPHABET)
+            elif op == 3 and k < len(s):
+                s[k] = s[k].swapcase()
+            elif op == 4 and k + 1 < len(s):
+                s[k], s[k + 1] = s[k + 1], s[k]
+        return "".join(s)
+
+    pairs = list(_PAIRS)
+    for _ in range(40):
+        base = rand_code(rng.randrange(1, 14))
+        pairs.append([base, mutate(base, rng.randrange(1, 5))])
+    for _ in range(8):
+        pairs.append([rand_code(rng.randrange(0, 9)), rand_code(rng.randrange(0, 9))])
+    big_a = rand_code(big_len)
+    return pairs, [big_a, mutate(big_a, big_len // 4)]
+
+
+def _tests(names, costs, reference, script: bool, big_len: int, secret: int) -> dict:
+    """The pairs, the large pair under 3 s of CPU and (hard) scripts under 4 s, priced by the
+    checker; the reference's costs (run now) are the expected values."""
     module, cost_fn, script_fn = names
-    reference = _variant(costs, names, script=False).replace(f"def {cost_fn}(", "def reference(")
-    return f'''\
-"""Hidden tests for {cost_fn}: edge cases and string pairs drawn from a per-task secret."""
-import random
-
-from palaestra_check import Checker, run_python
-
-{reference}
-
-SECRET, SCRIPT, BIG_LEN = {secret}, {script}, {big_len}
-rng = random.Random(SECRET)
-ALPHABET = "abcdeABCDE0123-./"
-
-
-def rand_code(n, alphabet=ALPHABET):
-    return "".join(rng.choice(alphabet) for _ in range(n))
-
-
-def mutate(s, edits):
-    s = list(s)
-    for _ in range(edits):
-        op = rng.randrange(5)
-        k = rng.randrange(len(s) + 1)
-        if op == 0:
-            s.insert(k, rng.choice(ALPHABET))
-        elif op == 1 and k < len(s):
-            del s[k]
-        elif op == 2 and k < len(s):
-            s[k] = rng.choice(ALPHABET)
-        elif op == 3 and k < len(s):
-            s[k] = s[k].swapcase()
-        elif op == 4 and k + 1 < len(s):
-            s[k], s[k + 1] = s[k + 1], s[k]
-    return "".join(s)
-
-
-pairs = [["", ""], ["", "abc"], ["abcd", ""], ["a", "A"], ["ab", "ba"], ["abc", "abc"],
-         ["xyz", "abc"], ["ab", "b"], ["b", "ab"], ["0-9", "09-"], ["aBc", "AbC"]]
-for _ in range(40):
-    base = rand_code(rng.randrange(1, 14))
-    pairs.append([base, mutate(base, rng.randrange(1, 5))])
-for _ in range(8):
-    pairs.append([rand_code(rng.randrange(0, 9)), rand_code(rng.randrange(0, 9))])
-
-CHILD = """
-from {module[:-3]} import {cost_fn}
-emit([{cost_fn}(a, b) for a, b in INPUT])
-"""
-ck = Checker(kind="assert")
-ck.compile_python("/app/{module}")
-res = run_python(CHILD, pairs, timeout=60)
-if not res.ok:
-    ck.error("{cost_fn} runs on the test pairs", res.error)
-else:
-    for i, (a, b) in enumerate(pairs):
-        ck.equal(f"{cost_fn}({{a!r}}, {{b!r}})", res.value[i] if i < len(res.value) else None,
-                 reference(a, b))
-
-big_a = rand_code(BIG_LEN)
-big_b = mutate(big_a, BIG_LEN // 4)
-res = run_python("from {module[:-3]} import {cost_fn}\\nemit({cost_fn}(*INPUT))", [big_a, big_b],
-                 timeout=60, cpu_seconds=3)
-ck.expect(f"{{len(big_a)}}- and {{len(big_b)}}-character codes within the time bar",
-          res, reference(big_a, big_b))
-
-INS, DEL, SUB, CASE, SWAP = {costs!r}
-
-
-def price(a, ops):
-    """Apply a script to a; return (result, cost) or raise ValueError if it is malformed."""
-    out, pos, cost = [], 0, 0
-    for op in ops:
-        if not isinstance(op, list) or not op:
-            raise ValueError(f"malformed step {{op!r}}")
-        kind = op[0]
-        if kind == "keep" and pos < len(a):
-            out.append(a[pos])
-            pos += 1
-        elif kind == "sub" and pos < len(a) and len(op) == 2 and isinstance(op[1], str) \\
-                and len(op[1]) == 1:
-            out.append(op[1])
-            cost += _sub(a[pos], op[1])
-            pos += 1
-        elif kind == "del" and pos < len(a):
-            cost += DEL
-            pos += 1
-        elif kind == "ins" and len(op) == 2 and isinstance(op[1], str) and len(op[1]) == 1:
-            out.append(op[1])
-            cost += INS
-        elif kind == "swap" and SWAP is not None and pos + 1 < len(a):
-            out += [a[pos + 1], a[pos]]
-            cost += SWAP
-            pos += 2
-        else:
-            raise ValueError(f"step {{op!r}} cannot apply at position {{pos}}")
-    if pos != len(a):
-        raise ValueError(f"the script leaves {{len(a) - pos}} characters of the input unread")
-    return "".join(out), cost
-
-
-if SCRIPT:
-    script_pairs = pairs[:30] + [[big_a[:120], big_b[:130]]]
-    SCHILD = """
-from {module[:-3]} import {script_fn}
-emit([{script_fn}(a, b) for a, b in INPUT])
-"""
-    res = run_python(SCHILD, script_pairs, timeout=60, cpu_seconds=4)
-    if not res.ok:
-        ck.error("{script_fn} runs on the test pairs", res.error)
-    else:
-        for i, (a, b) in enumerate(script_pairs):
-            name = f"{script_fn}({{a[:20]!r}}, {{b[:20]!r}})"
-            try:
-                got = price(a, res.value[i] if i < len(res.value) else [])
-            except ValueError as e:
-                ck.check(name, False, str(e))
-                continue
-            ck.equal(name + " result and cost", got, (b, reference(a, b)))
-ck.finish()
-'''
+    pairs, (big_a, big_b) = _draws(secret, big_len)
+    cases = [hs.Case(f"{cost_fn}({a!r}, {b!r})", want=reference(a, b)) for a, b in pairs]
+    cases.append(
+        hs.Case(
+            f"{len(big_a)}- and {len(big_b)}-character codes within the time bar",
+            want=reference(big_a, big_b),
+        )
+    )
+    each = f"from {module[:-3]} import {{fn}}\nemit([{{fn}}(a, b) for a, b in INPUT])"
+    calls = [
+        hs.python_call(each.format(fn=cost_fn), pairs, cases=len(pairs)),
+        hs.python_call(
+            f"from {module[:-3]} import {cost_fn}\nemit([{cost_fn}(*INPUT)])",
+            [big_a, big_b],
+            cases=1,
+            cpu=3,
+        ),
+    ]
+    if script:
+        script_pairs = pairs[:30] + [[big_a[:120], big_b[:130]]]
+        cases += [
+            hs.Case(f"{script_fn}({a[:20]!r}, {b[:20]!r})", want=[a, b, reference(a, b)])
+            for a, b in script_pairs
+        ]
+        priced = hs.compare("function", module="edit_script", fn="priced", costs=list(costs))
+        calls.append(hs.python_call(each.format(fn=script_fn), script_pairs, cpu=4, compare=priced))
+    return hs.tests(
+        answer=hs.python_calls(*calls, compile=[f"/app/{module}"]),
+        cases=cases,
+        compare=hs.compare("equal"),
+        limits=hs.limits(timeout=60),
+        kind="assert",
+        modules={"edit_script.py": _SCRIPT_CHECK.read_text()},
+        timeout=200,
+    )

@@ -10,8 +10,10 @@ last matching pattern wins).
 from __future__ import annotations
 
 import json
+import random
 
-from palaestra.tasks.generators import family, python_test_sh, solve_sh_writing
+from palaestra.tasks.generators import family
+from palaestra.tasks.generators import harness_spec as hs
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 
 _NAMES = [
@@ -301,157 +303,176 @@ path and function names.
     if tier == "hard":
         wrong["no-escapes"] = var(_NO_ESCAPES)
         wrong["first-match-wins"] = var(_FIRST_WINS)
-    reference = _variant(_RIGHT, names, sep, escapes, True)
-    tests = {
-        "test.sh": python_test_sh(timeout=200),
-        "test_hidden.py": _hidden_test(names, reference, tier, stars, long_len, secret),
-    }
-    return GeneratedTask(
+    return hs.task(
         instruction=instruction,
         workspace={module: stub},
-        tests=tests,
-        solution={"solve.sh": solve_sh_writing({module: var(_RIGHT)}, note="token DP")},
-        wrong_solutions={
-            name: {"solve.sh": solve_sh_writing({module: src}, note=f"wrong: {name}")}
-            for name, src in wrong.items()
-        },
+        tests=_tests(names, ns, tier, stars, long_len, secret),
+        answer_path=module,
+        reference=var(_RIGHT),
+        wrongs=wrong,
+        note="token DP",
         tags=("python", "strings", "dynamic-programming"),
         verifier_timeout_sec=240.0,
     )
 
 
-def _hidden_test(names, reference: str, tier: str, stars: int, long_len: int, secret: int) -> str:
+_CHARS = "abcxyz019._-"
+_PAIRS = [
+    ["a?c", "ac"],
+    ["a?c", "abc"],
+    ["[!a]b", "ab"],
+    ["[!a]b", "xb"],
+    ["*a", "aba"],
+    ["*a*b", "xaybzb"],
+    ["*", ""],
+    ["?", ""],
+    ["[a-c]x", "bx"],
+    ["[a-c]x", "dx"],
+    ["[ab", "[ab"],
+    ["a*b*c", "abc"],
+    ["*.txt", "a.txt.bak"],
+    ["x*", "x"],
+]
+_SLASH_PAIRS = [
+    ["*.py", "src/x.py"],
+    ["src/*", "src/a/b"],
+    ["a/**/b", "a/b"],
+    ["a/**/b", "a/x/y/b"],
+    ["**/b", "b"],
+    ["**/b", "x/b"],
+    ["a/**", "a/x/y"],
+    ["a/?", "a//"],
+    ["a**b", "a/b"],
+    ["a/[!x]", "a//"],
+    ["**", "a/b"],
+    ["a/**/b", "a/xb"],
+]
+_ESCAPE_PAIRS = [
+    ["\\*.txt", "x.txt"],
+    ["\\*.txt", "*.txt"],
+    ["a\\?", "a?"],
+    ["a\\?", "ab"],
+    ["\\\\x", "\\x"],
+    ["[\\]", "x"],
+]
+
+
+class _Draws:
+    """The test's inputs, drawn from the task's secret (the order of draws is the test's)."""
+
+    def __init__(self, secret: int, slash: bool, hard: bool) -> None:
+        self.rng, self.slash, self.hard = random.Random(secret), slash, hard
+
+    def word(self, lo: int = 1, hi: int = 7) -> str:
+        return "".join(self.rng.choice(_CHARS) for _ in range(self.rng.randrange(lo, hi)))
+
+    def path(self) -> str:
+        if not self.slash:
+            return self.word(1, 12)
+        return "/".join(self.word(1, 6) for _ in range(self.rng.randrange(1, 5)))
+
+    def char_class(self, c: str) -> str:
+        rng = self.rng
+        if rng.random() < 0.5:
+            return "[" + rng.choice("ax0") + c + "]" if c not in "]!-\\" else c
+        other = rng.choice([x for x in "bcz19" if x != c])
+        return "[!" + other + "]" if c != "/" else c
+
+    def pattern_from(self, path: str) -> str:
+        """A pattern made to match ``path`` (mostly), by replacing pieces with wildcards."""
+        rng, out, i = self.rng, [], 0
+        while i < len(path):
+            r = rng.random()
+            c = path[i]
+            if self.slash and c == "/" and r < 0.25:  # collapse the next directories into **
+                j = path.find("/", i + 1)
+                out.append("/**/")
+                i = j + 1 if j != -1 and rng.random() < 0.5 else i + 1
+                continue
+            if c == "/":
+                out.append(c)
+            elif r < 0.15:
+                out.append("?")
+            elif r < 0.3:
+                j = i + rng.randrange(0, 4)
+                while i < j and i < len(path) and path[i] != "/":
+                    i += 1
+                out.append("*")
+                continue
+            elif r < 0.42:
+                out.append(self.char_class(c))
+            elif self.hard and r < 0.47 and c in "._":
+                out.append("\\" + c)
+            else:
+                out.append(c)
+            i += 1
+        return "".join(out)
+
+    def mutate(self, path: str) -> str:
+        if not path:
+            return "q"
+        k = self.rng.randrange(len(path))
+        if self.rng.random() < 0.5:
+            return path[:k] + self.rng.choice(_CHARS) + path[k + 1 :]
+        return path[:k] + path[k + 1 :]
+
+
+def _tests(names, ns: dict, tier: str, stars: int, long_len: int, secret: int) -> dict:
+    """Edge cases and patterns drawn from ``secret``, the reference's answers (run now) their
+    expected values: the pairs (4 s of CPU), the many-star patterns (2 s), the filter lists."""
     module, match_fn, filter_fn = names
-    return f'''\
-"""Hidden tests for {match_fn}: edge cases and patterns drawn from a per-task secret."""
-import random
-
-from palaestra_check import Checker, run_python
-
-{reference}
-
-SECRET, TIER, STARS, LONG = {secret}, {tier!r}, {stars}, {long_len}
-SLASH, HARD = TIER != "easy", TIER == "hard"
-rng = random.Random(SECRET)
-CHARS = "abcxyz019._-"
-
-
-def word(lo=1, hi=7):
-    return "".join(rng.choice(CHARS) for _ in range(rng.randrange(lo, hi)))
-
-
-def rand_path():
-    if not SLASH:
-        return word(1, 12)
-    return "/".join(word(1, 6) for _ in range(rng.randrange(1, 5)))
-
-
-def char_class(c):
-    if rng.random() < 0.5:
-        return "[" + rng.choice("ax0") + c + "]" if c not in "]!-\\\\" else c
-    other = rng.choice([x for x in "bcz19" if x != c])
-    return "[!" + other + "]" if c != "/" else c
-
-
-def pattern_from(path):
-    """A pattern made to match `path` (mostly), by replacing pieces with wildcards."""
-    out, i = [], 0
-    while i < len(path):
-        r = rng.random()
-        c = path[i]
-        if SLASH and c == "/" and r < 0.25:
-            # collapse the following directories into **
-            j = path.find("/", i + 1)
-            out.append("/**/")
-            i = j + 1 if j != -1 and rng.random() < 0.5 else i + 1
-            continue
-        if c == "/":
-            out.append(c)
-        elif r < 0.15:
-            out.append("?")
-        elif r < 0.3:
-            j = i + rng.randrange(0, 4)
-            while i < j and i < len(path) and path[i] != "/":
-                i += 1
-            out.append("*")
-            continue
-        elif r < 0.42:
-            out.append(char_class(c))
-        elif HARD and r < 0.47 and c in "._":
-            out.append("\\\\" + c)
-        else:
-            out.append(c)
-        i += 1
-    return "".join(out)
-
-
-def mutate(path):
-    if not path:
-        return "q"
-    k = rng.randrange(len(path))
-    if rng.random() < 0.5:
-        return path[:k] + rng.choice(CHARS) + path[k + 1:]
-    return path[:k] + path[k + 1:]
-
-
-pairs = [["a?c", "ac"], ["a?c", "abc"], ["[!a]b", "ab"], ["[!a]b", "xb"], ["*a", "aba"],
-         ["*a*b", "xaybzb"], ["*", ""], ["?", ""], ["[a-c]x", "bx"], ["[a-c]x", "dx"],
-         ["[ab", "[ab"], ["a*b*c", "abc"], ["*.txt", "a.txt.bak"], ["x*", "x"]]
-if SLASH:
-    pairs += [["*.py", "src/x.py"], ["src/*", "src/a/b"], ["a/**/b", "a/b"], ["a/**/b", "a/x/y/b"],
-              ["**/b", "b"], ["**/b", "x/b"], ["a/**", "a/x/y"], ["a/?", "a//"], ["a**b", "a/b"],
-              ["a/[!x]", "a//"], ["**", "a/b"], ["a/**/b", "a/xb"]]
-if HARD:
-    pairs += [["\\\\*.txt", "x.txt"], ["\\\\*.txt", "*.txt"], ["a\\\\?", "a?"], ["a\\\\?", "ab"],
-              ["\\\\\\\\x", "\\\\x"], ["[\\\\]", "x"]]
-for _ in range(60):
-    path = rand_path()
-    pat = pattern_from(path)
-    pairs.append([pat, path if rng.random() < 0.6 else mutate(path)])
-
-ck = Checker()
-CHILD = """
-from {module[:-3]} import {match_fn}
-emit([{match_fn}(p, s) for p, s in INPUT])
-"""
-res = run_python(CHILD, pairs, timeout=60, cpu_seconds=4)
-if not res.ok:
-    ck.check("{match_fn} runs on the test patterns", False, res.error)
-else:
-    for i, (p, s) in enumerate(pairs):
-        ck.equal(f"{match_fn}({{p!r}}, {{s!r}})", res.value[i] if i < len(res.value) else None,
-                 {match_fn}(p, s))
-
-letter = rng.choice("abxyz")
-other = rng.choice([c for c in "019" if c != letter])
-hard_pat = ("*" + letter) * STARS + "*" + other
-hard_cases = [[hard_pat, letter * LONG], [hard_pat, letter * LONG + other],
-              [hard_pat, letter * (LONG // 2) + other + letter * (LONG // 2)]]
-res = run_python(CHILD, hard_cases, timeout=60, cpu_seconds=2)
-ck.equal(f"{{STARS}}-star patterns on {{LONG}}-character paths within the time bar",
-         res.value if res.ok else res.error, [{match_fn}(p, s) for p, s in hard_cases])
-
-if HARD:
-    lists = []
-    for _ in range(8):
-        paths = [rand_path() for _ in range(12)]
-        patterns = []
-        for _ in range(rng.randrange(2, 6)):
-            pat = pattern_from(rng.choice(paths))
-            patterns.append(("!" + pat) if rng.random() < 0.35 else pat)
-        patterns.append(rng.choice(["*", "**", "*/**"]))
-        patterns.append("!" + pattern_from(rng.choice(paths)))
-        lists.append([patterns, paths])
-    FCHILD = """
-from {module[:-3]} import {filter_fn}
-emit([{filter_fn}(p, s) for p, s in INPUT])
-"""
-    res = run_python(FCHILD, lists, timeout=60, cpu_seconds=4)
-    if not res.ok:
-        ck.check("{filter_fn} runs", False, res.error)
-    else:
-        for i, (patterns, paths) in enumerate(lists):
-            ck.equal(f"{filter_fn} list {{i}}", res.value[i] if i < len(res.value) else None,
-                     {filter_fn}(patterns, paths))
-ck.finish()
-'''
+    match, slash, hard = ns[match_fn], tier != "easy", tier == "hard"
+    d = _Draws(secret, slash, hard)
+    pairs = _PAIRS + (_SLASH_PAIRS if slash else []) + (_ESCAPE_PAIRS if hard else [])
+    for _ in range(60):
+        path = d.path()
+        pat = d.pattern_from(path)
+        pairs.append([pat, path if d.rng.random() < 0.6 else d.mutate(path)])
+    letter = d.rng.choice("abxyz")
+    other = d.rng.choice([c for c in "019" if c != letter])
+    hard_pat = ("*" + letter) * stars + "*" + other
+    many = [
+        [hard_pat, letter * long_len],
+        [hard_pat, letter * long_len + other],
+        [hard_pat, letter * (long_len // 2) + other + letter * (long_len // 2)],
+    ]
+    cases = [hs.Case(f"{match_fn}({p!r}, {s!r})", want=match(p, s)) for p, s in pairs]
+    cases.append(
+        hs.Case(
+            f"{stars}-star patterns on {long_len}-character paths within the time bar",
+            want=[match(p, s) for p, s in many],
+        )
+    )
+    each = f"from {module[:-3]} import {{fn}}\nemit([{{fn}}(p, s) for p, s in INPUT])"
+    calls = [
+        hs.python_call(each.format(fn=match_fn), pairs, cases=len(pairs), cpu=4),
+        hs.python_call(
+            f"from {module[:-3]} import {match_fn}\nemit([[{match_fn}(p, s) for p, s in INPUT]])",
+            many,
+            cases=1,
+            cpu=2,
+        ),
+    ]
+    if hard:
+        lists = []
+        for _ in range(8):
+            paths = [d.path() for _ in range(12)]
+            patterns = []
+            for _ in range(d.rng.randrange(2, 6)):
+                pat = d.pattern_from(d.rng.choice(paths))
+                patterns.append(("!" + pat) if d.rng.random() < 0.35 else pat)
+            patterns.append(d.rng.choice(["*", "**", "*/**"]))
+            patterns.append("!" + d.pattern_from(d.rng.choice(paths)))
+            lists.append([patterns, paths])
+        cases += [
+            hs.Case(f"{filter_fn} list {i}", want=ns[filter_fn](patterns, paths))
+            for i, (patterns, paths) in enumerate(lists)
+        ]
+        calls.append(hs.python_call(each.format(fn=filter_fn), lists, cpu=4))
+    return hs.tests(
+        answer=hs.python_calls(*calls),
+        cases=cases,
+        compare=hs.compare("equal"),
+        limits=hs.limits(timeout=60),
+        timeout=200,
+    )

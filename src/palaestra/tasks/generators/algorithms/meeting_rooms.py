@@ -11,9 +11,12 @@ from __future__ import annotations
 import json
 import random
 import textwrap
+from pathlib import Path
 
-from palaestra.tasks.generators import attacks, family, python_test_sh, solve_sh_writing
-from palaestra.tasks.generators.base import PRECOMPUTED, GeneratedTask, GenSpec, precomputed
+from palaestra.tasks.generators import attacks, family
+from palaestra.tasks.generators import harness_spec as hs
+from palaestra.tasks.generators.algorithms import _rooms_inputs as ri
+from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 
 _NAMES = [
     ("rooms.py", "rooms_needed", "assign_rooms"),
@@ -22,18 +25,6 @@ _NAMES = [
     ("booking.py", "rooms_required", "place_bookings"),
 ]
 _UNITS = ["minutes", "seconds"]
-
-
-def _reference_count(bookings: list[list[int]], buffer: int) -> int:
-    import heapq
-
-    frees: list[int] = []
-    for start, end in sorted(bookings):
-        if frees and frees[0] <= start:
-            heapq.heapreplace(frees, end + buffer)
-        else:
-            heapq.heappush(frees, end + buffer)
-    return len(frees)
 
 
 def _random_day(rng, n: int, horizon: int, max_len: int) -> list[list[int]]:
@@ -66,7 +57,7 @@ def generate(spec: GenSpec) -> GeneratedTask:
         else "A room freed at `e` can host a meeting starting at `e`."
     )
     example_lines = "\n".join(
-        f">>> {count_fn}({json.dumps(ex)})\n{_reference_count(ex, buffer)}" for ex in examples
+        f">>> {count_fn}({json.dumps(ex)})\n{ri.reference(ex, buffer)}" for ex in examples
     )
     assign_text = ""
     if assign:
@@ -129,22 +120,14 @@ def generate(spec: GenSpec) -> GeneratedTask:
     if assign:  # right count, but rooms handed out by earliest free time, not lowest number
         wrong["earliest-free-room"] = _earliest_free(count_fn, assign_fn, buffer)
 
-    tests = {
-        "test.sh": python_test_sh(timeout=300),
-        "test_hidden.py": _hidden_test(
-            module, count_fn, assign_fn if assign else None, buffer, big_n
-        ),
-        PRECOMPUTED: precomputed(_cases(buffer, big_n, assign, secret)),
-    }
-    return GeneratedTask(
+    return hs.task(
         instruction=instruction,
         workspace={module: stub},
-        tests=tests,
-        solution={"solve.sh": solve_sh_writing({module: right}, note="heap of room free times")},
-        wrong_solutions={
-            name: {"solve.sh": solve_sh_writing({module: src}, note=f"wrong: {name}")}
-            for name, src in wrong.items()
-        },
+        tests=_tests(module, count_fn, assign_fn if assign else None, buffer, big_n, secret),
+        answer_path=module,
+        reference=right,
+        wrongs=wrong,
+        note="heap of room free times",
         tags=("python", "heap", "intervals"),
         verifier_timeout_sec=360.0,
     )
@@ -208,7 +191,7 @@ def {count_fn}(bookings):
 
 
 def _hardcoded(count_fn: str, assign_fn: str | None, examples: list, buffer: int) -> str:
-    table = {json.dumps(ex): _reference_count(ex, buffer) for ex in examples}
+    table = {json.dumps(ex): ri.reference(ex, buffer) for ex in examples}
     src = f"""\
 import json
 
@@ -277,56 +260,12 @@ def {assign_fn}(bookings):
 
 
 # Python, in the hidden test and at generation time: the reference and the large day.
-_REFERENCE = r'''
-import heapq
-import random
+#: The large day and the reference, shipped in tests/ (the large day is made again there).
+_INPUTS = Path(__file__).with_name("_rooms_inputs.py")
 
 
-def reference(bookings):
-    frees = []
-    for start, end in sorted(bookings):
-        if frees and frees[0] <= start:
-            heapq.heapreplace(frees, end + BUFFER)
-        else:
-            heapq.heappush(frees, end + BUFFER)
-    return len(frees)
-
-
-def reference_rooms(bookings):
-    order = sorted(range(len(bookings)), key=lambda i: (bookings[i][0], bookings[i][1], i))
-    busy, idle, rooms, count = [], [], [0] * len(bookings), 0
-    for i in order:
-        start, end = bookings[i]
-        while busy and busy[0][0] <= start:
-            heapq.heappush(idle, heapq.heappop(busy)[1])
-        if idle:
-            room = heapq.heappop(idle)
-        else:
-            room, count = count, count + 1
-        rooms[i] = room
-        heapq.heappush(busy, (end + BUFFER, room))
-    return rooms
-
-
-def big_day(seed, n):
-    """The large day (too large to ship): starts over 24 h, lengths up to 3 h scaled down."""
-    rnd = random.Random(seed).random
-    horizon, max_len = 24 * 60 * 60, 3 * 60 * 60 // max(1, n // 2000)
-    return [[s, s + 1 + int(rnd() * max_len)] for s in [int(rnd() * horizon) for _ in range(n)]]
-
-
-def digest(value):
-    import hashlib
-
-    return hashlib.sha256(repr(value).encode()).hexdigest()
-'''
-
-
-def _cases(buffer: int, big_n: int, assign: bool, secret: int) -> dict:
-    """What the hidden test checks, made once: the days drawn from ``secret``, the reference's
-    answers, and for the large day (drawn again in the checker) its seed and digests."""
-    scope: dict = {"BUFFER": buffer}
-    exec(_REFERENCE, scope)
+def _small_days(buffer: int, secret: int) -> tuple[list, int]:
+    """The small days drawn from ``secret``, and the large day's seed."""
     rng = random.Random(secret)
     cases = [
         [],
@@ -339,76 +278,63 @@ def _cases(buffer: int, big_n: int, assign: bool, secret: int) -> dict:
     ]
     cases += [_random_day(rng, rng.randrange(2, 30), 200, 40) for _ in range(40)]
     cases += [_random_day(rng, rng.randrange(100, 400), 2000, 120) for _ in range(5)]
-    seed = rng.randrange(2**31)
-    big = scope["big_day"](seed, big_n)
-    out = {
-        "cases": cases,
-        "counts": [scope["reference"](c) for c in cases],
-        "big": (seed, scope["digest"](big), scope["reference"](big)),
-    }
-    if assign:
-        out["rooms"] = [scope["reference_rooms"](c) for c in cases]
-        out["big_rooms"] = scope["digest"](scope["reference_rooms"](big))
-    return out
+    return cases, rng.randrange(2**31)
 
 
-def _hidden_test(module: str, count_fn: str, assign_fn: str | None, buffer: int, big_n: int) -> str:
-    return f'''\
-"""Hidden tests for {count_fn}: edge cases and cases drawn from a per-task secret seed, at
-generation time (tests/precomputed.bin holds them and the reference's answers)."""
-from palaestra_check import Checker, precomputed, run_python
-
-BUFFER, BIG_N = {buffer}, {big_n}
-ASSIGN = {assign_fn!r}
-{_REFERENCE}
-
-DATA = precomputed()
-cases = DATA["cases"]
-seed, big_digest, big_count = DATA["big"]
-big = big_day(seed, BIG_N)
-if digest(big) != big_digest:  # drawn otherwise here: the reference decides
-    big_count = reference(big)
-    DATA["big_rooms"] = digest(reference_rooms(big)) if ASSIGN else None
-
-CHILD = """
-from {module[:-3]} import {count_fn}
+#: The first call: every small day, then whether the input is unmodified.
+_COUNT_ALL = """
 import copy
+from {module} import {fn}
 before = copy.deepcopy(INPUT)
-out = [{count_fn}(case) for case in INPUT]
-emit({{"out": out, "unmodified": INPUT == before}})
+out = [{fn}(case) for case in INPUT]
+emit(out + [INPUT == before])
 """
-ck = Checker()
-res = run_python(CHILD, cases, timeout=60)
-if not res.ok:
-    ck.check("{count_fn} runs on the test cases", False, res.error)
-else:
-    got = res.value["out"]
-    for i, case in enumerate(cases):
-        ck.equal(f"case {{i}} ({{len(case)}} bookings)", got[i] if i < len(got) else None,
-                 DATA["counts"][i])
-    ck.check("input not modified", res.value["unmodified"])
+_EACH = "from {module} import {fn}\nemit([{fn}(case) for case in INPUT])"
 
-res = run_python(CHILD, [big], timeout=60, cpu_seconds=2)
-ck.equal(f"{{BIG_N}} bookings within the time bar", res.value["out"][0] if res.ok else res.error,
-         big_count)
 
-if ASSIGN:
-    ACHILD = """
-from {module[:-3]} import {assign_fn}
-emit([{assign_fn}(case) for case in INPUT])
-"""
-    res = run_python(ACHILD, cases + [big], timeout=60)
-    if not res.ok:
-        ck.check("{assign_fn} runs on the test cases", False, res.error)
-    else:
-        for i, case in enumerate(cases):
-            ck.equal(f"rooms of case {{i}}", res.value[i] if i < len(res.value) else None,
-                     DATA["rooms"][i])
-        got = res.value[len(cases)] if len(cases) < len(res.value) else None
-        label = f"rooms of case {{len(cases)}}"
-        if digest(got) == DATA["big_rooms"]:
-            ck.check(label, True)
-        else:  # the reference says what differs
-            ck.equal(label, got, reference_rooms(big))
-ck.finish()
-'''
+def _tests(module, count_fn, assign_fn, buffer: int, big_n: int, secret: int) -> dict:
+    """The small days (the reference's answers made now), the large day (made again in the
+    checker from its seed) under 2 s of CPU, and (hard) the rooms of all of them."""
+    cases, seed = _small_days(buffer, secret)
+    big = ri.big_day(random.Random(seed), big_n)
+    name = module[:-3]
+    checks = [
+        hs.Case(f"case {i} ({len(c)} bookings)", want=ri.reference(c, buffer))
+        for i, c in enumerate(cases)
+    ]
+    checks += [
+        hs.Case("input not modified", want=True),
+        hs.Case(f"{big_n} bookings within the time bar", want=ri.reference(big, buffer)),
+    ]
+    calls = [
+        hs.python_call(_COUNT_ALL.format(module=name, fn=count_fn), cases, cases=len(cases) + 1),
+        hs.python_call(
+            _EACH.format(module=name, fn=count_fn),
+            None,
+            cases=1,
+            cpu=2,
+            make=hs.made("rooms_inputs", "days", seed, [big_n, buffer, []], [big]),
+            reference="counts",
+        ),
+    ]
+    if assign_fn:
+        checks += [
+            hs.Case(f"rooms of case {i}", want=ri.reference_rooms(c, buffer))
+            for i, c in enumerate([*cases, big])
+        ]
+        calls.append(
+            hs.python_call(
+                _EACH.format(module=name, fn=assign_fn),
+                None,
+                make=hs.made("rooms_inputs", "days", seed, [big_n, buffer, cases], [*cases, big]),
+                reference="rooms",
+            )
+        )
+    return hs.tests(
+        answer=hs.python_calls(*calls),
+        cases=checks,
+        compare=hs.compare("equal"),
+        limits=hs.limits(timeout=60),
+        modules={"rooms_inputs.py": _INPUTS.read_text()},
+        timeout=300,
+    )

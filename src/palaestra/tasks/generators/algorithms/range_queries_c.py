@@ -4,9 +4,10 @@ queries over an array of large integers.
 Easy: sums only, over a modest array. Medium adds minimum queries and negative values on a larger
 array. Hard adds point updates between queries and a large input under a CPU-time bar, so
 recomputing each range is too slow (a segment or Fenwick tree is needed). In every tier values
-reach 10^9 (sums overflow 32 bits) and a query's two bounds may come in either order. The hidden
-test builds the agent's ``main.c`` with gcc as ``nobody`` and compares its output with a Python
-reference on fresh secret inputs.
+reach 10^9 (sums overflow 32 bits) and a query's two bounds may come in either order. The
+declarative hidden test builds the agent's ``main.c`` with gcc as ``nobody`` and compares its
+output with a Python reference's on secret inputs (made at generation time; too large to ship,
+made again in the checker from the seed, the reference deciding should they differ).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from __future__ import annotations
 import textwrap
 
 from palaestra.tasks.generators import family
-from palaestra.tasks.generators._toolchains import C, one_file_solutions, program_task
+from palaestra.tasks.generators import harness_spec as hs
+from palaestra.tasks.generators._toolchains import REWARD_OUTCOMES, C, stdin_tests
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 from palaestra.tasks.generators.optimization._bench import DRAWS, apply_edits
 
@@ -88,10 +90,11 @@ int main(void) {{
 }}
 """
 
-# Python, in the hidden test: the inputs and the reference answers. The hard tier's inputs are
-# too large to ship and are made again from the secret at every verification: ``make_input``
-# draws them in bulk (``DRAWS``, put before this code) and formats them with one ``%`` each: about
-# half the CPU of drawing and formatting them number by number (~70 ms a verification).
+# Python, at generation and in the checker (tests/program_inputs.py): the inputs and the reference
+# answers. The hard tier's inputs are too large to ship and are made again from the secret at
+# every verification: ``make_input`` draws them in bulk (``DRAWS``, put before this code) and
+# formats them with one ``%`` each: about half the CPU of drawing and formatting them number by
+# number (~70 ms a verification).
 _CASES = r"""
 from itertools import chain, repeat
 
@@ -143,6 +146,17 @@ def make_cases(rng):
     if BIG:
         cases.append(("{{}} values and queries within {{}}s of CPU".format(BIG, BAR), make_input(rng, BIG, BIG), BAR))
     return cases
+
+
+_MADE = {{}}
+
+
+def case_input(rng, index):
+    # case index's input, made again in the checker (make_cases once a seed)
+    key = rng.getstate()
+    if key not in _MADE:
+        _MADE[key] = make_cases(rng)
+    return _MADE[key][index][1]
 
 
 def expected(stdin):
@@ -245,18 +259,20 @@ def generate(spec: GenSpec) -> GeneratedTask:
         available.
         """
     )
-    solution, wrong = one_file_solutions(C.source, oracle, wrongs, note="a segment tree")
-    return program_task(
-        C,
+    return hs.task(
         instruction=instruction,
         workspace={
             "main.c": _STUB.format(build=C.build_line),
             "examples/example.in": example,
             "examples/example.out": scope["expected"](example),
         },
-        cases=cases,
-        secret=rng.randrange(2**31),
-        solution=solution,
-        wrong_solutions=wrong,
+        tests=stdin_tests(C, code=cases, secret=rng.randrange(2**31)),
+        answer_path=C.source,
+        reference=oracle,
+        wrongs=wrongs,
+        note="a segment tree",
         tags=("c", "algorithms", "segment-tree"),
+        verifier_timeout_sec=420.0,
+        reward_outcomes=REWARD_OUTCOMES,
+        packages=C.packages,
     )

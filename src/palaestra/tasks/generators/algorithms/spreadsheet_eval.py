@@ -9,8 +9,8 @@ rectangular ranges (``A1:C4``, empty cells skipped) and reference cycles (``#CYC
 cell of a cycle, with errors propagating by a left-to-right rule).
 
 The hidden test's sheets are drawn from the task's secret when the task is generated and ship,
-with the reference's values, in ``tests/precomputed.bin``: a verification runs only the agent's
-code.
+with the reference's values, as the declarative harness's cases: a verification runs only the
+agent's code.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from __future__ import annotations
 import functools
 import json
 
-from palaestra.tasks.generators import family, python_test_sh, solve_sh_writing
-from palaestra.tasks.generators.algorithms._spreadsheet_tests import cases, hidden_test
-from palaestra.tasks.generators.base import PRECOMPUTED, GeneratedTask, GenSpec, precomputed
+from palaestra.tasks.generators import family
+from palaestra.tasks.generators import harness_spec as hs
+from palaestra.tasks.generators.algorithms._spreadsheet_tests import tests
+from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 
 _NAMES = [
     ("sheet.py", "evaluate_sheet"),
@@ -441,24 +442,14 @@ Examples:
     if tier == "hard":
         wrong["range-holes-as-zero"] = src(_RANGE_ZERO)
         wrong["cycle-marks-dependents"] = src(_CYCLE_DOWNSTREAM)
-    tests = {
-        "test.sh": python_test_sh(timeout=200),
-        "test_hidden.py": hidden_test(module, fn, chain_n),
-        PRECOMPUTED: precomputed(cases(tier, chain_n, secret, _reference)),
-    }
-    return GeneratedTask(
+    return hs.task(
         instruction=instruction,
         workspace={module: stub},
-        tests=tests,
-        solution={
-            "solve.sh": solve_sh_writing(
-                {module: src(_RIGHT)}, note="recursive-descent parser, SCCs, Kahn order"
-            )
-        },
-        wrong_solutions={
-            name: {"solve.sh": solve_sh_writing({module: text}, note=f"wrong: {name}")}
-            for name, text in wrong.items()
-        },
+        tests=tests(module, fn, tier, chain_n, secret, _reference),
+        answer_path=module,
+        reference=src(_RIGHT),
+        wrongs=wrong,
+        note="recursive-descent parser, SCCs, Kahn order",
         tags=("python", "parsing", "graphs"),
         verifier_timeout_sec=240.0,
     )

@@ -221,7 +221,7 @@ def generate(spec: GenSpec) -> GeneratedTask:
     )
 
 
-_CHECKER = r'''
+_CHECKER = r"""
 import os
 
 from palaestra_check import Checker, linked, read_regular
@@ -240,7 +240,7 @@ for gone in CHECK.get("absent", []):
 for other, want in sorted(CHECK.get("unchanged", {}).items()):
     ck.equal(other + " unchanged", read_regular(other), want)
 ck.finish()
-'''
+"""
 
 
 def _hidden_test(check: dict) -> str:

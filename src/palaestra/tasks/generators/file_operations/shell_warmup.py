@@ -368,7 +368,7 @@ def generate(spec: GenSpec) -> GeneratedTask:
     )
 
 
-_CHECKER = r'''
+_CHECKER = r"""
 import operator
 import os
 import random
@@ -407,7 +407,7 @@ elif kind == "python":
         want = [OPS[op](a, b) for a, b in cases]
         ck.equal(name + " on " + str(cases[:2]), res.value.get(name) if res.ok and isinstance(res.value, dict) else res.error, want)
 ck.finish()
-'''
+"""
 
 
 def _hidden_test(check: dict) -> str:
