@@ -35,7 +35,7 @@ request the policy answered.
 Every time step's ``info`` has ``episode_id``, ``task_id`` and ``step`` (actions so far); MID
 and LAST also ``shaping_reward`` (the shaping hook's value for the action just taken, None
 without a hook: :mod:`palaestra.env.shaping`); LAST also ``end``, ``category``,
-``difficulty``, ``timings``, ``usage``, ``cost_usd``, the scaffold's ``trajectory`` and
+``difficulty``, ``timings``, ``usage``, ``cost_usd``, the scaffold's ``executions`` and
 ``sandbox_adjustments`` (what the backend changed from the task's limits, e.g. more CPUs than
 the host has), and for a multi-step task ``steps`` (each verified step's result). The
 observation is a function of the seed and the task only (its metadata names the task, the turn,
@@ -74,6 +74,7 @@ from palaestra.env.types import (
     EpisodeError,
     EpisodeStatus,
     TimeStep,
+    renamed_argument,
     restart,
     termination,
     transition,
@@ -91,7 +92,7 @@ from palaestra.verify.harbor import HarborVerifier, VerifierResult, VerifierStat
 from palaestra.verify.protocol import Verifier
 from palaestra.verify.strategies import Harbor, RewardStrategy, StrategyVerifier, get_strategy
 
-Sampler = Literal["random", "cycle"] | Callable[[random.Random, int], int]
+TaskPick = Literal["random", "cycle"] | Callable[[random.Random, int], int]
 
 
 @dataclass
@@ -104,7 +105,6 @@ class _Episode:
     agent_budget_s: float
     current: Task
     """What the scaffold works on: the task, or the step of a multi-step task now running."""
-    steps: int = 0
     done: bool = False
     agent_s: float = 0.0
     policy_s: float = 0.0
@@ -113,7 +113,7 @@ class _Episode:
     usage: Usage = field(default_factory=Usage)
     cost_usd: float | None = None
     timings: dict[str, float] = field(default_factory=dict)
-    #: Each observation answered so far with its action (a snapshot's prefix).
+    #: Each observation answered so far with its action (a snapshot's prefix; ``info["step"]``).
     turns: list[tuple[LLMRequest, LLMResponse]] = field(default_factory=list)
     step_results: list[tuple[Task, VerifierResult]] = field(default_factory=list)
 
@@ -124,8 +124,9 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
     ``tasks``: a :class:`TaskSet`, a sequence of tasks, or a path to Harbor task directories.
     ``sandbox``: a backend name (``"local"``) or a :class:`SandboxBackend` instance.
     ``scaffold``: a scaffold name (``"bash"``) or instance.
-    ``sampler``: ``"random"`` (seeded by ``reset(seed=)``), ``"cycle"`` (in order), or a
-    function ``(rng, n_tasks) -> index``. ``reset(options={"task_id": ...})`` overrides it.
+    ``pick``: ``"random"`` (seeded by ``reset(seed=)``), ``"cycle"`` (in order), or a
+    function ``(rng, n_tasks) -> index``; ``reset(options={"task_id": ...})`` overrides it.
+    ``sampler`` is its deprecated name (a sampler is a curriculum: ``palaestra.rl.TaskSampler``).
     ``pass_threshold``: the reward at or above which an episode counts as passed.
     ``reward``: how the verifier's report becomes the reward, a strategy name (``"harbor"``,
     the default: ``test.sh``'s reward; ``"exec_only"``, ``"io"``, ``"assertions"``,
@@ -146,7 +147,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         sandbox: str | SandboxBackend = "local",
         scaffold: str | Scaffold = "bash",
         verifier: Verifier | None = None,
-        sampler: Sampler = "random",
+        pick: TaskPick = "random",
         verify_on_truncation: bool = True,
         agent_timeout_sec: float | None = None,
         pass_threshold: float = 1.0,
@@ -154,7 +155,10 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         reward: str | RewardStrategy = "harbor",
         shaping: Shaping | None = None,
         artifacts_dir: Path | None = None,
+        sampler: TaskPick | None = None,
     ) -> None:
+        if sampler is not None:
+            pick = renamed_argument("CodeEnv", "sampler", "pick", sampler)
         if isinstance(tasks, str | Path):
             tasks = TaskSet.from_dir(tasks)
         self.tasks = tasks if isinstance(tasks, TaskSet) else TaskSet(tasks)
@@ -167,7 +171,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         self.verifier: Verifier = (
             verifier if isinstance(self.reward, Harbor) else StrategyVerifier(verifier, self.reward)
         )
-        self.sampler = sampler
+        self.pick = pick
         self.verify_on_truncation = verify_on_truncation
         self.agent_timeout_sec = agent_timeout_sec
         self.pass_threshold = pass_threshold
@@ -230,7 +234,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
             raise failure
         detail = error_text(event.error_class, event.message)
         raise EpisodeError(
-            f"scaffold {self.scaffold.name!r} ended ({event.status}) before asking the policy "
+            f"scaffold {self.scaffold.name!r} ended ({event.reason}) before asking the policy "
             f"anything on task {task.id!r}" + (f": {detail}" if detail else "")
         )
 
@@ -245,7 +249,6 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         ep.policy_s += time.perf_counter() - ep.observed_at
         assert ep.last_request is not None
         ep.turns.append((ep.last_request, action))
-        ep.steps += 1
         ep.usage = ep.usage + action.usage
         if action.cost_usd is not None:
             ep.cost_usd = (ep.cost_usd or 0.0) + action.cost_usd
@@ -315,7 +318,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         """After a step's agent ended: verify the step, then start the next one and run it to
         its first request (an error outcome when its set-up failed); None: the episode ends
         (:mod:`palaestra.env.steps`)."""
-        if outcome.status is EndReason.ERROR or (
+        if outcome.reason is EndReason.ERROR or (
             outcome.truncated and not self.verify_on_truncation
         ):
             return None
@@ -329,7 +332,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         try:
             await begin_step(ep.current, ep.sandbox, first=False)
         except Exception as e:
-            return Outcome(EndReason.ERROR, ep.steps, str(e), exception=e)
+            return Outcome(EndReason.ERROR, len(ep.turns), str(e), exception=e)
         ep.agent_s, ep.agent_budget_s = 0.0, self.agent_timeout_sec or ep.current.agent_timeout_sec
         ep.scaffold_task = self._start(ep.current, ep.sandbox, ep.client)
         return await self._advance(ep)
@@ -359,12 +362,12 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         at, n = self.tasks.id_at, len(self.tasks)
         if "task_index" in options:
             return at(int(options["task_index"]) % n)
-        if self.sampler == "random":
+        if self.pick == "random":
             return at(self._rng.randrange(n))
-        if self.sampler == "cycle":
+        if self.pick == "cycle":
             index, self._cursor = self._cursor % n, self._cursor + 1
             return at(index)
-        return at(self.sampler(self._rng, n) % n)
+        return at(self.pick(self._rng, n) % n)
 
     async def _advance(self, ep: _Episode) -> LLMRequest | Outcome:
         """Run the scaffold until it asks the policy something or ends."""
@@ -390,11 +393,11 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
             try:
                 return ep.scaffold_task.result()
             except Exception as e:  # the scaffold or its sandbox failed: an error episode
-                return Outcome(EndReason.ERROR, ep.steps, str(e), exception=e)
+                return Outcome(EndReason.ERROR, len(ep.turns), str(e), exception=e)
         ep.scaffold_task.cancel()
         await asyncio.gather(ep.scaffold_task, return_exceptions=True)
         limit = f"agent time limit of {ep.agent_budget_s:g} s reached"
-        return Outcome(EndReason.AGENT_TIMEOUT, ep.steps, limit)
+        return Outcome(EndReason.AGENT_TIMEOUT, len(ep.turns), limit)
 
     async def _finish(
         self, ep: _Episode, outcome: Outcome, action: LLMResponse
@@ -404,7 +407,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         try:
             if not ep.task.steps:  # a step's were collected as it ended
                 await collect_episode(ep.task, ep.sandbox, self.artifacts_dir, ep.id)
-            if outcome.status is not EndReason.ERROR and (
+            if outcome.reason is not EndReason.ERROR and (
                 not outcome.truncated or self.verify_on_truncation
             ):
                 started = time.perf_counter()
@@ -428,7 +431,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
             timings=dict(ep.timings),
             usage=ep.usage.model_dump(),
             cost_usd=ep.cost_usd,
-            trajectory=outcome.trajectory,
+            executions=outcome.executions,
             sandbox_adjustments=list(ep.sandbox.adjustments),
         )
         if ep.task.steps:  # each verified step: its name and what its verifier found
@@ -446,7 +449,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
     def _end(self, outcome: Outcome, result: VerifierResult | None) -> EpisodeEnd:
         reward = result.reward if result is not None and result.reward is not None else 0.0
         error_class = error_message = cause = None
-        if outcome.status is EndReason.ERROR:
+        if outcome.reason is EndReason.ERROR:
             error_class, error_message = outcome.error_class, outcome.message
             cause = outcome.exception
         elif result is not None and not result.ok:
@@ -459,7 +462,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
             status = EpisodeStatus.FAILED
         return EpisodeEnd(
             status=status,
-            reason=outcome.status,
+            reason=outcome.reason,
             reward=reward,
             rewards=dict(result.rewards) if result is not None else {},
             verified=result is not None,
@@ -478,11 +481,11 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         if self.shaping is None:
             return None
         format_error = metadata.get("format_errors", 0) > 0
-        return float(self.shaping(TurnInfo(ep.steps - 1, action, format_error, last)))
+        return float(self.shaping(TurnInfo(len(ep.turns) - 1, action, format_error, last)))
 
     @staticmethod
     def _observe(ep: _Episode) -> dict[str, Any]:
-        return {"episode_id": ep.id, "task_id": ep.task.id, "step": ep.steps}
+        return {"episode_id": ep.id, "task_id": ep.task.id, "step": len(ep.turns)}
 
     async def _abandon(self) -> None:
         """End the current episode early (if any), freeing its sandbox."""
