@@ -5,6 +5,7 @@ points at the caller's line."""
 from __future__ import annotations
 
 import importlib
+import sys
 from pathlib import Path
 
 import pytest
@@ -84,3 +85,16 @@ def test_old_module_names_are_the_new_classes_with_a_warning(module: str, old: s
     assert w[0].filename.endswith(HERE)
     with pytest.raises(AttributeError):
         mod.NoSuchName  # noqa: B018
+
+
+def test_the_rl_sampling_module_is_the_sampler_module_with_a_warning() -> None:
+    sampler = importlib.import_module("palaestra.rl.sampler")
+    sys.modules.pop("palaestra.rl.sampling", None)
+    with pytest.warns(DeprecationWarning, match="palaestra.rl.sampling is deprecated"):
+        old = importlib.import_module("palaestra.rl.sampling")
+    for name in old.__all__:
+        assert getattr(old, name) is getattr(sampler, name)
+    defined = {
+        n for n, v in vars(sampler).items() if getattr(v, "__module__", "") == sampler.__name__
+    }
+    assert set(old.__all__) == defined | {"GroupFilter"}  # GroupFilter: a type alias
