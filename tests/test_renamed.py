@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from palaestra.env.code_env import CodeEnv
+from palaestra.env.registry import make, make_policy
 from palaestra.env.types import LastInfo, termination
+from palaestra.run.rollout import rollout
 from palaestra.scaffolds import EndReason, Outcome
 from palaestra.tasks.source import TaskSet
 
@@ -98,3 +100,14 @@ def test_the_rl_sampling_module_is_the_sampler_module_with_a_warning() -> None:
         n for n, v in vars(sampler).items() if getattr(v, "__module__", "") == sampler.__name__
     }
     assert set(old.__all__) == defined | {"GroupFilter"}  # GroupFilter: a type alias
+
+
+async def test_a_played_episode_still_reads_info_trajectory_with_a_warning() -> None:
+    """End to end: a real ToolEnv episode's LAST info, as rollout hands it over."""
+    async with make("tools/crm") as env:
+        episode = await rollout(env, make_policy("nop"), options={"task_id": "crm-easy-0"})
+    executions = episode.info["executions"]
+    assert executions and executions[0]["turn"] == 0
+    with pytest.warns(DeprecationWarning, match=r'info\["trajectory"\] is deprecated') as w:
+        assert episode.info["trajectory"] is executions
+    assert w[0].filename.endswith(HERE)
