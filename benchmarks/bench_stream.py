@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable
 from headline import headline
 
 from palaestra.env.registry import load_tasks
-from palaestra.rl.sampling import GroupOutcome, TaskDraw
+from palaestra.rl.sampler import GroupOutcome, TaskDraw
 from palaestra.rl.stream import RolloutStream
 from palaestra.run import evaluate
 from palaestra.scaffolds.oracle import NopPolicy

@@ -251,7 +251,7 @@ async def test_seeds_reproduce_task_choice(make_task, tmp_path):
     a, b, c = await choices(7), await choices(7), await choices(8)
     assert a == b
     assert a != c
-    async with CodeEnv(tasks, sampler="cycle") as env:
+    async with CodeEnv(tasks, pick="cycle") as env:
         assert [(await env.reset()).info["task_id"] for _ in range(7)] == [*tasks.ids, "t0"]
         assert (await env.reset(options={"task_id": "t3"})).info["task_id"] == "t3"
 

@@ -65,7 +65,7 @@ async def test_error_end_keeps_the_observation_and_the_end_replaces_loose_keys(m
     assert end.to_dict()["status"] == "error" and end.to_dict()["verifier"]["status"] == "error"
     for key in ("status", "end_reason", "error_class", "error_message", "error", "rewards"):
         assert key not in ts.info
-    assert {"episode_id", "task_id", "timings", "usage", "cost_usd", "trajectory"} <= set(ts.info)
+    assert {"episode_id", "task_id", "timings", "usage", "cost_usd", "executions"} <= set(ts.info)
 
 
 async def test_format_error_penalty_is_reported_per_turn_beside_the_reward(make_task):

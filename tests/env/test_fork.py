@@ -54,13 +54,13 @@ async def test_forks_diverge_and_the_parent_is_untouched(make_task):
         assert "fork1.txt" in listing[1] and "fork0.txt" not in listing[1]
         assert "base.txt" in listing[2] and "fork" not in listing[2]
 
-        # Each fork's episode goes on to its own end; the prefix counts in its trajectory.
+        # Each fork's episode goes on to its own end; the prefix counts in its executions.
         await forks[0].step(bash_action("echo 42 > answer.txt"))
         passed = await forks[0].step(SUBMIT_ACTION)
         failed = await forks[1].step(SUBMIT_ACTION)
         assert passed.last() and passed.reward == 1.0 and passed.info["step"] == 5
         assert failed.last() and failed.reward == 0.0 and failed.info["step"] == 4
-        assert [t["turn"] for t in passed.info["trajectory"]] == [0, 1, 2, 3, 4]
+        assert [t["turn"] for t in passed.info["executions"]] == [0, 1, 2, 3, 4]
     finally:
         for fork in forks:
             await fork.close()

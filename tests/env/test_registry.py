@@ -53,8 +53,8 @@ def test_unknown_env_names_the_known_ones():
 
 
 def test_make_builds_code_env_with_overrides(make_task):
-    env = palaestra.make("starter:0:2", sampler="cycle")
-    assert isinstance(env, palaestra.CodeEnv) and len(env.tasks) == 2 and env.sampler == "cycle"
+    env = palaestra.make("starter:0:2", pick="cycle")
+    assert isinstance(env, palaestra.CodeEnv) and len(env.tasks) == 2 and env.pick == "cycle"
     path_env = palaestra.make(str(make_task().parent))
     assert path_env.tasks.ids == ["answer-task"]
 

@@ -117,7 +117,7 @@ async def test_a_scripted_policy_solves_by_using_the_tools_and_a_wrong_edit_fail
     env = make("tools/crm")
     won = await rollout(env, ScriptedPolicy(_crm_solver), options={"task_id": "crm-easy-1"})
     assert won.reward == 1.0 and len(won.turns) == 2
-    record = won.info["trajectory"][1]["tool_calls"][0]
+    record = won.info["executions"][1]["tool_calls"][0]
     assert record["tool"] == "add_note" and record["output"] == "Note added."
     wrong = ScriptedPolicy(
         [calls(("add_note", {"contact_id": "c02", "text": "x"}), ("submit", {}))]
@@ -240,7 +240,7 @@ async def test_simulated_tools_answer_from_the_simulator_and_are_logged():
     tasks = load_tasks("tools/crm")
     episode = await rollout(env, make_policy("oracle", tasks), options={"task_id": "crm-medium-3"})
     assert episode.reward == 1.0  # the goal is checked on the Python state
-    records = [r for t in episode.info["trajectory"] for r in t["tool_calls"]]
+    records = [r for t in episode.info["executions"] for r in t["tool_calls"]]
     assert all(r["simulated"] and r["output"] == '{"simulated": true}' for r in records[:-1])
     assert records[0]["python_output"] == "Updated." and "simulated" not in records[-1]  # submit
     assert records[0]["simulator_usage"]["prompt_tokens"] == 50

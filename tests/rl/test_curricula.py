@@ -23,7 +23,7 @@ from palaestra.rl.curricula import (
     difficulty_of,
 )
 from palaestra.rl.curricula.tally import IdBag
-from palaestra.rl.sampling import GroupOutcome, TaskDraw, TaskSampler, has_reward_variance
+from palaestra.rl.sampler import GroupOutcome, TaskDraw, TaskSampler, has_reward_variance
 from palaestra.run import rollout
 from palaestra.scaffolds import NopPolicy, OraclePolicy
 from palaestra.tasks import generators

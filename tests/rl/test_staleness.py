@@ -23,8 +23,8 @@ from palaestra.rl.admission import StalenessGate, lag
 from palaestra.rl.stream import RolloutStream
 from palaestra.rl.trainer import GRPOConfig, GRPOTrainer, train
 from palaestra.scaffolds.base import EndReason
-from tests.rl.test_grpo import EvenFirstToken
 from tests.rl.test_stream import until
+from tests.rl.test_trainer import EvenFirstToken
 
 REQUEST = LLMRequest(messages=[{"role": "user", "content": "go"}], metadata={"task_id": "t"})
 

@@ -15,7 +15,7 @@ from palaestra.env.code_env import CodeEnv
 from palaestra.env.registry import load_tasks
 from palaestra.llm import LLMRequest, LLMResponse
 from palaestra.llm.versions import VersionedPolicy
-from palaestra.rl.sampling import GroupOutcome, TaskDraw, has_reward_variance
+from palaestra.rl.sampler import GroupOutcome, TaskDraw, has_reward_variance
 from palaestra.rl.stream import RolloutStream
 from palaestra.rl.versions import turn_versions
 from palaestra.run.report import run_data, write_report

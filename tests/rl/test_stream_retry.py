@@ -19,7 +19,7 @@ from palaestra.sandbox.base import SandboxSpecError
 from palaestra.scaffolds import BashScaffold
 from tests.conftest import SUBMIT_ACTION
 from tests.procs import own_sandbox_processes
-from tests.rl.test_grpo import EvenFirstToken
+from tests.rl.test_trainer import EvenFirstToken
 
 
 class RateLimitError(Exception):

@@ -18,7 +18,7 @@ from palaestra.rl.loss import surrogate_backward
 from palaestra.rl.trainer import GRPOConfig, GRPOTrainer, train
 from palaestra.rl.trajectory import Trajectory, to_trajectory
 from palaestra.run.rollout import rollout
-from tests.rl.test_grpo import PROMPT, EvenFirstToken
+from tests.rl.test_trainer import PROMPT, EvenFirstToken
 
 
 @pytest.fixture(scope="module")

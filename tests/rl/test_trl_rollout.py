@@ -11,7 +11,7 @@ import pytest
 
 from palaestra.llm.local_hf import HFLocalPolicy, write_tiny_model
 from palaestra.rl.trl_rollout import PalaestraRollout, episode_reward
-from tests.rl.test_grpo import EvenFirstToken
+from tests.rl.test_trainer import EvenFirstToken
 
 trl = pytest.importorskip("trl", reason="trl (the dev extra) not installed")
 

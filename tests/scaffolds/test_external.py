@@ -108,7 +108,7 @@ async def test_mini_swe_agent_oracle_passes_and_nop_fails():
         episode(OraclePolicy.from_tasks, mini_swe_agent_scaffold(where="sandbox")),
     )
     assert inside.reward == 1.0 and inside.end_reason == "submitted", inside.end.error
-    assert [c["kind"] for c in inside.info["trajectory"]] == ["llm", "llm", "command"]
+    assert [c["kind"] for c in inside.info["executions"]] == ["llm", "llm", "command"]
     assert oracle.reward == 1.0 and oracle.status == "passed", oracle.end.error
     assert oracle.end_reason == "submitted" and oracle.terminated
     assert nop.reward == 0.0 and nop.status == "failed"
@@ -121,11 +121,11 @@ async def test_mini_swe_agent_oracle_passes_and_nop_fails():
     assert first.metadata["scaffold"] == "external" and first.metadata["turn"] == 0
     second = oracle.turns[1].observation
     assert "<returncode>0</returncode>" in second.messages[-1]["content"]
-    # its commands ran in the sandbox through the exec route, recorded in the trajectory
-    kinds = [c["kind"] for c in oracle.info["trajectory"]]
+    # its commands ran in the sandbox through the exec route, recorded in its executions
+    kinds = [c["kind"] for c in oracle.info["executions"]]
     assert kinds == ["llm", "exec", "llm", "exec", "command"]
-    assert oracle.info["trajectory"][-1]["exit_code"] == 0
-    assert "solve.sh" in oracle.info["trajectory"][1]["command"]
+    assert oracle.info["executions"][-1]["exit_code"] == 0
+    assert "solve.sh" in oracle.info["executions"][1]["command"]
     assert our_processes() == [] and host_processes("minisweagent") == []
     assert set(leftovers()) == before and scaffold._own_proxy is None
 
@@ -137,7 +137,7 @@ async def test_sandbox_agent_reaches_the_proxy_without_a_network(make_task):
     async with CodeEnv(TaskSet.from_dir(task_dir.parent), scaffold=scaffold) as env:
         episode = await rollout(env, OraclePolicy.from_tasks(env.tasks))
         assert episode.reward == 1.0 and episode.end_reason == "submitted"
-        end = episode.info["trajectory"][-1]
+        end = episode.info["executions"][-1]
         assert end["kind"] == "command" and end["exit_code"] == 0
         assert "agent submitted" in end["output"]
         assert episode.turns[0].observation.metadata["requested_model"] == "my-model"
@@ -155,7 +155,7 @@ async def test_openai_sdk_harness_in_the_sandbox(make_task):
     async with CodeEnv(TaskSet.from_dir(make_task().parent), scaffold=scaffold) as env:
         episode = await rollout(env, OraclePolicy.from_tasks(env.tasks))
     assert episode.reward == 1.0, episode.end.error
-    assert [c["kind"] for c in episode.info["trajectory"]] == ["llm", "llm", "command"]
+    assert [c["kind"] for c in episode.info["executions"]] == ["llm", "llm", "command"]
     assert our_processes() == []
 
 
@@ -250,7 +250,7 @@ async def test_idle_harness_is_stopped(make_task):
     async with CodeEnv(tasks, scaffold=scaffold) as env:
         episode = await rollout(env, ScriptedPolicy(["no bash block at all"]))
     assert episode.end_reason == "agent_timeout" and episode.truncated
-    assert "made no call for 4 s" in episode.info["trajectory"][-1]["message"]
+    assert "made no call for 4 s" in episode.info["executions"][-1]["message"]
     assert our_processes() == []
 
 

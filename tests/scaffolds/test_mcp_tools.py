@@ -83,10 +83,10 @@ async def test_the_scaffold_calls_a_tasks_stdio_server_and_the_verifier_sees_it(
     assert replies["c3"] == "wrote /app/answer.txt"
     assert "exit code: 0\n42" in replies["c4"]
     assert "python3 /app/notes_server.py" in replies["c4"]  # the server runs in the sandbox
-    trajectory = episode.info["trajectory"]
-    assert trajectory[0]["format_error"] is True  # only a malformed call
-    assert trajectory[1]["tool_calls"][0]["refused"] is True
-    assert "format_error" not in trajectory[1]
+    executions = episode.info["executions"]
+    assert executions[0]["format_error"] is True  # only a malformed call
+    assert executions[1]["tool_calls"][0]["refused"] is True
+    assert "format_error" not in executions[1]
 
 
 async def test_a_server_that_does_not_start_is_an_infrastructure_error(make_task):

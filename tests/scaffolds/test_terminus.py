@@ -241,7 +241,7 @@ async def test_exiting_the_shell_starts_a_new_session(make_task):
         assert "again" in last(ts)
         await env.step(DONE)
         ts = await env.step(DONE)
-    assert ts.reward == 1.0 and "echo lost" not in str(ts.info["trajectory"][0]["output"])
+    assert ts.reward == 1.0 and "echo lost" not in str(ts.info["executions"][0]["output"])
 
 
 async def test_full_screen_programs_and_scrollback_limit(make_task):

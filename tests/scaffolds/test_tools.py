@@ -169,7 +169,7 @@ async def test_parallel_calls_answered_in_order_and_submit_ends_after_the_rest(a
             )
         )
     assert last.terminated and last.reward == 1.0
-    turn = last.info["trajectory"][-1]
+    turn = last.info["executions"][-1]
     assert [c["id"] for c in turn["tool_calls"]] == ["d", "e", "f"]
     assert turn["tool_calls"][2]["exit_code"] == 0
 
@@ -211,7 +211,7 @@ async def test_format_errors_reminded_and_capped(answer_task):
         assert ts.mid()
         ts = await env.step(act(content="and again"))
     assert ts.last() and ts.terminated and ts.end.reason == "format_error_limit"
-    assert ts.info["trajectory"][-1]["format_error"] is True
+    assert ts.info["executions"][-1]["format_error"] is True
 
 
 async def test_step_limit_timeout_and_output_cap(answer_task):

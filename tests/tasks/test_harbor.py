@@ -1,4 +1,5 @@
-"""Loading Harbor task directories: real files in tmp_path, checked against Harbor 0.25.0."""
+"""Loading Harbor task directories: real files in tmp_path, checked against Harbor 0.26.0 (task
+schema 1.4; older tasks load through its legacy conversions)."""
 
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ async def test_reward_kit_dimensions_become_the_breakdown_and_their_mean(make_ta
         toml.replace("[metadata]\n", '[metadata]\nprimary_reward = "correctness"\n')
     )
     named_task = load_task(path)
-    async with CodeEnv([mean_task, named_task], sampler="cycle") as env:
+    async with CodeEnv([mean_task, named_task], pick="cycle") as env:
         policy = OraclePolicy.from_tasks([mean_task, named_task])
         mean = await rollout(env, policy)
         named = await rollout(env, policy)

@@ -27,7 +27,7 @@ one the policy answered (:func:`~palaestra.env.episode.last_observation`).
 Every time step's ``info`` has ``episode_id``, ``task_id`` and ``step`` (actions so far); MID
 and LAST also ``shaping_reward`` (the shaping hook's value for the action just taken, None
 without a hook: :mod:`palaestra.env.shaping`); LAST also ``end``, ``category``,
-``difficulty``, ``timings``, ``usage``, ``cost_usd``, the scaffold's ``trajectory`` and
+``difficulty``, ``timings``, ``usage``, ``cost_usd``, the scaffold's ``executions`` and
 ``sandbox_adjustments`` (what the backend changed from the task's limits, e.g. more CPUs than
 the host has), and for a multi-step task ``steps`` (each verified step's result). The
 observation is a function of the seed and the task only (its metadata names the task, the turn,
@@ -68,7 +68,7 @@ from palaestra.env.episode import (
     take_action,
 )
 from palaestra.env.fork import EpisodeSnapshot, fork_episode, restore_episode, take_snapshot
-from palaestra.env.picking import Sampler, pick_task
+from palaestra.env.picking import TaskPick, pick_task
 from palaestra.env.sandbox_spec import TaskSpecs
 from palaestra.env.setup import set_up
 from palaestra.env.shaping import Shaping, final_metadata, shape_turn
@@ -77,6 +77,7 @@ from palaestra.env.types import (
     Environment,
     EpisodeError,
     TimeStep,
+    renamed_argument,
     restart,
     termination,
     transition,
@@ -102,8 +103,9 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
     ``tasks``: a :class:`TaskSet`, a sequence of tasks, or a path to Harbor task directories.
     ``sandbox``: a backend name (``"local"``) or a :class:`SandboxBackend` instance.
     ``scaffold``: a scaffold name (``"bash"``) or instance.
-    ``sampler``: ``"random"`` (seeded by ``reset(seed=)``), ``"cycle"`` (in order), or a
-    function ``(rng, n_tasks) -> index``. ``reset(options={"task_id": ...})`` overrides it.
+    ``pick``: ``"random"`` (seeded by ``reset(seed=)``), ``"cycle"`` (in order), or a
+    function ``(rng, n_tasks) -> index``; ``reset(options={"task_id": ...})`` overrides it.
+    ``sampler`` is its deprecated name (a sampler is a curriculum: ``palaestra.rl.TaskSampler``).
     ``pass_threshold``: the reward at or above which an episode counts as passed.
     ``reward``: how the verifier's report becomes the reward, a strategy name (``"harbor"``,
     the default: ``test.sh``'s reward; ``"exec_only"``, ``"io"``, ``"assertions"``,
@@ -124,7 +126,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         sandbox: str | SandboxBackend = "local",
         scaffold: str | Scaffold = "bash",
         verifier: Verifier | None = None,
-        sampler: Sampler = "random",
+        pick: TaskPick = "random",
         verify_on_truncation: bool = True,
         agent_timeout_sec: float | None = None,
         pass_threshold: float = 1.0,
@@ -132,7 +134,10 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         reward: str | RewardStrategy = "harbor",
         shaping: Shaping | None = None,
         artifacts_dir: Path | None = None,
+        sampler: TaskPick | None = None,
     ) -> None:
+        if sampler is not None:
+            pick = renamed_argument("CodeEnv", "sampler", "pick", sampler)
         if isinstance(tasks, str | Path):
             tasks = TaskSet.from_dir(tasks)
         self.tasks = tasks if isinstance(tasks, TaskSet) else TaskSet(tasks)
@@ -145,7 +150,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         self.verifier: Verifier = (
             verifier if isinstance(self.reward, Harbor) else StrategyVerifier(verifier, self.reward)
         )
-        self.sampler = sampler
+        self.pick = pick
         self.verify_on_truncation = verify_on_truncation
         self.agent_timeout_sec = agent_timeout_sec
         self.pass_threshold = pass_threshold
@@ -168,9 +173,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         await self._abandon()
         if seed is not None:
             self._rng.seed(seed)
-        task_id, self._cursor = pick_task(
-            self.tasks, self.sampler, self._rng, self._cursor, options or {}
-        )
+        task_id = self._pick(options or {})
         if self.tasks.is_lazy:  # a generated task may be written to the cache on first use
             task = await asyncio.to_thread(self.tasks.get, task_id)
         else:
@@ -209,7 +212,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
             raise failure
         detail = error_text(event.error_class, event.message)
         raise EpisodeError(
-            f"scaffold {self.scaffold.name!r} ended ({event.status}) before asking the policy "
+            f"scaffold {self.scaffold.name!r} ended ({event.reason}) before asking the policy "
             f"anything on task {task.id!r}" + (f": {detail}" if detail else "")
         )
 
@@ -239,7 +242,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         if isinstance(event, LLMRequest):
             info = observe(ep)
             info["shaping_reward"] = shape_turn(
-                self.shaping, ep.steps - 1, action, event.metadata, last=False
+                self.shaping, len(ep.turns) - 1, action, event.metadata, last=False
             )
             return transition(event, info)
         return await self._finish(ep, event, action)
@@ -277,6 +280,11 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
 
     # -- internals ------------------------------------------------------------------------
 
+    def _pick(self, options: dict[str, Any]) -> str:
+        """The id of the next episode's task (:func:`~palaestra.env.picking.pick_task`)."""
+        task_id, self._cursor = pick_task(self.tasks, self.pick, self._rng, self._cursor, options)
+        return task_id
+
     def _scaffold_mounts(self) -> tuple[Mount, ...]:
         """Host paths the scaffold needs in the sandbox (the external scaffold's proxy socket);
         a scaffold declares them with an optional ``sandbox_mounts()`` method."""
@@ -300,7 +308,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         )
         end = classify_end(outcome, result, self.pass_threshold)
         metadata = final_metadata(outcome)
-        shaping_reward = shape_turn(self.shaping, ep.steps - 1, action, metadata, last=True)
+        shaping_reward = shape_turn(self.shaping, len(ep.turns) - 1, action, metadata, last=True)
         info = last_info(ep, end, outcome, shaping_reward)
         observation = last_observation(ep, outcome, self.env_id)
         if outcome.truncated:

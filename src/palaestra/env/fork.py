@@ -14,7 +14,7 @@ from the snapshot: a new sandbox with a copy of its files, the scaffold resumed 
 conversation. It returns FIRST, as every episode starts in dm_env (a new episode id, reward
 None); its observation equals the snapshot's, ``info["step"]`` is the steps taken before and
 ``info["restored_from"]`` the snapshot's id. Limits go on from where they stood: the step limit
-counts the turns before, the agent time limit the time used before. LAST's ``trajectory`` and
+counts the turns before, the agent time limit the time used before. LAST's ``executions`` and
 ``usage`` cover the whole episode, prefix included; :attr:`EpisodeSnapshot.turns` is the prefix
 a trainer prepends to the turns it plays from there.
 

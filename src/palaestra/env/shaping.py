@@ -51,7 +51,7 @@ def final_metadata(outcome: Outcome) -> dict[str, Any]:
     scaffold's next request when it made one, else what the end itself tells."""
     if outcome.next_request is not None:
         return outcome.next_request.metadata
-    return {"format_errors": int(outcome.status is EndReason.FORMAT_ERROR_LIMIT)}
+    return {"format_errors": int(outcome.reason is EndReason.FORMAT_ERROR_LIMIT)}
 
 
 def shape_turn(

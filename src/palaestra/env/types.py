@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import abc
 import enum
+import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -99,12 +100,42 @@ def transition(observation: Obs, info: dict[str, Any]) -> TimeStep[Obs]:
 
 def termination(reward: float, observation: Obs, info: dict[str, Any]) -> TimeStep[Obs]:
     """LAST with discount 0.0; ``observation`` is the episode's final one."""
-    return TimeStep(StepType.LAST, reward, 0.0, observation, info)
+    return TimeStep(StepType.LAST, reward, 0.0, observation, LastInfo(info))
 
 
 def truncation(reward: float, observation: Obs, info: dict[str, Any]) -> TimeStep[Obs]:
     """LAST with discount 1.0; ``observation`` is what a value estimate bootstraps from."""
-    return TimeStep(StepType.LAST, reward, 1.0, observation, info)
+    return TimeStep(StepType.LAST, reward, 1.0, observation, LastInfo(info))
+
+
+def renamed_argument(owner: str, old: str, new: str, value: Any) -> Any:
+    """``value``, passed as ``owner``'s deprecated argument ``old``, with a DeprecationWarning
+    pointing at ``owner``'s caller to pass ``new`` instead."""
+    warnings.warn(f"{owner}({old}=...) is deprecated: pass {new}=...", DeprecationWarning, 3)
+    return value
+
+
+class LastInfo(dict[str, Any]):
+    """LAST's ``info``: a plain dict, but for its deprecated key names, which still read (with a
+    DeprecationWarning): ``info["trajectory"]`` is ``info["executions"]``, the scaffold's
+    record of each executed action (a trajectory is the trainer's token-exact sample)."""
+
+    RENAMED = {"trajectory": "executions"}
+
+    def __missing__(self, key: str) -> Any:
+        if key in self.RENAMED and self.RENAMED[key] in self:
+            return self._renamed(key)
+        raise KeyError(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if key not in self and key in self.RENAMED and self.RENAMED[key] in self:
+            return self._renamed(key)
+        return super().get(key, default)
+
+    def _renamed(self, key: str) -> Any:
+        new = self.RENAMED[key]
+        warnings.warn(f'info["{key}"] is deprecated: use info["{new}"]', DeprecationWarning, 3)
+        return self[new]
 
 
 class Environment(abc.ABC, Generic[Obs, Act]):

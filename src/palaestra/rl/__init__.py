@@ -10,7 +10,7 @@ from palaestra.rl.curricula import (
     LearnabilityBand,
     Uniform,
 )
-from palaestra.rl.sampling import (
+from palaestra.rl.sampler import (
     GroupFilter,
     GroupOutcome,
     TaskDraw,

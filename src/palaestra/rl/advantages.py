@@ -11,7 +11,7 @@ against the others' (so the group is the baseline; no value model):
 * ``rloo`` (REINFORCE leave-one-out): ``r_i - mean of the others`` = ``G/(G-1) (r_i - mean)``.
 
 A group of one attempt, or one whose rewards are all equal, has advantage 0 everywhere (never
-NaN): it carries no signal (:func:`palaestra.rl.sampling.has_reward_variance` drops such groups
+NaN): it carries no signal (:func:`palaestra.rl.sampler.has_reward_variance` drops such groups
 before they reach the trainer).
 
 :func:`group_advantages` spreads each attempt's advantage over its trajectory: the value on

@@ -23,9 +23,9 @@
   once, since another try would fail the same way. With ``on_error="drop_group"`` any error
   drops its group at once. A dropped group's other attempts in flight are cancelled. An error
   never enters a group as reward 0.
-* **Tasks.** A :class:`~palaestra.rl.sampling.TaskSampler` draws each group's task (the env
+* **Tasks.** A :class:`~palaestra.rl.sampler.TaskSampler` draws each group's task (the env
   resets with ``seed=draw.seed, options={"task_id": draw.task_id}``) and gets every completed
-  group's :class:`~palaestra.rl.sampling.GroupOutcome` (``update``), before the filter and
+  group's :class:`~palaestra.rl.sampler.GroupOutcome` (``update``), before the filter and
   the staleness check. Without a sampler, draw ``i`` resets with ``seed + i`` and the env
   picks the task from that seed (every member of a group the same one).
 * **Filter.** ``group_filter(outcome)`` False drops the group (``has_reward_variance``...).
@@ -69,7 +69,7 @@ from palaestra.llm.client import LLMClient
 from palaestra.llm.types import LLMRequest, LLMResponse
 from palaestra.llm.versions import current_version
 from palaestra.rl.admission import StalenessGate
-from palaestra.rl.sampling import GroupFilter, TaskDraw, TaskSampler
+from palaestra.rl.sampler import GroupFilter, TaskDraw, TaskSampler
 from palaestra.rl.stream_store import number_rows, stream_identity
 from palaestra.rl.stream_types import Group, StreamStats
 from palaestra.rl.sync_iter import SyncIterator

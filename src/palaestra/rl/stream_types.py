@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from palaestra.env.types import EpisodeStatus
-from palaestra.rl.sampling import GroupOutcome, TaskDraw
+from palaestra.rl.sampler import GroupOutcome, TaskDraw
 from palaestra.run.rollout import Episode
 
 

@@ -48,7 +48,7 @@ from palaestra.llm.local_hf.loading import default_device, load_model
 from palaestra.rl.advantages import Estimator, group_advantages
 from palaestra.rl.behaviour import RatioCheckFailed, check_ratio, check_sampling
 from palaestra.rl.loss import LossParts, micro_batches, surrogate_backward
-from palaestra.rl.sampling import TaskSampler, has_reward_variance
+from palaestra.rl.sampler import TaskSampler, has_reward_variance
 from palaestra.rl.stream import Group, RolloutStream, StreamStats
 from palaestra.rl.trajectory import Trajectory, to_trajectories
 

@@ -12,11 +12,11 @@ from palaestra.run.store import EpisodeRow, StepRecord
 from palaestra.tasks import Task
 
 
-def _steps(turns: list[Turn], trajectory: list[dict[str, Any]]) -> list[StepRecord]:
+def _steps(turns: list[Turn], executions: list[dict[str, Any]]) -> list[StepRecord]:
     """Each turn with the messages it added to the conversation, the tools its request offered
-    where they changed, and the scaffold's record of executing its action (the trajectory
-    entry of the same turn)."""
-    executions = {t.get("turn"): t for t in trajectory}
+    where they changed, and the scaffold's record of executing its action (its execution
+    record of the same turn)."""
+    by_turn = {t.get("turn"): t for t in executions}
     steps: list[StepRecord] = []
     previous: list[dict[str, Any]] = []
     previous_tools: list[dict[str, Any]] | None = None
@@ -26,7 +26,7 @@ def _steps(turns: list[Turn], trajectory: list[dict[str, Any]]) -> list[StepReco
         response = turn.action.model_dump(exclude_none=True, exclude_defaults=True)
         response["finish_reason"] = turn.action.finish_reason
         changed = (tools or []) if tools != previous_tools else None  # []: none any more
-        steps.append(StepRecord(i, start, messages[start:], response, executions.get(i), changed))
+        steps.append(StepRecord(i, start, messages[start:], response, by_turn.get(i), changed))
         previous, previous_tools = messages, tools
     return steps
 
@@ -83,4 +83,4 @@ def episode_row(
         "try": try_index,
         "final": int(final),
     }
-    return EpisodeRow(values, _steps(episode.turns, info.get("trajectory", [])))
+    return EpisodeRow(values, _steps(episode.turns, info.get("executions", [])))

@@ -7,6 +7,8 @@ runs as one asyncio task per episode and ends with an :class:`Outcome`. It never
 from __future__ import annotations
 
 import enum
+import functools
+import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -52,34 +54,82 @@ SCAFFOLD_ERROR = "ScaffoldError"
 
 @dataclass
 class Outcome:
-    """How a scaffold's run ended. ``status`` is coerced to :class:`EndReason` (a plain string
-    such as ``"submitted"`` is accepted). For an ``error`` end, ``message`` is the error's
-    message and ``error_class`` its class name (:data:`SCAFFOLD_ERROR` when not given);
-    ``exception``: the exception caught, when one was (its class names the error and
-    classifies it).
+    """How a scaffold's run ended. ``reason`` is coerced to :class:`EndReason` (a plain string
+    such as ``"submitted"`` is accepted); ``turns``: how many requests the policy answered;
+    ``executions``: one record per executed action (the store's ``steps.execution``). For an
+    ``error`` end, ``message`` is the error's message and ``error_class`` its class name
+    (:data:`SCAFFOLD_ERROR` when not given); ``exception``: the exception caught, when one was
+    (its class names the error and classifies it).
 
     ``next_request``: the request the scaffold would have sent next, when a limit stopped it
     between turns (the turn loop at its step limit): the environment's LAST observation, what
-    a truncated episode bootstraps from. None when there is none."""
+    a truncated episode bootstraps from. None when there is none.
 
-    status: EndReason
-    steps: int
+    ``status``, ``steps`` and ``trajectory`` are the deprecated names of ``reason``, ``turns``
+    and ``executions`` (as keywords and attributes)."""
+
+    reason: EndReason
+    turns: int
     message: str = ""
-    trajectory: list[dict[str, Any]] = field(default_factory=list)
+    executions: list[dict[str, Any]] = field(default_factory=list)
     error_class: str | None = None
     next_request: LLMRequest | None = None
     exception: BaseException | None = None
 
     def __post_init__(self) -> None:
-        self.status = EndReason(self.status)
+        self.reason = EndReason(self.reason)
         if self.error_class is None and self.exception is not None:
             self.error_class = type(self.exception).__name__
-        if self.status is EndReason.ERROR and self.error_class is None:
+        if self.reason is EndReason.ERROR and self.error_class is None:
             self.error_class = SCAFFOLD_ERROR
 
     @property
     def truncated(self) -> bool:
-        return self.status.truncated
+        return self.reason.truncated
+
+    @property
+    def status(self) -> EndReason:
+        _renamed("status")
+        return self.reason
+
+    @property
+    def steps(self) -> int:
+        _renamed("steps")
+        return self.turns
+
+    @property
+    def trajectory(self) -> list[dict[str, Any]]:
+        _renamed("trajectory")
+        return self.executions
+
+
+#: The old names of :class:`Outcome`'s fields (one name per concept: ``status`` is an episode's
+#: :class:`~palaestra.env.types.EpisodeStatus`, ``steps`` a multi-step task's steps,
+#: ``trajectory`` the trainer's token-exact sample).
+_OUTCOME_RENAMED = {"status": "reason", "steps": "turns", "trajectory": "executions"}
+
+
+def _renamed(old: str, stacklevel: int = 3) -> None:
+    warnings.warn(
+        f"Outcome.{old} is deprecated: use Outcome.{_OUTCOME_RENAMED[old]}",
+        DeprecationWarning,
+        stacklevel=stacklevel,
+    )
+
+
+def _accept_old_names(init: Any) -> Any:
+    @functools.wraps(init)
+    def __init__(self: Outcome, *args: Any, **kwargs: Any) -> None:
+        for old, new in _OUTCOME_RENAMED.items():
+            if old in kwargs:
+                _renamed(old)
+                kwargs[new] = kwargs.pop(old)
+        init(self, *args, **kwargs)
+
+    return __init__
+
+
+Outcome.__init__ = _accept_old_names(Outcome.__init__)  # type: ignore[method-assign]
 
 
 class Scaffold(Protocol):

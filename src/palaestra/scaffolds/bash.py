@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 from palaestra.llm.types import LLMRequest, LLMResponse
 from palaestra.scaffolds.actions import ProtocolActions, text_response
 from palaestra.scaffolds.loop import (
+    Execution,
     FormatError,
     LoopConfig,
-    Observation,
     TurnLoop,
     TurnScaffold,
     head_tail,
@@ -149,7 +149,7 @@ class BashTurns(TurnLoop["BashScaffold", str]):
             raise FormatError(guidance, len(actions))
         return actions[0]
 
-    async def execute(self, action: str) -> Observation:
+    async def execute(self, action: str) -> Execution:
         result = await self.sandbox.exec(action, timeout=self.config.command_timeout)
         record = {
             "command": action,
@@ -161,9 +161,9 @@ class BashTurns(TurnLoop["BashScaffold", str]):
         }
         if is_submission(result):
             submitted = "".join(result.stdout.lstrip().splitlines(keepends=True)[1:])
-            return Observation(record, submission=submitted)
+            return Execution(record, submission=submitted)
         observation = {"role": "user", "content": self.scaffold.observation(result)}
-        return Observation(record, [observation])
+        return Execution(record, [observation])
 
 
 class BashScaffold(TurnScaffold[BashScaffoldConfig]):

@@ -252,15 +252,15 @@ class ExternalScaffold:
             end: dict[str, Any] = {"kind": "command", "where": cfg.where}
             try:
                 if cfg.where == "host":
-                    status, message = await self._run_on_host(task, sandbox, proxy, ep, end)
+                    reason, message = await self._run_on_host(task, sandbox, proxy, ep, end)
                 else:
-                    status, message = await self._run_in_sandbox(task, sandbox, ep, end)
+                    reason, message = await self._run_in_sandbox(task, sandbox, ep, end)
             finally:
                 proxy.unregister(ep.token)
         finally:
             await self._release()
-        end.update(status=status, message=message[-500:])
-        return Outcome(status, ep.turns, message, [*ep.calls, end])
+        end.update(reason=reason, message=message[-500:])
+        return Outcome(reason, ep.turns, message, [*ep.calls, end])
 
     def _values(self, task: Task, sandbox: Sandbox, ep: ProxyEpisode) -> dict[str, str]:
         return {

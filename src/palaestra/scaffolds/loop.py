@@ -6,13 +6,13 @@ One episode reads as named steps, after mini-swe-agent's default agent::
     for turn in range(step_limit):
         response = query(turn)                # an LLMRequest to the policy, its LLMResponse back
         action = parse(response)              # the protocol's action, or a FormatError
-        observation = execute(action)         # run it in the sandbox: record, next messages
-        if observation.submission is not None: finished: "submitted"
+        execution = execute(action)           # run it in the sandbox: record, next messages
+        if execution.submission is not None: finished: "submitted"
         format errors in a row >= limit:      "format_error_limit"
     "step_limit"
 
 An episode waiting for the policy can be resumed elsewhere: :meth:`TurnScaffold.state_of` gives
-its loop's :class:`LoopState` (the conversation, the trajectory so far, the turn),
+its loop's :class:`LoopState` (the conversation, the executions so far, the turn),
 ``run(..., resume=state)`` goes on from it in another sandbox holding the same files (the
 environment's snapshots: :mod:`palaestra.env.fork`). A protocol whose episode lives partly
 outside the loop's state (a terminal session's processes) says ``resumable = False``.
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import abc
 import copy
+import warnings
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
@@ -66,7 +67,7 @@ class LoopConfig:
 
 class FormatError(ValueError):
     """A response the protocol cannot act on: ``str(e)`` is the guidance the agent gets as its
-    next user message, ``record`` what the turn's trajectory entry holds under
+    next user message, ``record`` what the turn's execution record holds under
     ``format_error``."""
 
     def __init__(self, guidance: str, record: Any) -> None:
@@ -77,20 +78,20 @@ class FormatError(ValueError):
 @dataclass(frozen=True)
 class LoopState:
     """Where a turn loop stands while it waits for the policy's answer on turn ``turn``: the
-    conversation that request holds, the trajectory of the turns before and the format errors
+    conversation that request holds, the executions of the turns before and the format errors
     in a row. Its lists are its own (resuming twice from it gives the same episode twice)."""
 
     turn: int
     messages: list[Message]
-    trajectory: list[dict[str, Any]]
+    executions: list[dict[str, Any]]
     format_errors: int
 
 
 @dataclass
-class Observation:
-    """What executing an action produced."""
+class Execution:
+    """What executing an action produced (the policy's observation is the next request)."""
 
-    #: The turn's trajectory entry (the loop puts ``turn`` first).
+    #: The turn's execution record (the loop puts ``turn`` first): ``Outcome.executions``.
     record: dict[str, Any]
     #: The messages the agent sees next (none once it has finished).
     messages: list[Message] = field(default_factory=list)
@@ -198,7 +199,7 @@ class TurnLoop(abc.ABC, Generic[S, A]):
         self.task = task
         self.sandbox = sandbox
         self.messages: list[Message] = []
-        self.trajectory: list[dict[str, Any]] = []
+        self.executions: list[dict[str, Any]] = []
         self.format_errors = 0
         self.turn = 0
 
@@ -208,26 +209,26 @@ class TurnLoop(abc.ABC, Generic[S, A]):
         else:
             self.turn, self.format_errors = resume.turn, resume.format_errors
             self.messages = list(resume.messages)
-            self.trajectory = copy.deepcopy(resume.trajectory)
+            self.executions = copy.deepcopy(resume.executions)
         limit = self.config.step_limit
         for turn in range(self.turn, limit):
             self.turn = turn
-            observation = await self.step(await self.query(llm, turn))
-            self.trajectory.append({"turn": turn, **observation.record})
-            if observation.submission is not None:
-                return Outcome("submitted", turn + 1, observation.submission, self.trajectory)
-            self.format_errors = self.format_errors + 1 if observation.format_error else 0
+            execution = await self.step(await self.query(llm, turn))
+            self.executions.append({"turn": turn, **execution.record})
+            if execution.submission is not None:
+                return Outcome("submitted", turn + 1, execution.submission, self.executions)
+            self.format_errors = self.format_errors + 1 if execution.format_error else 0
             if self.format_errors >= self.config.max_consecutive_format_errors:
                 return Outcome(
                     "format_error_limit",
                     turn + 1,
                     f"{self.format_errors} malformed responses in a row",
-                    self.trajectory,
+                    self.executions,
                 )
-            self.extend(observation.messages)
+            self.extend(execution.messages)
         message = f"reached {limit} steps"
         return Outcome(
-            "step_limit", limit, message, self.trajectory, next_request=self.request(limit)
+            "step_limit", limit, message, self.executions, next_request=self.request(limit)
         )
 
     async def opening(self) -> list[Message]:
@@ -244,9 +245,9 @@ class TurnLoop(abc.ABC, Generic[S, A]):
 
     def state(self) -> LoopState:
         """Where the loop stands (see :class:`LoopState`); its messages are shared (never
-        changed once in the conversation), the trajectory copied."""
+        changed once in the conversation), the executions copied."""
         return LoopState(
-            self.turn, list(self.messages), copy.deepcopy(self.trajectory), self.format_errors
+            self.turn, list(self.messages), copy.deepcopy(self.executions), self.format_errors
         )
 
     def extend(self, messages: list[Message]) -> None:
@@ -287,13 +288,13 @@ class TurnLoop(abc.ABC, Generic[S, A]):
         self.extend([response.to_message()])
         return response
 
-    async def step(self, response: LLMResponse) -> Observation:
+    async def step(self, response: LLMResponse) -> Execution:
         """Parse the response and execute its action; a format error becomes guidance."""
         try:
             action = self.parse(response)
         except FormatError as e:
             guidance = {"role": "user", "content": str(e)}
-            return Observation({"format_error": e.record}, [guidance], format_error=True)
+            return Execution({"format_error": e.record}, [guidance], format_error=True)
         return await self.execute(action)
 
     # -- the protocol -------------------------------------------------------------------------
@@ -307,5 +308,18 @@ class TurnLoop(abc.ABC, Generic[S, A]):
         """The response's action; raises :class:`FormatError` when there is none usable."""
 
     @abc.abstractmethod
-    async def execute(self, action: A) -> Observation:
+    async def execute(self, action: A) -> Execution:
         """Run the action in the sandbox."""
+
+
+def __getattr__(name: str) -> Any:
+    """``Observation``: the deprecated name of :class:`Execution` (the policy's observation is
+    the request; what executing an action produced is an execution)."""
+    if name == "Observation":
+        warnings.warn(
+            "palaestra.scaffolds.loop.Observation is deprecated: use Execution",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return Execution
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -48,9 +48,9 @@ from typing import Any
 from palaestra.llm.types import LLMRequest, LLMResponse
 from palaestra.scaffolds.actions import ProtocolActions, text_response
 from palaestra.scaffolds.loop import (
+    Execution,
     FormatError,
     LoopConfig,
-    Observation,
     TurnLoop,
     TurnScaffold,
     cap,
@@ -266,7 +266,7 @@ class TerminusTurns(TurnLoop["TerminusScaffold", TerminusAction]):
         except TerminusFormatError as e:
             raise FormatError(self.scaffold.render("format_error", error=str(e)), str(e)) from None
 
-    async def execute(self, action: TerminusAction) -> Observation:
+    async def execute(self, action: TerminusAction) -> Execution:
         for command in action.commands:
             if not await self.session.send(command.keystrokes):
                 break  # the shell exited: the rest would type into nothing
@@ -284,7 +284,7 @@ class TerminusTurns(TurnLoop["TerminusScaffold", TerminusAction]):
             "output": terminal,
         }
         if action.task_complete and self.pending_completion:
-            return Observation(record, submission="")
+            return Execution(record, submission="")
         self.pending_completion = action.task_complete
         if action.task_complete:
             observation = self.scaffold.render("confirm", terminal=terminal)
@@ -293,7 +293,7 @@ class TerminusTurns(TurnLoop["TerminusScaffold", TerminusAction]):
             observation = f"Previous response had warnings:\n{notes}\n\n{terminal}"
         else:
             observation = terminal
-        return Observation(record, [{"role": "user", "content": observation}])
+        return Execution(record, [{"role": "user", "content": observation}])
 
 
 class TerminusScaffold(TurnScaffold[TerminusScaffoldConfig]):

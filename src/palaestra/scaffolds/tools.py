@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from palaestra.llm.types import LLMRequest, LLMResponse, ToolCall
 from palaestra.scaffolds.actions import SCRIPTED_MODEL, ProtocolActions
 from palaestra.scaffolds.file_tools import edit_path, view_path
-from palaestra.scaffolds.loop import LoopConfig, Observation, TurnLoop, TurnScaffold, cap
+from palaestra.scaffolds.loop import Execution, LoopConfig, TurnLoop, TurnScaffold, cap
 from palaestra.scaffolds.tool_calls import ToolCallError, check_call
 
 if TYPE_CHECKING:
@@ -264,7 +264,7 @@ class ToolsTurns(TurnLoop["ToolsScaffold", LLMResponse]):
     # -- the steps ------------------------------------------------------------------------------
 
     async def _call(self, call: ToolCall) -> tuple[str, dict[str, Any]]:
-        """Run one call: its tool message text and its trajectory record."""
+        """Run one call: its tool message text and its execution record."""
         record: dict[str, Any] = {"id": call.id, "tool": call.name, "arguments": call.arguments}
         try:
             args = self._checked(call)
@@ -311,7 +311,7 @@ class ToolsTurns(TurnLoop["ToolsScaffold", LLMResponse]):
     def parse(self, response: LLMResponse) -> LLMResponse:
         return response  # each call is checked as it runs: a malformed one gets its own answer
 
-    async def execute(self, action: LLMResponse) -> Observation:
+    async def execute(self, action: LLMResponse) -> Execution:
         calls: list[dict[str, Any]] = []
         messages: list[dict[str, Any]] = []
         submitted = False
@@ -322,13 +322,13 @@ class ToolsTurns(TurnLoop["ToolsScaffold", LLMResponse]):
             messages.append({"role": "tool", "tool_call_id": call.id, "content": text})
         record = {"content": action.content, "tool_calls": calls}
         if submitted:
-            return Observation(record, submission="")
+            return Execution(record, submission="")
         if calls and not all("error" in c for c in calls):
-            return Observation(record, messages)
+            return Execution(record, messages)
         record["format_error"] = True
         if not calls:
             messages.append({"role": "user", "content": self.scaffold.render("no_tool_call")})
-        return Observation(record, messages, format_error=True)
+        return Execution(record, messages, format_error=True)
 
 
 class ToolsScaffold(TurnScaffold[ToolsScaffoldConfig]):

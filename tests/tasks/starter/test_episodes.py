@@ -57,7 +57,7 @@ async def test_scenario(task_id: str, scenario: str) -> None:
         script = WRONG_SOLUTIONS[task_id][scenario.removeprefix("wrong:")]
         policy = ScriptedPolicy([bash_action(with_solution(script, task_id)), SUBMIT_ACTION])
         reward, info = await run_episode(task_id, policy)
-        applied = info["trajectory"][0]
+        applied = info["executions"][0]
         # a solution (reference or deliberately wrong) that does not even apply proves nothing
         assert applied["exit_code"] == 0, f"the wrong solution failed to apply: {applied}"
         if task_id in PARTIAL_CREDIT:

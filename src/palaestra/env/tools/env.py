@@ -19,7 +19,7 @@ order fixed by the task. The protocol is the ``tools`` scaffold's:
 * ``step_limit`` responses at most; reaching it truncates the episode.
 
 Every end scores the final state (``verified`` is always true): 1.0 when the goal holds, else
-0.0. LAST's ``info["trajectory"]`` holds each turn's calls, their results and, for simulated
+0.0. LAST's ``info["executions"]`` holds each turn's calls, their results and, for simulated
 tools (``simulator``: any policy answering as the tool, see
 :mod:`palaestra.env.tools.simulator`), what the simulator said.
 """
@@ -84,9 +84,9 @@ class _Episode:
     simulated: frozenset[str]
     request: LLMRequest
     specs: dict[str, dict[str, Any]] = field(init=False)
-    steps: int = 0
+    turns: int = 0
     format_errors: int = 0
-    trajectory: list[dict[str, Any]] = field(default_factory=list)
+    executions: list[dict[str, Any]] = field(default_factory=list)
     started: float = field(default_factory=time.perf_counter)
 
     def __post_init__(self) -> None:
@@ -190,8 +190,8 @@ class ToolEnv(Environment[LLMRequest, LLMResponse]):
             action = LLMResponse(content=action)
         elif not isinstance(action, LLMResponse):
             raise TypeError(f"an action is an LLMResponse (or a str), got {type(action).__name__}")
-        turn = ep.steps
-        ep.steps += 1
+        turn = ep.turns
+        ep.turns += 1
         messages: list[Message] = [*ep.request.messages, action.to_message()]
         records: list[dict[str, Any]] = []
         for call in action.tool_calls:
@@ -202,7 +202,7 @@ class ToolEnv(Environment[LLMRequest, LLMResponse]):
             messages.append({"role": "user", "content": NO_TOOL_CALL})
         format_error = all("error" in r for r in records)  # also true with no call
         ep.format_errors = ep.format_errors + 1 if format_error else 0
-        ep.trajectory.append(
+        ep.executions.append(
             {
                 "turn": turn,
                 "content": action.content,
@@ -210,14 +210,14 @@ class ToolEnv(Environment[LLMRequest, LLMResponse]):
                 "format_error": format_error,
             }
         )
-        metadata = {**ep.request.metadata, "turn": ep.steps}
+        metadata = {**ep.request.metadata, "turn": ep.turns}
         ep.request = ep.request.model_copy(update={"messages": messages, "metadata": metadata})
         submitted = any(r["tool"] == SUBMIT.name and "error" not in r for r in records)
         if submitted or ep.scenario.over(ep.scenario.state):
             return self._finish(ep, EndReason.SUBMITTED)
         if ep.format_errors >= self.max_consecutive_format_errors:
             return self._finish(ep, EndReason.FORMAT_ERROR_LIMIT)
-        if ep.steps >= self.step_limit:
+        if ep.turns >= self.step_limit:
             return self._finish(ep, EndReason.STEP_LIMIT)
         return transition(ep.request, {**self._info(ep), "shaping_reward": None})
 
@@ -231,7 +231,7 @@ class ToolEnv(Environment[LLMRequest, LLMResponse]):
     # -- the steps ------------------------------------------------------------------------
 
     async def _call(self, ep: _Episode, call: ToolCall) -> tuple[str, dict[str, Any]]:
-        """Run one call: the text the policy reads and the call's trajectory record."""
+        """Run one call: the text the policy reads and the call's execution record."""
         record: dict[str, Any] = {"id": call.id, "tool": call.name, "arguments": call.arguments}
         try:
             args = check_arguments(call, ep.specs)
@@ -262,7 +262,7 @@ class ToolEnv(Environment[LLMRequest, LLMResponse]):
         return {
             "episode_id": ep.id,
             "task_id": task.id,
-            "step": ep.steps,
+            "step": ep.turns,
             "category": task.category,
             "difficulty": task.difficulty,
             "family": task.family,
@@ -276,7 +276,7 @@ class ToolEnv(Environment[LLMRequest, LLMResponse]):
         info = {
             **self._info(ep),
             "end": end,
-            "trajectory": ep.trajectory,
+            "executions": ep.executions,
             "shaping_reward": None,
             "timings": {"agent_s": time.perf_counter() - ep.started},
         }

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import re
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -24,9 +25,10 @@ SEEDS = 50
 
 
 @dataclass(frozen=True)
-class Family:
-    """A generator of scenarios: ``category`` is ``tools`` or ``games``; ``distractors`` the
-    number of distractor tools each tier declares by default."""
+class ScenarioFamily:
+    """A generator of tool-use or game scenarios (not a task generator's
+    :class:`palaestra.tasks.generators.Family`): ``category`` is ``tools`` or ``games``;
+    ``distractors`` the number of distractor tools each tier declares by default."""
 
     name: str
     category: str
@@ -37,11 +39,11 @@ class Family:
 FAMILIES = {
     f.name: f
     for f in (
-        Family("crm", "tools", crm.build, (0, 3, 8)),
-        Family("files", "tools", files.build, (0, 3, 8)),
-        Family("calendar", "tools", calendar.build, (0, 3, 8)),
-        Family("twenty-questions", "games", twenty_questions.build),
-        Family("mastermind", "games", mastermind.build),
+        ScenarioFamily("crm", "tools", crm.build, (0, 3, 8)),
+        ScenarioFamily("files", "tools", files.build, (0, 3, 8)),
+        ScenarioFamily("calendar", "tools", calendar.build, (0, 3, 8)),
+        ScenarioFamily("twenty-questions", "games", twenty_questions.build),
+        ScenarioFamily("mastermind", "games", mastermind.build),
     )
 }
 CATEGORIES = ("tools", "games")
@@ -79,3 +81,15 @@ def tasks(names: Sequence[str], *, seeds: range = range(SEEDS), name: str) -> Ta
     """The lazy, open task set of these families: every tier of each, ``seeds`` seeds a tier."""
     ids = [f"{f}-{tier}-{seed}" for f in names for tier in TIERS for seed in seeds]
     return TaskSet.lazy(ids, task, name, accepts=_accepts(names))  # type: ignore[arg-type]
+
+
+def __getattr__(name: str) -> object:
+    """``Family``: the deprecated name of :class:`ScenarioFamily`."""
+    if name == "Family":
+        warnings.warn(
+            "palaestra.env.tools.pack.Family is deprecated: use ScenarioFamily",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return ScenarioFamily
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

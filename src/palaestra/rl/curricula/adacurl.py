@@ -24,14 +24,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from palaestra.rl.curricula.tally import difficulties_of, draw_of, unique_ids, unknown
-from palaestra.rl.sampling import GroupOutcome, TaskDraw
+from palaestra.rl.sampler import GroupOutcome, TaskDraw
 
 #: The tier boundaries of the generators' difficulty float: easy / medium / hard buckets.
 TIER_EDGES = (1 / 3, 2 / 3)
 
 
 class AdaCuRL:
-    """A :class:`~palaestra.rl.sampling.TaskSampler` over difficulty ``buckets`` (easiest
+    """A :class:`~palaestra.rl.sampler.TaskSampler` over difficulty ``buckets`` (easiest
     first). ``threshold``: the frontier's solve rate that merges the next bucket; ``window``:
     how many frontier groups that rate is measured over; ``revisit``: the probability that a
     draw goes to an earlier merged bucket instead of the frontier."""

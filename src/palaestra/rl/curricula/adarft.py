@@ -25,12 +25,12 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from palaestra.rl.sampling import GroupOutcome, TaskDraw
+from palaestra.rl.sampler import GroupOutcome, TaskDraw
 from palaestra.tasks import generators
 
 
 class AdaRFT:
-    """A :class:`~palaestra.rl.sampling.TaskSampler` over generator ``families``.
+    """A :class:`~palaestra.rl.sampler.TaskSampler` over generator ``families``.
 
     Each draw picks a family uniformly (from ``rng``), a difficulty ``T`` (plus a uniform
     jitter of ``± spread`` when set, to cover a neighbourhood of the target) and the next

@@ -25,13 +25,13 @@ from palaestra.rl.curricula.tally import (
     unique_ids,
     unknown,
 )
-from palaestra.rl.sampling import GroupOutcome, TaskDraw
+from palaestra.rl.sampler import GroupOutcome, TaskDraw
 
 Weighting = Literal["uniform", "variance"]
 
 
 class LearnabilityBand:
-    """A :class:`~palaestra.rl.sampling.TaskSampler` over a fixed list of task ids that evicts
+    """A :class:`~palaestra.rl.sampler.TaskSampler` over a fixed list of task ids that evicts
     the tasks it has seen solved always, or never, in at least ``min_attempts`` episodes.
     ``draw`` raises :class:`CurriculumExhausted` once every task is evicted."""
 

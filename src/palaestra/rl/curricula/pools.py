@@ -7,7 +7,7 @@ else ``normal``; a batch then takes ``easy_fraction`` (0.1) of its problems from
 ``hard_fraction`` (0.1) from the hard pool and the rest from the normal pool, a pool too small
 being made up from the normal one (``DifficultyPoolBufferConfig`` and ``Buffer`` in
 PrimeIntellect-ai/prime-rl, ``src/prime_rl/orchestrator``). Its online difficulty filter then
-drops rollouts whose group has zero advantage: here :func:`palaestra.rl.sampling.has_reward_variance`,
+drops rollouts whose group has zero advantage: here :func:`palaestra.rl.sampler.has_reward_variance`,
 passed to the rollout stream as its group filter (see ``docs/rl.md``).
 
 This sampler files tasks by the group's *solve rate* (the fraction of episodes that passed), so
@@ -29,14 +29,14 @@ from palaestra.rl.curricula.tally import (
     unique_ids,
     unknown,
 )
-from palaestra.rl.sampling import GroupOutcome, TaskDraw
+from palaestra.rl.sampler import GroupOutcome, TaskDraw
 
 Pool = Literal["easy", "normal", "hard"]
 POOLS: tuple[Pool, ...] = ("easy", "normal", "hard")
 
 
 class DifficultyPools:
-    """A :class:`~palaestra.rl.sampling.TaskSampler` over a fixed list of task ids.
+    """A :class:`~palaestra.rl.sampler.TaskSampler` over a fixed list of task ids.
 
     ``easy_above`` / ``hard_below``: the solve rates (strict bounds) that file a task as easy
     or hard after a group. ``easy_fraction`` / ``hard_fraction``: how many draws go to those

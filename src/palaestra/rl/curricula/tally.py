@@ -6,7 +6,7 @@ import random
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
-from palaestra.rl.sampling import GroupOutcome, TaskDraw
+from palaestra.rl.sampler import GroupOutcome, TaskDraw
 from palaestra.tasks import generators
 
 

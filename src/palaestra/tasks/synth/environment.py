@@ -49,7 +49,9 @@ _REQUIREMENT_FILES = (
 
 
 @dataclass(frozen=True)
-class Environment:
+class ProjectVenv:
+    """The project's virtual environment and what it holds (not an RL :class:`Environment`)."""
+
     venv: Path
     packages: tuple[str, ...]
     """``name==version`` of everything installed, sorted."""
@@ -64,7 +66,7 @@ class Environment:
         return self.venv / "bin" / "python"
 
 
-def image_tag(project: Project, environment: Environment) -> str:
+def image_tag(project: Project, environment: ProjectVenv) -> str:
     return f"{IMAGE_PREFIX}{project.short}:{project.version.lower()}-{environment.digest}"
 
 
@@ -147,13 +149,13 @@ def _resolve(project: Project, venv: Path, work: Path) -> list[dict]:
     return json.loads(report.read_text())["install"]
 
 
-def build_venv(project: Project, work: Path, pinned: list[str] | None = None) -> Environment:
+def build_venv(project: Project, work: Path, pinned: list[str] | None = None) -> ProjectVenv:
     """The project's venv at ``work/venv`` (built once: a second call reads the first's), with
     ``pinned`` (``name==version``, a manifest's) or what pip resolves for the project now."""
     venv = work / "venv"
     record = work / "environment.json"
     if record.is_file() and venv.is_dir():
-        return Environment(venv, tuple(json.loads(record.read_text())["packages"]))
+        return ProjectVenv(venv, tuple(json.loads(record.read_text())["packages"]))
     if venv.exists():
         shutil.rmtree(venv)
     subprocess.run([str(PYTHON), "-m", "venv", "--without-pip", str(venv)], check=True)
@@ -192,7 +194,7 @@ def build_venv(project: Project, work: Path, pinned: list[str] | None = None) ->
         )
     _scrub(venv)
     record.write_text(json.dumps({"packages": wanted}, indent=1) + "\n")
-    return Environment(venv, tuple(wanted))
+    return ProjectVenv(venv, tuple(wanted))
 
 
 def _scrub(venv: Path) -> None:
@@ -225,7 +227,7 @@ def image_exists(tag: str) -> bool:
     return done.returncode == 0
 
 
-def build_image(project: Project, environment: Environment, work: Path) -> str:
+def build_image(project: Project, environment: ProjectVenv, work: Path) -> str:
     """Build the project's task image with the ``docker`` command (once); return its tag."""
     tag = image_tag(project, environment)
     if shutil.which("docker") is None:

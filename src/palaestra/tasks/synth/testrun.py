@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from palaestra.tasks.synth.environment import Environment
+from palaestra.tasks.synth.environment import ProjectVenv
 from palaestra.tasks.synth.errors import SynthError
 from palaestra.tasks.synth.project import Project
 
@@ -78,7 +78,7 @@ _UNSHARE: list[bool] = []
 
 
 def run_pytest(
-    environment: Environment,
+    environment: ProjectVenv,
     project: Project,
     tree: Path,
     files: list[str],
@@ -167,7 +167,7 @@ def test_files(project: Project) -> list[str]:
     return [t for t in project.tests if not t.endswith("conftest.py")]
 
 
-def baseline(environment: Environment, project: Project, tree: Path, work: Path) -> Baseline:
+def baseline(environment: ProjectVenv, project: Project, tree: Path, work: Path) -> Baseline:
     """Run the suite twice (once traced); a second call reads the first's record."""
     saved = work / "baseline.json"
     if saved.is_file():

@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from palaestra.tasks.synth.environment import Environment
+from palaestra.tasks.synth.environment import ProjectVenv
 from palaestra.tasks.synth.mutators import Site, mutate, sites
 from palaestra.tasks.synth.project import Project
 from palaestra.tasks.synth.testrun import Baseline, run_pytest
@@ -37,7 +37,9 @@ _MESSAGES = 3
 
 
 @dataclass
-class Outcome:
+class CandidateResult:
+    """What trying one candidate bug came to (a line of ``candidates.jsonl``)."""
+
     key: str
     sites: list[str]
     status: str
@@ -96,25 +98,25 @@ def choose(project: Project, baseline: Baseline, seed: int, limit: int) -> tuple
     return dealt, len(every) - len(covered)
 
 
-def _load(record: Path) -> dict[str, Outcome]:
-    done: dict[str, Outcome] = {}
+def _load(record: Path) -> dict[str, CandidateResult]:
+    done: dict[str, CandidateResult] = {}
     if record.is_file():
         for line in record.read_text().splitlines():
             if line.strip():
-                outcome = Outcome(**json.loads(line))
+                outcome = CandidateResult(**json.loads(line))
                 done[outcome.key] = outcome
     return done
 
 
 def _try(
     project: Project,
-    environment: Environment,
+    environment: ProjectVenv,
     baseline: Baseline,
     tree: Path,
     chosen: list[Site],
     key: str,
     tests: list[str],
-) -> Outcome:
+) -> CandidateResult:
     keys = [s.key for s in chosen]
     originals: dict[str, str] = {}
     for site in chosen:
@@ -123,7 +125,7 @@ def _try(
     for path, source in originals.items():
         mutated = mutate(source, [s for s in chosen if s.path == path])
         if mutated is None:
-            return Outcome(key, keys, "no-change")
+            return CandidateResult(key, keys, "no-change")
         changed[path] = mutated
     files = sorted({t.split("::")[0] for t in tests})
     share = len(tests) / max(1, len(baseline.reliable))
@@ -136,19 +138,19 @@ def _try(
         for path, text in originals.items():
             (tree / path).write_text(text)
     if report.timed_out:
-        return Outcome(key, keys, "timeout", seconds=report.seconds)
+        return CandidateResult(key, keys, "timeout", seconds=report.seconds)
     ran = set(report.outcomes)
     if report.errors or set(report.collected) != set(tests) or not ran >= set(tests):
-        return Outcome(key, keys, "suite-broken", seconds=report.seconds)
+        return CandidateResult(key, keys, "suite-broken", seconds=report.seconds)
     failing = [t for t in tests if report.outcomes[t] in ("failed", "error")]
     if not failing:
-        return Outcome(key, keys, "no-test-fails", seconds=report.seconds)
+        return CandidateResult(key, keys, "no-test-fails", seconds=report.seconds)
     passing = [t for t in tests if report.outcomes[t] == "passed"]
     messages = {t: report.messages.get(t, "") for t in failing[:_MESSAGES]}
-    return Outcome(key, keys, "kept", failing, passing, messages, report.seconds)
+    return CandidateResult(key, keys, "kept", failing, passing, messages, report.seconds)
 
 
-def _sample_passing(outcome: Outcome, must: set[str], rng: random.Random) -> None:
+def _sample_passing(outcome: CandidateResult, must: set[str], rng: random.Random) -> None:
     extra = sorted(set(outcome.pass_to_pass) - must)
     rng.shuffle(extra)
     keep = sorted(must & set(outcome.pass_to_pass)) + extra
@@ -157,14 +159,14 @@ def _sample_passing(outcome: Outcome, must: set[str], rng: random.Random) -> Non
 
 def run(
     project: Project,
-    environment: Environment,
+    environment: ProjectVenv,
     baseline: Baseline,
     jobs: list[tuple[str, list[Site]]],
     work: Path,
     *,
     workers: int = 1,
     progress: Progress | None = None,
-) -> list[Outcome]:
+) -> list[CandidateResult]:
     """Try each ``(key, sites)`` job (resumable through ``work/candidates.jsonl``)."""
     record = work / "candidates.jsonl"
     done = _load(record)
@@ -208,7 +210,9 @@ def run(
     return [done[key] for key, _ in jobs]
 
 
-def pairs(kept: list[tuple[Outcome, Site]], seed: int, limit: int) -> list[tuple[str, list[Site]]]:
+def pairs(
+    kept: list[tuple[CandidateResult, Site]], seed: int, limit: int
+) -> list[tuple[str, list[Site]]]:
     """Up to ``limit`` two-site jobs from kept one-site bugs in different functions."""
     rng = random.Random(f"swe-synth-pairs:{seed}")
     pool = kept[:]
@@ -230,7 +234,7 @@ def pairs(kept: list[tuple[Outcome, Site]], seed: int, limit: int) -> list[tuple
     return jobs
 
 
-def check_pair(outcome: Outcome, halves: list[Outcome]) -> Outcome:
+def check_pair(outcome: CandidateResult, halves: list[CandidateResult]) -> CandidateResult:
     """A two-site bug is kept when both halves' failing tests are among what it checks (then
     restoring either site alone still fails a checked test)."""
     if not outcome.kept:
