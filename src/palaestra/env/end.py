@@ -137,7 +137,7 @@ def classify_end(
     against ``pass_threshold``."""
     reward = result.reward if result is not None and result.reward is not None else 0.0
     error_class = error_message = cause = None
-    if outcome.status is EndReason.ERROR:
+    if outcome.reason is EndReason.ERROR:
         error_class, error_message = outcome.error_class, outcome.message
         cause = outcome.exception
     elif result is not None and not result.ok:
@@ -150,7 +150,7 @@ def classify_end(
         status = EpisodeStatus.FAILED
     return EpisodeEnd(
         status=status,
-        reason=outcome.status,
+        reason=outcome.reason,
         reward=reward,
         rewards=dict(result.rewards) if result is not None else {},
         verified=result is not None,

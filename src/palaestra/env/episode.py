@@ -1,7 +1,7 @@
 """The episode :class:`~palaestra.env.code_env.CodeEnv` is running: its state and its clock.
 
 :class:`RunningEpisode` holds what one episode has: its task, sandbox, mediated client and
-scaffold task, the counters (actions, agent and policy time, usage, cost) and the turns played.
+scaffold task, the counters (agent and policy time, usage, cost) and the turns played.
 The functions here are the moves of the state machine on it: start the scaffold, run it until it
 asks the policy something or ends (:func:`advance`, which keeps the agent clock), take the
 policy's action into the record (:func:`take_action`), and end the episode early
@@ -41,7 +41,6 @@ class RunningEpisode:
     agent_budget_s: float
     current: Task
     """What the scaffold works on: the task, or the step of a multi-step task now running."""
-    steps: int = 0
     done: bool = False
     agent_s: float = 0.0
     policy_s: float = 0.0
@@ -50,7 +49,7 @@ class RunningEpisode:
     usage: Usage = field(default_factory=Usage)
     cost_usd: float | None = None
     timings: dict[str, float] = field(default_factory=dict)
-    #: Each observation answered so far with its action (a snapshot's prefix).
+    #: Each observation answered so far with its action (a snapshot's prefix; ``info["step"]``).
     turns: list[tuple[LLMRequest, LLMResponse]] = field(default_factory=list)
     step_results: list[tuple[Task, VerifierResult]] = field(default_factory=list)
 
@@ -88,11 +87,11 @@ async def advance(ep: RunningEpisode) -> LLMRequest | Outcome:
         try:
             return ep.scaffold_task.result()
         except Exception as e:  # the scaffold or its sandbox failed: an error episode
-            return Outcome(EndReason.ERROR, ep.steps, str(e), exception=e)
+            return Outcome(EndReason.ERROR, len(ep.turns), str(e), exception=e)
     ep.scaffold_task.cancel()
     await asyncio.gather(ep.scaffold_task, return_exceptions=True)
     limit = f"agent time limit of {ep.agent_budget_s:g} s reached"
-    return Outcome(EndReason.AGENT_TIMEOUT, ep.steps, limit)
+    return Outcome(EndReason.AGENT_TIMEOUT, len(ep.turns), limit)
 
 
 def take_action(ep: RunningEpisode, action: LLMResponse) -> None:
@@ -101,7 +100,6 @@ def take_action(ep: RunningEpisode, action: LLMResponse) -> None:
     ep.policy_s += time.perf_counter() - ep.observed_at
     assert ep.last_request is not None
     ep.turns.append((ep.last_request, action))
-    ep.steps += 1
     ep.usage = ep.usage + action.usage
     if action.cost_usd is not None:
         ep.cost_usd = (ep.cost_usd or 0.0) + action.cost_usd
@@ -110,7 +108,7 @@ def take_action(ep: RunningEpisode, action: LLMResponse) -> None:
 
 def observe(ep: RunningEpisode) -> dict[str, Any]:
     """What every time step's ``info`` says about the episode."""
-    return {"episode_id": ep.id, "task_id": ep.task.id, "step": ep.steps}
+    return {"episode_id": ep.id, "task_id": ep.task.id, "step": len(ep.turns)}
 
 
 async def abandon_episode(ep: RunningEpisode) -> None:
@@ -125,7 +123,7 @@ def last_info(
     ep: RunningEpisode, end: EpisodeEnd, outcome: Outcome, shaping_reward: float | None
 ) -> dict[str, Any]:
     """The LAST time step's ``info``: the end, the task's labels, timings, usage, cost, the
-    scaffold's trajectory, the backend's adjustments, and each verified step's result."""
+    scaffold's executions, the backend's adjustments, and each verified step's result."""
     ep.timings["agent_s"] = ep.agent_s
     ep.timings["policy_s"] = ep.policy_s
     info = observe(ep)
@@ -137,7 +135,7 @@ def last_info(
         timings=dict(ep.timings),
         usage=ep.usage.model_dump(),
         cost_usd=ep.cost_usd,
-        trajectory=outcome.trajectory,
+        executions=outcome.executions,
         sandbox_adjustments=list(ep.sandbox.adjustments),
     )
     if ep.task.steps:  # each verified step: its name and what its verifier found

@@ -162,7 +162,7 @@ async def restore_episode(env: CodeEnv, snapshot: EpisodeSnapshot) -> TimeStep[L
         return restart(event, {**observe(ep), "restored_from": snapshot.id})
     await env.abandon()
     raise EpisodeError(
-        f"the episode restored from snapshot {snapshot.id} ended ({event.status}) before asking "
+        f"the episode restored from snapshot {snapshot.id} ended ({event.reason}) before asking "
         f"the policy anything: {event.message}"
     )
 

@@ -124,7 +124,7 @@ def combine(task: Task, results: list[VerifierResult]) -> VerifierResult:
 def verifies(outcome: Outcome, verify_on_truncation: bool) -> bool:
     """Does the verifier run after the agent's part (or a step's) ended with ``outcome``? Not
     after an error, nor after a limit cut it short unless ``verify_on_truncation``."""
-    if outcome.status is EndReason.ERROR:
+    if outcome.reason is EndReason.ERROR:
         return False
     return not outcome.truncated or verify_on_truncation
 
@@ -154,7 +154,7 @@ async def next_step(
     try:
         await begin_step(ep.current, ep.sandbox, first=False)
     except Exception as e:
-        return Outcome(EndReason.ERROR, ep.steps, str(e), exception=e)
+        return Outcome(EndReason.ERROR, len(ep.turns), str(e), exception=e)
     ep.agent_s, ep.agent_budget_s = 0.0, agent_timeout_sec or ep.current.agent_timeout_sec
     ep.scaffold_task = start_scaffold(scaffold, ep.current, ep.sandbox, ep.client)
     return await advance(ep)
