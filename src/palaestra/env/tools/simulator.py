@@ -4,8 +4,8 @@
 tool here: the simulator gets the tool's spec, the world's sample data and the call, and what
 it answers is what the policy reads. The Python implementation still runs on the episode's
 state (the goal is checked on that state, never on what the simulator said), and both answers
-are logged in the call's trajectory record, with the simulator's token usage and cost (the
-policy's own usage never includes them).
+are logged in the call's record in ``info["executions"]``, with the simulator's token usage and
+cost (the policy's own usage never includes them).
 """
 
 from __future__ import annotations
