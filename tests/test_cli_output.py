@@ -13,6 +13,7 @@ import select
 import subprocess
 import sys
 
+import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -31,6 +32,7 @@ def _cli(*args: str, columns: int = 200, timeout: float = 300) -> subprocess.Com
     return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, env=env)
 
 
+@pytest.mark.slow
 def test_eval_prints_a_short_summary_and_a_whole_progress_line_at_80_columns(tmp_path):
     out = tmp_path / "run"
     proc = _cli("eval", "starter:0:3", "-p", "oracle", "-k", "2", "-o", str(out), columns=80)
@@ -119,6 +121,7 @@ def _in_a_terminal(*args: str, columns: int = 70) -> tuple[int, str]:
     return code, b"".join(chunks).decode(errors="replace")
 
 
+@pytest.mark.slow
 def test_tasks_check_shows_progress_then_the_failures_in_full(make_task, tmp_path):
     make_task("answer-task")
     gameable = "a-verifier-that-passes-whatever-the-agent-does-or-does-not-do"

@@ -52,6 +52,7 @@ def test_show_refuses_a_selection_of_many():
     assert res.exit_code != 0 and "selects 18 tasks" in res.output
 
 
+@pytest.mark.slow
 def test_export_round_trips_and_refuses_to_overwrite(tmp_path: Path):
     fam = g.families()[0].name
     out = tmp_path / "out"

@@ -5,9 +5,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
+@pytest.mark.slow
 def test_rl_loop_example_solves_its_episodes():
     proc = subprocess.run(
         [sys.executable, str(EXAMPLES / "rl_loop.py")], capture_output=True, text=True, timeout=300
@@ -17,6 +20,7 @@ def test_rl_loop_example_solves_its_episodes():
     assert len(lines) == 3 and all("reward 1.0 (terminated, passed)" in line for line in lines)
 
 
+@pytest.mark.slow
 def test_stream_groups_example_prints_every_kept_group_with_its_advantages():
     proc = subprocess.run(
         [sys.executable, str(EXAMPLES / "stream_groups.py")],
@@ -35,6 +39,7 @@ def test_stream_groups_example_prints_every_kept_group_with_its_advantages():
         assert abs(sum(advantages)) < 0.05
 
 
+@pytest.mark.slow
 def test_self_play_example_runs_its_demo_mix():
     proc = subprocess.run(
         [sys.executable, str(EXAMPLES / "self_play.py")],
@@ -49,6 +54,7 @@ def test_self_play_example_runs_its_demo_mix():
     assert shares.startswith("shares: accepted 25%")
 
 
+@pytest.mark.slow
 def test_grpo_cpu_example_trains_a_step(tmp_path):
     """One step with a tiny random model (SmolLM2 itself is the default; too slow for CI)."""
     from palaestra.llm.local_hf import write_tiny_model

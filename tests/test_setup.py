@@ -99,6 +99,7 @@ def _installed(python: Path) -> str:
     return subprocess.run([str(python), "-c", code], capture_output=True, text=True).stdout.strip()
 
 
+@pytest.mark.slow
 def test_an_unreachable_index_is_asked_once_then_the_configured_index_installs(
     pip_env: tuple[Path, dict[str, str]], unavailable_index: tuple[str, list[str]]
 ) -> None:
@@ -114,6 +115,7 @@ def test_an_unreachable_index_is_asked_once_then_the_configured_index_installs(
     assert _installed(python) == "1.0"
 
 
+@pytest.mark.slow
 def test_an_installed_requirement_asks_no_index(
     pip_env: tuple[Path, dict[str, str]], unavailable_index: tuple[str, list[str]]
 ) -> None:

@@ -277,6 +277,7 @@ async def test_unsupported_dockerfile_names_the_docker_backend(make_task):
             await env.reset()
 
 
+@pytest.mark.slow
 async def test_hundred_concurrent_episodes_leave_nothing_behind(make_task):
     tasks = TaskSet.from_dir(make_task().parent)
 

@@ -68,6 +68,7 @@ async def test_separate_verifier_runs_the_tests_image_on_the_agents_artifacts(ma
     assert await rewards(task, "local") == (1.0, 0.0)
 
 
+@pytest.mark.slow
 @needs_docker
 async def test_separate_verifier_on_docker(make_task):
     task = separate_task(make_task)

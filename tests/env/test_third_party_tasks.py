@@ -58,6 +58,7 @@ async def rewards(task: Task, backend: str | DockerBackend) -> tuple[float | Non
     return tuple(found)
 
 
+@pytest.mark.slow
 @needs_docker
 async def test_task_without_python3_runs_on_both_backends(make_task) -> None:
     task = load_task(

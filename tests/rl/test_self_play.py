@@ -44,6 +44,7 @@ def _answer(proposal: dict) -> str:
     return "Here it is:\n```json\n" + json.dumps(proposal) + "\n```"
 
 
+@pytest.mark.slow
 async def test_the_loop_accepts_exactly_the_valid_proposals_and_rewards_learnability(tmp_path):
     demo = _example()
     pool_dir = tmp_path / "pool"

@@ -118,6 +118,7 @@ class SlowTrainer(GRPOTrainer):
         return super().step(groups)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("max_staleness", [0, 1])
 async def test_a_slow_trainer_never_trains_beyond_max_staleness(tiny, max_staleness):
     async with HFLocalPolicy(tiny, seed=4, max_batch_size=32) as policy:

@@ -80,6 +80,7 @@ def task_dir(make_task) -> Path:
     return make_task().parent
 
 
+@pytest.mark.slow
 async def test_128_concurrent_episodes_in_groups_of_8_leave_nothing(tmp_path):
     oracle = OraclePolicy.from_tasks(load_tasks(GENERATED))
     stream = RolloutStream(GENERATED, oracle, concurrency=128, buffer=16, out_dir=tmp_path)
@@ -132,6 +133,7 @@ async def test_a_consumer_breaking_out_closes_the_stream(task_dir):
     assert not own_sandbox_processes() and not other_tasks()
 
 
+@pytest.mark.slow
 async def test_a_slow_consumer_bounds_episodes_in_flight_plus_buffered(task_dir):
     started = 0
 

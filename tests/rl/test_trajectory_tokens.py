@@ -230,6 +230,7 @@ def assert_token_exact(sample: Trajectory, episode: Episode) -> None:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scaffold", ["bash", "tools"])
 async def test_local_policy_episodes_are_one_exact_sequence(smollm2, scaffold):
     """The local policy extends each conversation by ids: the episode is one sample."""

@@ -16,6 +16,7 @@ from tests.rl.test_trainer import EvenFirstToken
 trl = pytest.importorskip("trl", reason="trl (the dev extra) not installed")
 
 
+@pytest.mark.slow
 def test_grpo_trainer_takes_optimisation_steps_on_palaestra_episodes(tmp_path):
     from datasets import Dataset
 

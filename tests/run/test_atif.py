@@ -19,6 +19,8 @@ from palaestra.run.export import export
 from palaestra.run.store import DB_NAME, read_episodes, read_steps
 from tests.run.test_store import _old_store
 
+pytestmark = pytest.mark.slow  # whole episodes with real verifiers: not in the fast tier
+
 atif = pytest.importorskip("atif")
 
 

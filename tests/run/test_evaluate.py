@@ -23,6 +23,8 @@ from palaestra.tasks.source import TaskSet
 from tests.conftest import SUBMIT_ACTION, bash_action
 from tests.procs import own_sandbox_processes
 
+pytestmark = pytest.mark.slow  # whole episodes with real verifiers: not in the fast tier
+
 
 async def test_oracle_run_fills_the_store(tmp_path):
     summary = await evaluate("starter", "oracle", concurrency=6, out_dir=tmp_path)

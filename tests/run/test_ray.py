@@ -22,6 +22,8 @@ from palaestra.run.store import read_episodes
 from tests.procs import bwrap_pids, eventually
 from tests.run.ray_cluster import ExtraNode, LocalCluster, add_node, start_cluster
 
+pytestmark = pytest.mark.slow  # whole episodes with real verifiers: not in the fast tier
+
 ray = pytest.importorskip("ray", reason="ray (the dev extra) not installed")
 SRC = Path(__file__).resolve().parents[2] / "src"
 TASKS = "starter:9:12"  # file operations: no timing in their tests

@@ -197,6 +197,7 @@ def _store_rates(run_dir: Path, column: str) -> dict[str, float]:
     return dict(rows)
 
 
+@pytest.mark.slow
 async def test_report_renders_holds_the_numbers_and_opens_episodes(tmp_path, two_runs):
     strong, weak = two_runs
     report = tmp_path / "report.html"

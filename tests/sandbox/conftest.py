@@ -24,8 +24,9 @@ def new_run_id() -> str:
     return f"{RUN_PREFIX}-{secrets.token_hex(3)}"
 
 
-#: The sandbox's pid 1, as ``$PALAESTRA_HELPER`` names them.
-HELPERS = ("c", "python")
+#: The sandbox's pid 1, as ``$PALAESTRA_HELPER`` names them: the C one sandboxes start by
+#: default, the Python fallback in the full suite only (``slow``: not in the fast tier).
+HELPERS = ("c", pytest.param("python", marks=pytest.mark.slow))
 
 
 @pytest.fixture(params=HELPERS)
@@ -38,7 +39,7 @@ def helper(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
 DOCKER = pytest.param("docker", marks=pytest.mark.docker)
 
 
-@pytest.fixture(params=["local", "local-python", DOCKER])
+@pytest.fixture(params=["local", pytest.param("local-python", marks=pytest.mark.slow), DOCKER])
 async def backend(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[SandboxBackend]:

@@ -267,6 +267,7 @@ def test_copy_through_a_link_leaving_the_context_is_refused(tmp_path: Path) -> N
         plan_local_environment(env)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("instruction", "files", "message"),
     [
@@ -358,6 +359,7 @@ def test_without_dpkg_every_run_needs_an_image_build(tmp_path: Path, host_packag
     assert needs_image_build(context(tmp_path, APT_RUN.format("python3")))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("dockerfile", "line", "message"),
     [

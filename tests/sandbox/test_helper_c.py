@@ -57,6 +57,7 @@ def _kind_in_fresh_process(tmp_path: Path, **env: str) -> subprocess.CompletedPr
     return subprocess.run([sys.executable, "-c", code], env=full, capture_output=True, text=True)
 
 
+@pytest.mark.slow
 def test_without_a_compiler_sandboxes_fall_back_to_python_and_say_so(tmp_path: Path) -> None:
     auto = _kind_in_fresh_process(tmp_path, CC="/bin/false", PALAESTRA_HELPER="")
     assert auto.returncode == 0, auto.stderr
@@ -178,6 +179,7 @@ class _Driver:
         return answer
 
 
+@pytest.mark.slow
 def test_the_c_helper_under_address_and_undefined_behaviour_sanitizers(tmp_path: Path) -> None:
     """The protocol's paths, with bad input from the host and junk from the sandbox, in a build
     that stops at the first memory error, leak or undefined behaviour, as pid 1."""

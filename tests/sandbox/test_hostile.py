@@ -89,6 +89,7 @@ async def still_usable(sandbox: Sandbox) -> None:
 # -- resources -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_fork_bomb(limited: Sandbox) -> None:
     async with host_probe():
         res = await limited.exec(":(){ :|:& };:; sleep 60", timeout=5)
@@ -130,6 +131,7 @@ async def test_cpu_spinner_past_its_timeout(limited: Sandbox) -> None:
     await still_usable(limited)
 
 
+@pytest.mark.slow
 async def test_daemon_outliving_its_command(limited: Sandbox) -> None:
     count = f"{COMMAND_LINES} | grep -c '^sleep 4242' || true"
     async with host_probe():

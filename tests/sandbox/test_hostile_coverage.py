@@ -17,6 +17,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = (
     "tests/sandbox/test_hostile.py",
@@ -108,6 +110,7 @@ def backends_of(test: str, params: set[str]) -> set[str]:
     return {p.split("-", 1)[0] for p in params}
 
 
+@pytest.mark.slow
 def test_each_class_of_issue_28_is_attacked_on_both_backends() -> None:
     ids = collected_ids()
     problems = []

@@ -20,6 +20,8 @@ from tests.sandbox.test_hostile_rewards import assert_no_reward, play
 from tests.tasks.starter.pack import PACK_DIR, WRONG_SOLUTIONS
 from tests.tasks.starter.test_episodes import with_solution
 
+pytestmark = pytest.mark.slow  # whole episodes with real verifiers: not in the fast tier
+
 #: Appended to each module of /app: every public function, when its run has a CPU bar (an
 #: RLIMIT_CPU), first burns 3 s of CPU in a relay of forks (0.5 s each, each parent waiting and
 #: exiting as its child), then answers right.

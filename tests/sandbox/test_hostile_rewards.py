@@ -297,6 +297,7 @@ SAME_OUTPUT_EVERYWHERE = (
 )
 
 
+@pytest.mark.slow
 async def test_user_site_planted_for_the_reference_runs(
     backend: SandboxBackend, optimization: Path
 ) -> None:

@@ -15,6 +15,8 @@ from palaestra.sandbox.dockerfile_replay import host_packages_missing
 from palaestra.tasks.generators import write as write_generated
 from tests.sandbox.test_hostile_rewards import play, write
 
+pytestmark = pytest.mark.slow  # whole episodes with real verifiers: not in the fast tier
+
 pg = pytest.mark.skipif(
     bool(host_packages_missing(("postgresql",))), reason="needs PostgreSQL on this host"
 )

@@ -17,6 +17,8 @@ from palaestra.tasks.generators import generate
 from palaestra.tasks.generators import write as write_generated
 from tests.sandbox.test_hostile_rewards import assert_no_reward, play
 
+pytestmark = pytest.mark.slow  # whole episodes with real verifiers: not in the fast tier
+
 #: Appended to every module of /app: on import, exec the same-named file of any copy of the
 #: package a checker left under /tmp (a reference's read-only directory) into this module.
 STEAL_REFERENCE = r"""

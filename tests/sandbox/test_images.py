@@ -29,6 +29,8 @@ from palaestra.scaffolds import OraclePolicy
 from palaestra.tasks import TaskError, load_task
 from tests.sandbox.docker_support import labelled_containers, needs_docker, unavailable_reason
 
+pytestmark = pytest.mark.slow  # whole episodes with real verifiers: not in the fast tier
+
 STARTER = Path(__file__).parents[2] / "src/palaestra/tasks/packs/starter"
 
 #: A task whose Dockerfile has RUN steps: the local backend can only run it from the built image.

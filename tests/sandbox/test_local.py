@@ -170,6 +170,7 @@ async def test_concurrent_execs_in_one_sandbox(sandbox: LocalSandbox) -> None:
 # -- timeouts, background processes, kill_all ----------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_timeout_kills_the_whole_tree(sandbox: LocalSandbox) -> None:
     marker = new_marker()
     await sandbox.write_file(

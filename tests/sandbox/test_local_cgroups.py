@@ -70,6 +70,7 @@ def procs(cgroup: Path) -> list[str]:
     return (cgroup / "cgroup.procs").read_text().split()
 
 
+@pytest.mark.slow
 async def test_a_timed_out_command_in_cgroups_of_its_own_is_killed(backend: LocalBackend) -> None:
     """Its processes moved into a child cgroup and a frozen grandchild one: the timeout still
     kills them, the helper answers as always, and close leaves no cgroup."""

@@ -75,6 +75,7 @@ async def start_owner(
     return proc, Path(line.decode().strip())
 
 
+@pytest.mark.slow
 async def test_janitor_reclaims_dead_runs_only(state_dir: Path) -> None:
     dead_marker, live_marker = new_marker(), new_marker()
     live, live_dir = await start_owner(state_dir, "live-run", live_marker, "live")
@@ -167,6 +168,7 @@ print("done", flush=True)
 
 # After the 100th, only the record is left; it goes, then the empty directory: cut short there,
 # an empty directory is left, which the janitor takes once CREATION_GRACE_S has passed.
+@pytest.mark.slow
 @pytest.mark.parametrize("stop_after", [0, 1, 50, 99])
 async def test_a_removal_cut_short_leaves_the_record_for_the_janitor(
     state_dir: Path, stop_after: int

@@ -75,6 +75,7 @@ async def test_pids_limit_stops_a_fork_bomb(backend: LocalBackend) -> None:
         assert (await sandbox.exec("echo alive")).stdout == "alive\n"
 
 
+@pytest.mark.slow
 @needs_cgroups
 async def test_cpu_limit_throttles(backend: LocalBackend) -> None:
     async with await backend.create(SandboxSpec(cpus=0.05)) as sandbox:

@@ -17,6 +17,8 @@ from palaestra.tasks.source import TaskSet
 from tests.scaffolds.harness_support import installed
 from tests.scaffolds.test_external import our_processes
 
+pytestmark = pytest.mark.slow  # whole episodes with real verifiers: not in the fast tier
+
 PATCH = """apply_patch <<'EOF'
 *** Begin Patch
 *** Update File: /app/answer.txt

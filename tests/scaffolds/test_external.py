@@ -22,6 +22,8 @@ from palaestra.tasks.source import TaskSet
 from tests.conftest import SUBMIT_ACTION, bash_action
 from tests.procs import _processes
 
+pytestmark = pytest.mark.slow  # whole episodes with real verifiers: not in the fast tier
+
 #: A minimal CLI agent, stdlib only, run by the sandbox's python3: the OpenAI chat protocol over
 #: HTTP to the base URL it is given, one ```bash block per reply, submit sentinel to finish.
 AGENT = r"""

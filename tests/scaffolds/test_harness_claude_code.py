@@ -23,6 +23,8 @@ from tests.scaffolds.harness_support import (
 )
 from tests.scaffolds.test_external import our_processes
 
+pytestmark = pytest.mark.slow  # whole episodes with real verifiers: not in the fast tier
+
 
 @pytest.fixture(scope="module", autouse=True)
 def claude_code() -> None:

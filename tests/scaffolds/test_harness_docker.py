@@ -5,9 +5,13 @@ mounted socket and the in-sandbox forwarder, and solves the starter task (oracle
 
 from __future__ import annotations
 
+import pytest
+
 from palaestra.scaffolds import make_scaffold
 from tests.sandbox.docker_support import labelled_containers, needs_docker
 from tests.scaffolds.harness_support import installed, oracle_and_nop
+
+pytestmark = pytest.mark.slow  # whole episodes with real verifiers: not in the fast tier
 
 
 @needs_docker

@@ -24,6 +24,8 @@ from palaestra.tasks.source import TaskSet
 from tests.scaffolds.harness_support import ProtocolScript, call, installed
 from tests.scaffolds.test_external import our_processes
 
+pytestmark = pytest.mark.slow  # whole episodes with real verifiers: not in the fast tier
+
 SERVER = Path(__file__).with_name("mcp_notes_server.py")
 DOCKERFILE = "FROM debian:bookworm-slim\nWORKDIR /app\nCOPY notes_server.py /app/notes_server.py\n"
 NOTES = """

@@ -13,6 +13,8 @@ from palaestra.tasks.source import TaskSet
 from tests.scaffolds.harness_support import ProtocolScript, call, installed, oracle_and_nop
 from tests.scaffolds.test_external import our_processes
 
+pytestmark = pytest.mark.slow  # whole episodes with real verifiers: not in the fast tier
+
 
 @pytest.fixture(scope="module", autouse=True)
 def opencode() -> None:

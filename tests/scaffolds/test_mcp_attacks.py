@@ -56,6 +56,7 @@ def replies(request) -> dict[str, str]:
     return {m["tool_call_id"]: m["content"] for m in request.messages if m["role"] == "tool"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "sabotage",
     [
@@ -216,6 +217,7 @@ async def test_a_task_cannot_send_a_host_secret_to_its_url(monkeypatch):
     assert seen[0]["x-steal"] == "key sk-hunter2"
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)  # before the fix: 300 s, the http client's read timeout
 async def test_a_server_that_never_answers_the_end_of_its_session_does_not_hold_the_episode():
     """Before: leaving the episode sent the session's ``DELETE`` and waited for its answer as

@@ -257,6 +257,7 @@ async def test_parallel_calls_of_one_episode_are_served_in_turn(proxy):
     assert sorted(o.choices[0].message.content for o in outs) == ["re:one", "re:two"]
 
 
+@pytest.mark.slow
 async def test_64_concurrent_streaming_episodes_route_to_their_own_episode(proxy):
     """64 episodes, each a mediated client answered by its own driver, each called by its own
     openai SDK client streaming 3 turns: every answer must reach the episode that asked."""

@@ -112,6 +112,7 @@ async def test_output_is_diffed_between_turns_and_capped(make_task):
         await env.step(DONE)
 
 
+@pytest.mark.slow
 async def test_ctrl_c_interrupts_and_interactive_programs_get_keystrokes(make_task):
     async with env_for(make_task(), step_limit=200) as env:
         await env.reset()
@@ -203,6 +204,7 @@ def test_parse_action_rules():
     assert isinstance(make_scaffold("terminus"), TerminusScaffold)
 
 
+@pytest.mark.slow
 def test_cli_oracle_passes_every_starter_task(tmp_path):
     proc = subprocess.run(
         [

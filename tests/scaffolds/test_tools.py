@@ -247,6 +247,7 @@ def test_check_arguments_names_the_problem():
     assert isinstance(make_scaffold("tools", step_limit=5), ToolsScaffold)
 
 
+@pytest.mark.slow
 def test_cli_oracle_passes_every_starter_task(tmp_path):
     proc = subprocess.run(
         [

@@ -25,6 +25,7 @@ def _serve(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_bad_input_is_one_line_and_exit_2():
     unknown = _serve("no-such-env", "--port", "0")
     assert unknown.returncode == 2 and unknown.stderr.count("\n") == 1

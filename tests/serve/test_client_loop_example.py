@@ -10,6 +10,8 @@ import pytest
 
 from tests.serve.serving import served
 
+pytestmark = pytest.mark.slow  # whole episodes with real verifiers: not in the fast tier
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "serve_client_loop.py"
 
 

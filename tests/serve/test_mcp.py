@@ -13,10 +13,13 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 from mcp import Client
 
 from tests.env.test_mcp_server import episode, solve
 from tests.serve.serving import served
+
+pytestmark = pytest.mark.slow  # whole episodes with real verifiers: not in the fast tier
 
 
 async def _oracle(url: str) -> str:

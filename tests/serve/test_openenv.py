@@ -13,6 +13,8 @@ from palaestra.env.registry import load_tasks, make_policy
 from tests.procs import eventually
 from tests.serve.serving import action_json, openenv_episode, served
 
+pytestmark = pytest.mark.slow  # whole episodes with real verifiers: not in the fast tier
+
 pytest.importorskip("openenv")
 
 ENV = "starter:0:3"

@@ -14,6 +14,8 @@ from palaestra.env.registry import load_tasks, make_policy
 from tests.procs import eventually
 from tests.serve.serving import action_json, ors_episode, served
 
+pytestmark = pytest.mark.slow  # whole episodes with real verifiers: not in the fast tier
+
 pytest.importorskip("ors")
 
 ENV = "starter:0:3"

@@ -239,6 +239,7 @@ def results() -> dict:
     return asyncio.run(run())
 
 
+@pytest.mark.slow
 def test_the_launcher_forks_a_server_that_holds_nothing_of_the_script(results: dict) -> None:
     """test.sh runs the checker through palaestra_launch, which forks the fork server before
     it reads the script: the server's memory lacks the script's secret (the checker's has it),

@@ -31,6 +31,7 @@ def test_the_164_problems_as_harbor_tasks():
         humaneval.load("humaneval-164")
 
 
+@pytest.mark.slow
 async def test_canonical_solutions_pass_and_empty_solutions_fail():
     tasks = list(humaneval.tasks())
     results = await check_tasks(tasks, concurrency=4)

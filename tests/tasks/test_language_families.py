@@ -45,6 +45,7 @@ def test_every_language_and_postgresql_has_a_family():
     assert [g.get_family(n).category for n in pg] == ["data-querying"]
 
 
+@pytest.mark.slow
 @needs_toolchains
 @pytest.mark.parametrize("family", LANGUAGE_FAMILIES)
 def test_dockerfile_installs_the_toolchain_and_the_local_backend_replays_it(family: str):
@@ -56,6 +57,7 @@ def test_dockerfile_installs_the_toolchain_and_the_local_backend_replays_it(fami
     assert not needs_image_build(path / "environment"), dockerfile
 
 
+@pytest.mark.slow
 @needs_toolchains
 @pytest.mark.parametrize("family", LANGUAGE_FAMILIES)
 async def test_oracle_passes_nop_and_wrong_solutions_fail_in_every_tier(family: str):
@@ -78,6 +80,7 @@ async def test_oracle_passes_nop_and_wrong_solutions_fail_in_every_tier(family: 
         assert len(wrong) >= 3, (task.id, wrong)
 
 
+@pytest.mark.slow
 @needs_docker
 async def test_a_c_task_runs_on_docker_from_its_image(tmp_path: Path) -> None:
     source = g.materialise("range-queries-c", seed=2, difficulty=0.1)

@@ -9,6 +9,7 @@ from palaestra.tasks.generators import families
 from tests.tasks.starter.pack import TASK_DIRS
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", [f.name for f in families()])
 def test_generated_workspaces_hold_no_history_nor_tests(family: str) -> None:
     fam = next(f for f in families() if f.name == family)

@@ -15,6 +15,8 @@ import asyncio
 import shutil
 from pathlib import Path
 
+import pytest
+
 from palaestra import CodeEnv
 from palaestra.run import rollout
 from palaestra.sandbox.base import SandboxSpec
@@ -36,6 +38,7 @@ def sample_task_dirs() -> list[Path]:
     ]
 
 
+@pytest.mark.slow
 @needs_docker
 async def test_a_sample_of_every_source_runs_on_docker_from_its_image(tmp_path: Path) -> None:
     exported = []

@@ -81,6 +81,7 @@ async def test_the_checker_uses_the_shipped_cases_and_fails_without_them(tmp_pat
             assert not result.rewards.get("checks_total"), (name, result.rewards)
 
 
+@pytest.mark.slow
 @needs_toolchains
 async def test_a_digest_that_differs_falls_back_to_the_reference(tmp_path: Path):
     source = g.materialise("range-queries-c", 0, 1.0)
@@ -101,6 +102,7 @@ def test_precomputed_cases_are_deterministic(family: str, data: str):
     assert g.generate(family, 3, 0.9).tests[data] == g.generate(family, 3, 0.9).tests[data]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("family", "data"), [("build-order", HARNESS), ("meeting-rooms", HARNESS)])
 async def test_python_families_error_without_their_cases(family: str, data: str, tmp_path: Path):
     source = g.materialise(family, 0, 0.9)

@@ -98,6 +98,7 @@ def test_the_runtime_is_shipped_with_every_proposal_that_uses_it(tmp_path: Path)
     assert {p.name for p in (task / "tests").iterdir()} == {"test.sh"}
 
 
+@pytest.mark.slow
 async def test_validation_refuses_the_open_tests_and_accepts_the_jailed_ones(tmp_path) -> None:
     backend = default_backend("local")
     answer = "```json\n" + json.dumps({**SUM_BY_PROGRAM, "tests": OPEN_TESTS}) + "\n```"

@@ -115,6 +115,7 @@ def test_splits_by_seed():
     ]
 
 
+@pytest.mark.slow
 def test_the_benchmark_check_finds_an_overlap():
     train = g.pack(families_=["shell-lookup"], tiers=("easy",), seeds=range(0, 20))
     held_out = g.pack(families_=["shell-lookup"], tiers=("easy",), seeds=EVAL[:20])

@@ -110,6 +110,7 @@ async def _grades(task, wrong: str | list[str] | None):
     return r
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 async def test_graded_family(family):
     task = generators.load_generated(family, SEED, DIFFICULTY)

@@ -64,6 +64,7 @@ def test_visible_tests_fail_on_workspace_and_pass_with_reference(
         assert (run.returncode == 0) == (variant == "fixed"), f"{variant}: {run.stderr[-2000:]}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", DEBUGGING)
 def test_every_seed_generates(family: str):
     bug_sets = set()

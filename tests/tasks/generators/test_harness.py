@@ -46,6 +46,7 @@ def _spec(tests: dict | Path) -> dict:
     return marshal.loads(zlib.decompress(blob))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", MINE)
 def test_the_hidden_test_is_data(family: str):
     for difficulty in (0.1, 0.5, 0.9):
@@ -100,6 +101,7 @@ def _with_stale_digest(source: Path, dest: Path) -> Path:
     return dest
 
 
+@pytest.mark.slow
 async def test_other_data_from_a_seed_runs_the_reference_first(tmp_path: Path):
     source = g.materialise("shipment-reconcile", 1, 0.1)
     task = load_task(_with_stale_digest(source, tmp_path / source.name))
@@ -129,6 +131,7 @@ async def test_a_reference_run_for_other_data_is_closed_to_the_agent(tmp_path: P
     assert reward == 0.0, output[-800:]
 
 
+@pytest.mark.slow
 @needs_toolchains
 async def test_other_data_from_a_seed_runs_the_reference_function_first(tmp_path: Path):
     source = g.materialise("key-totals-rust", 1, 0.1)

@@ -51,6 +51,7 @@ def test_five_optimization_families():
     assert len(OPTIMIZATION) >= 5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", PYTHON)
 @pytest.mark.parametrize("difficulty", [0.1, 0.5, 0.9])
 def test_slow_program_and_reference_agree(family: str, difficulty: float, tmp_path: Path):

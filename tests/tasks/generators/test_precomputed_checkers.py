@@ -21,6 +21,8 @@ from palaestra.tasks.generators import write as write_generated
 from palaestra.tasks.source import TaskSet
 from tests.conftest import SUBMIT_ACTION, bash_action
 
+pytestmark = pytest.mark.slow  # whole episodes with real verifiers: not in the fast tier
+
 
 async def _oracle_reward(task_dir: Path) -> float | None:
     task = load_task(task_dir)

@@ -15,6 +15,8 @@ from palaestra.scaffolds import NopPolicy, OraclePolicy
 from tests.conftest import SUBMIT_ACTION, bash_action
 from tests.tasks.starter.pack import PACK_DIR, PARTIAL_CREDIT, TASK_IDS, TASKS, WRONG_SOLUTIONS
 
+pytestmark = pytest.mark.slow  # whole episodes with real verifiers: not in the fast tier
+
 
 def with_solution(script: str, task_id: str) -> str:
     """A command that unpacks the task's solution/ to /solution, then runs ``script``."""

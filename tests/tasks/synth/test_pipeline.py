@@ -21,6 +21,8 @@ from palaestra.tasks.synth.palaestra_synth_patch import apply as apply_patch
 from palaestra.tasks.synth.pipeline import Options, synthesise
 from tests.tasks.synth.project_fixture import CORE, make_project
 
+pytestmark = pytest.mark.slow  # whole episodes with real verifiers: not in the fast tier
+
 OPTIONS = Options(candidates=40, pairs=0.5, image=False)
 
 

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from palaestra.tasks import load_task
 from palaestra.tasks.synth.pipeline import Options, synthesise
 from palaestra.tasks.synth.project import sha256
+
+pytestmark = pytest.mark.slow  # whole episodes with real verifiers: not in the fast tier
 
 
 def test_a_real_sdist_becomes_tasks(tmp_path: Path) -> None:
