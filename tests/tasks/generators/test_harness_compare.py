@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import marshal
+import os
 import zlib
 from pathlib import Path
 
@@ -121,3 +122,38 @@ def test_cases_by_reference_need_a_python_answer_and_the_reference():
     )
     assert part["cases"] == [{"label": "usage error", "want": None, "by_reference": True}]
     assert part["reference"] == {"files": {"a.py": ""}}
+
+
+def test_path_checks_what_a_path_is_or_holds(compare):
+    assert compare("path", {"type": "dir"}, {"type": "dir", "text": None}) == [("group", True, "")]
+    assert compare("path", {"type": "absent"}, {"type": "link", "text": None}) == [
+        ("group", False, "found: link")
+    ]
+    file = {"type": "file", "text": " word\n\n"}
+    assert compare("path", {"text": "word", "strip": "blanks"}, file)[0][1] is True
+    assert compare("path", {"text": " word", "strip": "trailing_newlines"}, file)[0][1] is True
+    assert compare("path", {"text": "word\n"}, file)[0][1] is False  # exact without strip
+    # a link or a missing file has no text: empty once stripped, None when exact
+    assert compare("path", {"text": "", "strip": "blanks"}, {"type": "link", "text": None}) == [
+        ("group", True, "")
+    ]
+    (exact,) = compare("path", {"text": "word"}, {"type": "absent", "text": None})
+    assert exact == ("group", False, "expected 'word', got None")
+
+
+def test_state_looks_without_following_links(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    monkeypatch.syspath_prepend(str(RUNTIME))
+    harness = importlib.import_module("palaestra_harness")
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "f.txt").write_text("in d\n")
+    (tmp_path / "via").symlink_to(tmp_path / "d")
+    (tmp_path / "l.txt").symlink_to(tmp_path / "d" / "f.txt")
+    os.mkfifo(tmp_path / "fifo")
+    assert harness.look(str(tmp_path / "d")) == {"type": "dir", "text": None}
+    assert harness.look(str(tmp_path / "d" / "f.txt")) == {"type": "file", "text": "in d\n"}
+    for linked in ("via/f.txt", "l.txt", "via"):
+        assert harness.look(str(tmp_path / linked)) == {"type": "link", "text": None}
+    assert harness.look(str(tmp_path / "fifo")) == {"type": "other", "text": None}
+    assert harness.look(str(tmp_path / "none")) == {"type": "absent", "text": None}
+    with pytest.raises(ValueError, match="need the path"):
+        hs.tests(answer=hs.state(), cases=[hs.Case("c", want={})], compare=hs.compare("path"))

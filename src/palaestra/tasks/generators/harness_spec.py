@@ -40,8 +40,11 @@ HARNESS_RUNTIME = tuple(
     for name in ("palaestra_harness.py", "palaestra_compare.py", "palaestra_pg.py")
 )
 SPEC = "harness.bin"
-ANSWERS = ("program", "python", "sqlite", "postgres")
-COMPARISONS = ("output", "lines", "json_keys", "csv", "rows", "equal", "items", "files", "function")
+ANSWERS = ("program", "python", "sqlite", "postgres", "state")
+COMPARISONS = (
+    *("output", "lines", "json_keys", "csv", "rows", "equal", "items", "files", "function"),
+    "path",
+)
 
 
 def digest(files: Mapping[str, str | bytes]) -> str:
@@ -71,7 +74,8 @@ class Case:
     is a CPU bar over the run's process tree (seconds); ``want`` the expected value, in the
     comparison's terms. ``by_reference`` (a Python answer's case): the expected value is what
     the answer's code emits for it run on the ``reference``'s files in the checker, first,
-    for a value only the checker's Python can make (argparse's words)."""
+    for a value only the checker's Python can make (argparse's words). ``path`` (a
+    :func:`state` answer's case): the absolute path it looks at."""
 
     label: str
     want: object = None
@@ -82,10 +86,11 @@ class Case:
     db: bytes | None = None
     load: str | None = None
     by_reference: bool | None = None
+    path: str | None = None
 
     def data(self) -> dict:
         out = {"label": self.label, "want": self.want}
-        for key in ("files", "stdin", "cpu", "make", "db", "load", "by_reference"):
+        for key in ("files", "stdin", "cpu", "make", "db", "load", "by_reference", "path"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = dict(value) if isinstance(value, Mapping) else value
@@ -178,6 +183,13 @@ def postgres_query(path: str) -> dict:
     return {"kind": "postgres", "file": path}
 
 
+def state() -> dict:
+    """The answer is what the agent left in the sandbox (a shell task's files): nothing of it
+    runs; each case's ``path`` is looked at, without following links, and compared (``path``:
+    ``{"type": "file"|"dir"|"absent"|"link"|"other", "text": a regular file's text}``)."""
+    return {"kind": "state"}
+
+
 def compare(how: str, **options: object) -> dict:
     """How a case's output meets its ``want``: ``output`` (stdout and output files byte for
     byte), ``lines`` (right-stripped lines), ``json_keys`` (a JSON object, one check a key:
@@ -185,9 +197,11 @@ def compare(how: str, **options: object) -> dict:
     column), ``rows`` (a query's rows and column names, ``tol``), ``equal``, ``items`` (a
     list, equal item by item; the first differing item, ``what``, in the detail), ``files``
     (a program's output files, one check a file, ``newlines="universal"`` as text mode reads
-    them; stdout not compared) or ``function`` (``module``'s ``fn(ck, label, want, got,
+    them; stdout not compared) ``function`` (``module``'s ``fn(ck, label, want, got,
     options)``, ``module`` shipped in ``tests/`` through :func:`tests`' ``modules``: a check
-    the others cannot say, such as pricing an answer)."""
+    the others cannot say, such as pricing an answer) or ``path`` (a :func:`state` case: want
+    ``{"type": ...}``, one check of what the path is, or ``{"text": ..., "strip": None,
+    "blanks" or "trailing_newlines"}``, one check of a regular file's text)."""
     if how not in COMPARISONS:
         raise ValueError(f"comparison {how!r}: use one of {', '.join(COMPARISONS)}")
     return {"how": how, **options}
@@ -236,6 +250,8 @@ def _refuse(
         raise ValueError(f"answer kind {answer['kind']!r}: use one of {', '.join(ANSWERS)}")
     if any(c.make for c in cases) and reference is None:
         raise ValueError("cases made in the checker need a reference")
+    if answer["kind"] == "state" and not all(c.path for c in cases):
+        raise ValueError("a state answer's cases each need the path they look at")
     if any(c.by_reference for c in cases) and (
         answer["kind"] != "python" or not (reference or {}).get("files")
     ):

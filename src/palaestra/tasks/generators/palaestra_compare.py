@@ -244,6 +244,23 @@ def compare_items(ck, label, want, got, opts):
     )
 
 
+_STRIP = {"blanks": str.strip, "trailing_newlines": lambda text: text.rstrip("\n")}
+
+
+def compare_path(ck, label, want, got, opts):
+    """What a path holds (a ``state`` answer's ``{"type", "text"}``): ``want["type"]`` alone,
+    one check of its type (``file``, ``dir``, ``absent``...); ``want["text"]``, one check of
+    its text, which a missing or non-regular file fails (``strip``: ``blanks`` off both
+    ends or ``trailing_newlines`` stripped first, a missing file then reading as empty)."""
+    if "text" not in want:
+        ok = got["type"] == want["type"]
+        return ck.check(label, ok, "" if ok else "found: " + got["type"])
+    text, strip = got["text"], want.get("strip")
+    if strip:
+        text = _STRIP[strip](text or "")
+    return ck.equal(label, text, want["text"])
+
+
 COMPARE = {
     "output": compare_output,
     "lines": compare_lines,
@@ -253,4 +270,5 @@ COMPARE = {
     "equal": compare_equal,
     "items": compare_items,
     "files": compare_files,
+    "path": compare_path,
 }

@@ -8,7 +8,8 @@ what every such hidden test did by hand:
    module and checked against its SHA-256; should this Python make other data, the reference
    (``tests/``, copied root's and read-only) runs on it *now*, before any agent code runs.
 2. **The answer runs in a jail**: a program (built first when it must be, as nobody, in a
-   private copy of ``/app``), a Python call, an SQLite query or a PostgreSQL query. A program
+   private copy of ``/app``), a Python call, an SQLite query or a PostgreSQL query; or
+   nothing runs (``state``: a shell task's files, looked at without following links). A program
    runs once a case, as nobody, in a fresh case directory made just before it that holds only
    that case's inputs (root's files, sticky directory: it may add files, never change or remove
    them); what it writes under the declared output directory is read without following links
@@ -35,9 +36,11 @@ from palaestra_check import (
     Checker,
     close_to_runs,
     copy_tree_for_child,
+    linked,
     make_private_dir,
     precomputed,
     read_only_dir,
+    read_regular,
     run_command,
     run_python,
 )
@@ -399,11 +402,34 @@ def run_postgres(ck, spec, cases):
     )
 
 
+def look(path):
+    """What the agent left at ``path``: its ``type`` (``absent``, ``link`` when it or a
+    directory on it is a symlink, ``dir``, ``file`` or ``other``) and, a regular file reached
+    without links, its ``text`` (capped; a FIFO never blocks the checker)."""
+    if not os.path.lexists(path):
+        kind = "absent"
+    elif linked(path):
+        kind = "link"
+    elif os.path.isdir(path):
+        kind = "dir"
+    else:
+        kind = "file" if os.path.isfile(path) else "other"
+    return {"type": kind, "text": read_regular(path) if kind == "file" else None}
+
+
+def run_state(ck, spec, cases):
+    """Nothing runs: the agent's work is what it left in the sandbox; each case looks at its
+    ``path`` (see :func:`look`)."""
+    for case in cases:
+        compare(ck, case["label"], case["want"], look(case["path"]), spec["compare"])
+
+
 RUNNERS = {
     "program": run_program,
     "python": run_call,
     "sqlite": run_sqlite,
     "postgres": run_postgres,
+    "state": run_state,
 }
 
 
