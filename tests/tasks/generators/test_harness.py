@@ -38,7 +38,10 @@ ALGORITHMS = [
     "spreadsheet-eval",
     "range-queries-c",
 ]
-MINE = [f.name for f in g.families("optimization") + g.families("data-querying")] + ALGORITHMS
+#: The file-operations families on the harness, as they move onto it.
+FILE_OPERATIONS = ["shell-lookup"]
+MINE = [f.name for f in g.families("optimization") + g.families("data-querying")]
+MINE += ALGORITHMS + FILE_OPERATIONS
 
 
 def _spec(tests: dict | Path) -> dict:
