@@ -157,3 +157,36 @@ def test_state_looks_without_following_links(monkeypatch: pytest.MonkeyPatch, tm
     assert harness.look(str(tmp_path / "none")) == {"type": "absent", "text": None}
     with pytest.raises(ValueError, match="need the path"):
         hs.tests(answer=hs.state(), cases=[hs.Case("c", want={})], compare=hs.compare("path"))
+
+
+def test_a_case_tree_holds_links_and_empty_folders(monkeypatch: pytest.MonkeyPatch):
+    import shutil
+
+    monkeypatch.syspath_prepend(str(RUNTIME))
+    harness = importlib.import_module("palaestra_harness")
+    tree = {
+        "dirs": ["root/empty/nested"],
+        "hardlinks": {"root/x/again.bin": "root/a.bin"},
+        "symlinks": {"root/to-a": "a.bin", "root/gone": "does/not/exist"},
+    }
+    where = Path(harness.case_dir({"root/a.bin": b"abc"}, tree))
+    try:
+        root = where / "root"
+        assert (root / "empty" / "nested").is_dir() and not any((root / "empty/nested").iterdir())
+        assert os.stat(root / "x/again.bin").st_ino == os.stat(root / "a.bin").st_ino
+        assert os.readlink(root / "to-a") == "a.bin" and (root / "to-a").read_bytes() == b"abc"
+        assert os.readlink(root / "gone") == "does/not/exist"
+        for d in (root, root / "x", root / "empty", root / "empty/nested"):
+            assert d.stat().st_mode & 0o7777 == 0o755 and d.stat().st_uid == 0
+    finally:
+        shutil.rmtree(where)
+
+
+def test_json_keys_checks_the_key_set_when_asked(compare):
+    labels = {"parse_label": "{label}: JSON", "object_label": "{label}: object"}
+    labels["key_label"] = "{label}: {key}"
+    got = {"stdout": '{"a": 1, "b": 2, "extra": 3}', "files": {}}
+    plain = compare("json_keys", {"a": 1, "b": 2}, got, **labels)
+    assert [r[:2] for r in plain] == [("group: a", True), ("group: b", True)]
+    (keys, *rest) = compare("json_keys", {"a": 1, "b": 2}, got, keys_label="{label} keys", **labels)
+    assert keys[:2] == ("group keys", False) and [r[1] for r in rest] == [True, True]

@@ -75,7 +75,9 @@ class Case:
     comparison's terms. ``by_reference`` (a Python answer's case): the expected value is what
     the answer's code emits for it run on the ``reference``'s files in the checker, first,
     for a value only the checker's Python can make (argparse's words). ``path`` (a
-    :func:`state` answer's case): the absolute path it looks at."""
+    :func:`state` answer's case): the absolute path it looks at. ``tree`` (a program's case):
+    what ``files`` cannot say of its input tree, ``{"dirs": [empty folders], "hardlinks":
+    {path: an input file's path}, "symlinks": {path: the link's text}}``, made root's too."""
 
     label: str
     want: object = None
@@ -87,10 +89,11 @@ class Case:
     load: str | None = None
     by_reference: bool | None = None
     path: str | None = None
+    tree: Mapping[str, object] | None = None
 
     def data(self) -> dict:
         out = {"label": self.label, "want": self.want}
-        for key in ("files", "stdin", "cpu", "make", "db", "load", "by_reference", "path"):
+        for key in ("files", "stdin", "cpu", "make", "db", "load", "by_reference", "path", "tree"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = dict(value) if isinstance(value, Mapping) else value

@@ -150,13 +150,16 @@ def close(got, want, tol):
 
 
 def compare_json_keys(ck, label, want, got, opts):
-    """stdout is a JSON object; one check per expected key (partial credit by key)."""
+    """stdout is a JSON object; one check per expected key (partial credit by key), after
+    one check that it has exactly the expected keys when ``keys_label`` is given."""
     try:
         value = json_loads(got["stdout"])
     except (ValueError, RecursionError):
         return ck.check(opts["parse_label"].format(label=label), False, got["stdout"][-300:])
     if not isinstance(value, dict):
         return ck.check(opts["object_label"].format(label=label), False, repr(value)[:200])
+    if opts.get("keys_label"):
+        ck.equal(opts["keys_label"].format(label=label), sorted(value), sorted(want))
     for key in want:
         ck.check(
             opts["key_label"].format(label=label, key=key),

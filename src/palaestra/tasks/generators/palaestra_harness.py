@@ -161,14 +161,38 @@ def _write_files(root, files, mode):
 # --- running the answer ------------------------------------------------------------------
 
 
-def case_dir(files):
-    """A fresh directory for one run: ``files`` in it are root's and read-only; the directory
-    is sticky and writable, so the run may add its own files but never change or remove
-    the inputs. Nothing of another case is in it."""
+def case_dir(files, tree=None):
+    """A fresh directory for one run: ``files`` in it are root's and read-only (and the
+    ``tree``'s links and empty folders, see :func:`_write_tree`); the directory is sticky and
+    writable, so the run may add its own files but never change or remove the inputs.
+    Nothing of another case is in it."""
     root = make_private_dir("case-")
     _write_files(root, files or {}, 0o644)
+    _write_tree(root, tree or {})
     os.chmod(root, 0o1777)
     return root
+
+
+def _write_tree(root, tree):
+    """What ``files`` cannot say of an input tree: ``dirs`` (empty folders), ``hardlinks``
+    (path -> an input file's path) and ``symlinks`` (path -> the link's text, as given)."""
+
+    def parent_of(rel):
+        path = os.path.join(root, rel)
+        here = root
+        for part in os.path.dirname(rel).split("/"):
+            here = os.path.join(here, part) if part else here
+            if not os.path.isdir(here):
+                os.mkdir(here)
+            os.chmod(here, 0o755)
+        return path
+
+    for rel in tree.get("dirs", ()):
+        parent_of(rel + "/.")
+    for rel, target in sorted(tree.get("hardlinks", {}).items()):
+        os.link(os.path.join(root, target), parent_of(rel), follow_symlinks=False)
+    for rel, target in sorted(tree.get("symlinks", {}).items()):
+        os.symlink(target, parent_of(rel))
 
 
 def read_outputs(directory):
@@ -202,7 +226,7 @@ def run_case(template, app, case, spec, cpu, made=None):
     """``(result, output files)`` of one run of ``template`` on ``case``; the run's directory
     is added to ``made`` when given."""
     limits = spec.get("limits", {})
-    where = case_dir(case.get("files"))
+    where = case_dir(case.get("files"), case.get("tree"))
     if made is not None:
         made.append(where)
     extra = {"memory_mb": limits["memory_mb"]} if limits.get("memory_mb") and _HAS_MEMORY else {}
