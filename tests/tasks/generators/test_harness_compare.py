@@ -190,3 +190,46 @@ def test_json_keys_checks_the_key_set_when_asked(compare):
     assert [r[:2] for r in plain] == [("group: a", True), ("group: b", True)]
     (keys, *rest) = compare("json_keys", {"a": 1, "b": 2}, got, keys_label="{label} keys", **labels)
     assert keys[:2] == ("group keys", False) and [r[1] for r in rest] == [True, True]
+
+
+def test_a_writable_case_is_the_runs_and_its_tree_reads_back_whole(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    import shutil
+
+    monkeypatch.syspath_prepend(str(RUNTIME))
+    cases = importlib.import_module("palaestra_cases")
+    where = Path(cases.case_dir({"f/a.txt": "A", "r.txt": "R"}, {"dirs": ["f/sub"]}, True))
+    try:
+        assert {p.stat().st_uid for p in (where / "f", where / "f/a.txt", where / "r.txt")} == {
+            65534
+        }
+        assert where.stat().st_uid == 0 and where.stat().st_mode & 0o7777 == 0o1777
+        (where / "f" / "link").symlink_to("/etc/passwd")
+        os.mkfifo(where / "f" / "fifo")
+        assert cases.read_tree(str(where / "f")) == {
+            "a.txt": ["file", "A"],
+            "fifo": ["other"],
+            "link": ["link", "/etc/passwd"],
+            "sub": ["dir"],
+        }
+        (where / "via").symlink_to(where / "f")
+        assert cases.read_tree(str(where / "via")) is None
+        assert cases.read_tree(str(where / "none")) is None
+    finally:
+        shutil.rmtree(where)
+
+
+def test_each_runs_several_comparisons_and_tree_one_check_a_folder(compare):
+    want = [{"n": 1}, {"trees": {"out": {"a": ["file", "A"]}, "gone": None}}]
+    got = {"stdout": '{"n": 1}', "files": {}, "trees": {"out": {"a": ["file", "B"]}, "gone": None}}
+    keys = hs.compare("json_keys", parse_label="p", object_label="o", key_label="{label}: {key}")
+    checks = compare("each", want, got, of=[keys, hs.compare("tree")])
+    assert [c[:2] for c in checks] == [
+        ("group: n", True),
+        ("group: out", False),
+        ("group: gone", True),
+    ]
+    assert checks[1][2] == "a"
+    got["trees"]["out"] = None
+    assert compare("tree", want[1], got)[0][1:] == (False, "(the folder is missing, or a link)")

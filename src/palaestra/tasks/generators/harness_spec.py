@@ -37,13 +37,18 @@ from palaestra.tasks.generators.base import (
 #: What a harness task ships in ``tests/`` beside ``palaestra_check.py`` and its fork server.
 HARNESS_RUNTIME = tuple(
     Path(__file__).with_name(name)
-    for name in ("palaestra_harness.py", "palaestra_compare.py", "palaestra_pg.py")
+    for name in (
+        "palaestra_harness.py",
+        "palaestra_cases.py",
+        "palaestra_compare.py",
+        "palaestra_pg.py",
+    )
 )
 SPEC = "harness.bin"
 ANSWERS = ("program", "python", "sqlite", "postgres", "state")
 COMPARISONS = (
     *("output", "lines", "json_keys", "csv", "rows", "equal", "items", "files", "function"),
-    "path",
+    *("path", "tree", "each"),
 )
 
 
@@ -117,6 +122,8 @@ def program(
     out_dir: str | None = None,
     require: str | None = None,
     status: bool = False,
+    writable: bool = False,
+    trees: Sequence[str] = (),
 ) -> dict:
     """The answer is a program: ``argv`` run once a case as nobody, ``{app}`` the private copy
     of /app (built first with ``build``), ``{in}`` the case's directory (its ``files``,
@@ -124,7 +131,10 @@ def program(
     whose syntax errors count as a compile error; ``require``: a file that must exist;
     ``status``: the exit status is part of the output (``Case.want["status"]``, compared by
     ``output``): a run that exits non-zero is compared, one killed, timed out or ending in a
-    Python traceback is an error."""
+    Python traceback is an error. ``writable``: the case's inputs are the run's (nobody's), to
+    change, rename or remove (a program that edits a folder in place); ``trees``: folders
+    under ``{in}`` read back whole after the run, never through a link (``got["trees"]``,
+    compared by ``tree``)."""
     return {
         "kind": "program",
         "argv": list(argv),
@@ -134,6 +144,8 @@ def program(
         "out_dir": out_dir,
         "require": require,
         "status": status,
+        "writable": writable,
+        "trees": list(trees),
     }
 
 
@@ -204,7 +216,10 @@ def compare(how: str, **options: object) -> dict:
     options)``, ``module`` shipped in ``tests/`` through :func:`tests`' ``modules``: a check
     the others cannot say, such as pricing an answer) or ``path`` (a :func:`state` case: want
     ``{"type": ...}``, one check of what the path is, or ``{"text": ..., "strip": None,
-    "blanks" or "trailing_newlines"}``, one check of a regular file's text)."""
+    "blanks" or "trailing_newlines"}``, one check of a regular file's text), ``tree`` (a
+    program's ``trees``: want ``{"trees": {name: {path: ["file", text] | ["dir"] | ["link",
+    text]}}}``, one check a folder) or ``each`` (``of=[compare(...), ...]``, several
+    comparisons of one output, want a list of their expected values)."""
     if how not in COMPARISONS:
         raise ValueError(f"comparison {how!r}: use one of {', '.join(COMPARISONS)}")
     return {"how": how, **options}

@@ -264,6 +264,30 @@ def compare_path(ck, label, want, got, opts):
     return ck.equal(label, text, want["text"])
 
 
+def compare_tree(ck, label, want, got, opts):
+    """A program's ``trees`` (folders read back whole, see ``read_tree``): one check a folder
+    ``want["trees"]`` names (``tree_label``, default "{label}: {name}"), its detail the first
+    paths that differ."""
+    for name, tree in want["trees"].items():
+        have = got["trees"].get(name)
+        if have is None or tree is None:
+            bad = [] if have is tree else ["(the folder is missing, or a link)"]
+        else:
+            bad = sorted(p for p in set(tree) | set(have) if tree.get(p) != have.get(p))
+        ck.check(
+            opts.get("tree_label", "{label}: {name}").format(label=label, name=name),
+            not bad,
+            ", ".join(bad[:6]),
+        )
+
+
+def compare_each(ck, label, want, got, opts):
+    """Several comparisons of one output (``of``: their options, ``want`` a list of their
+    expected values, in order): a report on stdout and the folder the run changed."""
+    for sub, w in zip(opts["of"], want):
+        COMPARE[sub["how"]](ck, label, w, got, sub)
+
+
 COMPARE = {
     "output": compare_output,
     "lines": compare_lines,
@@ -274,4 +298,6 @@ COMPARE = {
     "items": compare_items,
     "files": compare_files,
     "path": compare_path,
+    "tree": compare_tree,
+    "each": compare_each,
 }

@@ -1,5 +1,6 @@
 """One declarative hidden test (stdlib only, Python 3.8+; shipped in ``tests/`` beside
-``palaestra_check.py`` by the tasks that use it): ``test.sh`` runs this module, which reads
+``palaestra_check.py``, ``palaestra_cases.py`` and ``palaestra_compare.py`` by the tasks
+that use it): ``test.sh`` runs this module, which reads
 ``tests/harness.bin`` (a spec the generator wrote with ``generators.harness_spec``) and does
 what every such hidden test did by hand:
 
@@ -28,26 +29,23 @@ run), each run after the one before, every part's expected values fixed first.
 
 import os
 import random
-import stat
 import sys
 
+from palaestra_cases import case_dir, look, read_outputs, read_tree, readonly_tree
 from palaestra_check import (
     NOBODY,
     Checker,
     close_to_runs,
     copy_tree_for_child,
-    linked,
     make_private_dir,
     precomputed,
     read_only_dir,
-    read_regular,
     run_command,
     run_python,
 )
 from palaestra_compare import COMPARE, digest, lines
 
 SPEC = "harness.bin"
-_MAX_FILE = 64 * 1024 * 1024
 _TESTS = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -87,7 +85,7 @@ def materialise(spec):
     if stale:
         print("NOTE this Python made other data from a seed: the reference runs on it")
         ref = spec["reference"]
-        root = _readonly_tree(ref["files"]) if ref.get("files") else None
+        root = readonly_tree(ref["files"]) if ref.get("files") else None
         used = [root] if root else []  # the reference's code, its cases' dirs and outputs
         for case in stale:
             if ref.get("fn"):
@@ -135,89 +133,6 @@ def expectation(compare, stdout, files):
     return {"stdout": stdout, "files": files}
 
 
-def _readonly_tree(files):
-    """A new directory of root's, readable by all, holding ``files`` (path -> text or bytes)."""
-    root = make_private_dir("ref-")
-    _write_files(root, files, 0o644)
-    os.chmod(root, 0o755)
-    return root
-
-
-def _write_files(root, files, mode):
-    for rel in sorted(files):
-        path = os.path.join(root, rel)
-        parent = os.path.dirname(path)
-        if not os.path.isdir(parent):
-            os.makedirs(parent, 0o755)
-        data = files[rel]
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data)
-    for here, dirs, _ in os.walk(root):
-        for name in dirs:
-            os.chmod(os.path.join(here, name), 0o755)
-
-
-# --- running the answer ------------------------------------------------------------------
-
-
-def case_dir(files, tree=None):
-    """A fresh directory for one run: ``files`` in it are root's and read-only (and the
-    ``tree``'s links and empty folders, see :func:`_write_tree`); the directory is sticky and
-    writable, so the run may add its own files but never change or remove the inputs.
-    Nothing of another case is in it."""
-    root = make_private_dir("case-")
-    _write_files(root, files or {}, 0o644)
-    _write_tree(root, tree or {})
-    os.chmod(root, 0o1777)
-    return root
-
-
-def _write_tree(root, tree):
-    """What ``files`` cannot say of an input tree: ``dirs`` (empty folders), ``hardlinks``
-    (path -> an input file's path) and ``symlinks`` (path -> the link's text, as given)."""
-
-    def parent_of(rel):
-        path = os.path.join(root, rel)
-        here = root
-        for part in os.path.dirname(rel).split("/"):
-            here = os.path.join(here, part) if part else here
-            if not os.path.isdir(here):
-                os.mkdir(here)
-            os.chmod(here, 0o755)
-        return path
-
-    for rel in tree.get("dirs", ()):
-        parent_of(rel + "/.")
-    for rel, target in sorted(tree.get("hardlinks", {}).items()):
-        os.link(os.path.join(root, target), parent_of(rel), follow_symlinks=False)
-    for rel, target in sorted(tree.get("symlinks", {}).items()):
-        os.symlink(target, parent_of(rel))
-
-
-def read_outputs(directory):
-    """``{name: text}`` of the regular files directly in ``directory`` (which must not be a
-    link), each read without following links and capped; anything else is skipped."""
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
-    try:
-        dir_fd = os.open(directory, flags)
-    except OSError:
-        return {}
-    out = {}
-    try:
-        for name in sorted(os.listdir(dir_fd)):
-            try:
-                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
-            except OSError:
-                continue
-            with os.fdopen(fd, "rb") as f:
-                if stat.S_ISREG(os.fstat(fd).st_mode):
-                    out[name] = f.read(_MAX_FILE).decode("utf-8", "replace")
-    finally:
-        os.close(dir_fd)
-    return out
-
-
 def _argv(template, app, where):
     return [a.replace("{app}", app or "").replace("{in}", where) for a in template]
 
@@ -226,7 +141,8 @@ def run_case(template, app, case, spec, cpu, made=None):
     """``(result, output files)`` of one run of ``template`` on ``case``; the run's directory
     is added to ``made`` when given."""
     limits = spec.get("limits", {})
-    where = case_dir(case.get("files"), case.get("tree"))
+    answer = spec["answer"]
+    where = case_dir(case.get("files"), case.get("tree"), answer.get("writable"))
     if made is not None:
         made.append(where)
     extra = {"memory_mb": limits["memory_mb"]} if limits.get("memory_mb") and _HAS_MEMORY else {}
@@ -238,8 +154,9 @@ def run_case(template, app, case, spec, cpu, made=None):
         cpu_seconds=cpu,
         **extra,
     )
-    out_dir = spec["answer"].get("out_dir")
+    out_dir = answer.get("out_dir")
     outputs = read_outputs(os.path.join(where, out_dir)) if out_dir else {}
+    res.trees = {name: read_tree(os.path.join(where, name)) for name in answer.get("trees", ())}
     close_to_runs([where])  # nothing of this case (inputs, outputs, files left) for later runs
     return res, outputs
 
@@ -283,6 +200,8 @@ def run_program(ck, spec, cases):
             ck.error(case["label"], res.error or res.stderr[-300:])
             continue
         got = {"stdout": res.stdout, "files": files}
+        if answer.get("trees"):
+            got["trees"] = res.trees
         if answer.get("status"):
             got["status"] = res.returncode
         compare(ck, case["label"], case["want"], got, spec["compare"])
@@ -394,7 +313,7 @@ def run_sqlite(ck, spec, cases):
     if not os.path.isfile(path) or os.path.islink(path):
         ck.check(path + " exists", False, "no " + path)
         return
-    where = _readonly_tree({f"db{i}.sqlite": c["db"] for i, c in enumerate(cases)})
+    where = readonly_tree({f"db{i}.sqlite": c["db"] for i, c in enumerate(cases)})
     dbs = [os.path.join(where, f"db{i}.sqlite") for i in range(len(cases))]
     res = run_python(
         _SQLITE_CHILD,
@@ -424,21 +343,6 @@ def run_postgres(ck, spec, cases):
             ck, label, want, got, spec["compare"]
         ),
     )
-
-
-def look(path):
-    """What the agent left at ``path``: its ``type`` (``absent``, ``link`` when it or a
-    directory on it is a symlink, ``dir``, ``file`` or ``other``) and, a regular file reached
-    without links, its ``text`` (capped; a FIFO never blocks the checker)."""
-    if not os.path.lexists(path):
-        kind = "absent"
-    elif linked(path):
-        kind = "link"
-    elif os.path.isdir(path):
-        kind = "dir"
-    else:
-        kind = "file" if os.path.isfile(path) else "other"
-    return {"type": kind, "text": read_regular(path) if kind == "file" else None}
 
 
 def run_state(ck, spec, cases):
