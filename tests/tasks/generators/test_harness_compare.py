@@ -213,6 +213,10 @@ def test_a_writable_case_is_the_runs_and_its_tree_reads_back_whole(
             "link": ["link", "/etc/passwd"],
             "sub": ["dir"],
         }
+        (where / "f" / "sub" / "é.txt").write_bytes(b"caf\xc3\xa9 \xff")
+        want = {**hs.tree_of(where / "f"), "fifo": ["other"]}
+        assert cases.read_tree(str(where / "f")) == want  # the builder's view is the checker's
+        (where / "f" / "sub" / "é.txt").unlink()
         (where / "via").symlink_to(where / "f")
         assert cases.read_tree(str(where / "via")) is None
         assert cases.read_tree(str(where / "none")) is None

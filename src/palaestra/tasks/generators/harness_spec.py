@@ -69,6 +69,28 @@ def lines(text: str) -> list[str]:
     return [line.rstrip() for line in text.strip("\n").splitlines()]
 
 
+def tree_of(root: str | Path) -> dict[str, list[str]]:
+    """What the checker's ``read_tree`` reads of a folder (a ``tree`` comparison's expected
+    value, made now from the reference's output): ``{path: ["file", text] | ["dir"] |
+    ["link", its text] | ["other"]}``, never through a link."""
+    import os
+
+    out: dict[str, list[str]] = {}
+    for here, dirs, names in os.walk(root):
+        for name in sorted(dirs + names):
+            path = os.path.join(here, name)
+            rel = os.path.relpath(path, root)
+            if os.path.islink(path):
+                out[rel] = ["link", os.readlink(path)]
+            elif name in dirs:
+                out[rel] = ["dir"]
+            elif os.path.isfile(path):
+                out[rel] = ["file", Path(path).read_bytes().decode("utf-8", "replace")]
+            else:
+                out[rel] = ["other"]
+    return out
+
+
 @dataclass(frozen=True)
 class Case:
     """One check of the answer: its input and its expected value.
