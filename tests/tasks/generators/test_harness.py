@@ -39,7 +39,7 @@ ALGORITHMS = [
     "range-queries-c",
 ]
 #: The file-operations families on the harness, as they move onto it.
-FILE_OPERATIONS = ["shell-lookup", "shell-warmup", "disk-usage-report", "bulk-rename"]
+FILE_OPERATIONS = ["shell-lookup", "shell-warmup", "disk-usage-report", "bulk-rename", "sort-inbox"]
 MINE = [f.name for f in g.families("optimization") + g.families("data-querying")]
 MINE += ALGORITHMS + FILE_OPERATIONS
 
