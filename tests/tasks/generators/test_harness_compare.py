@@ -237,3 +237,27 @@ def test_each_runs_several_comparisons_and_tree_one_check_a_folder(compare):
     assert checks[1][2] == "a"
     got["trees"]["out"] = None
     assert compare("tree", want[1], got)[0][1:] == (False, "(the folder is missing, or a link)")
+
+
+def test_kept_finds_a_file_rewritten_in_place_or_replaced(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, compare
+):
+    monkeypatch.syspath_prepend(str(RUNTIME))
+    cases = importlib.import_module("palaestra_cases")
+    for name in ("same", "rewritten", "replaced", "gone"):
+        (tmp_path / name).write_text(name)
+    cases.age(str(tmp_path))
+    before = cases.stamps(str(tmp_path))
+    (tmp_path / "rewritten").write_text("rewritten")  # the same bytes, the same inode
+    (tmp_path / "new").write_text("replaced")
+    os.replace(tmp_path / "new", tmp_path / "replaced")
+    (tmp_path / "gone").unlink()
+    after = cases.stamps(str(tmp_path))
+    harness = importlib.import_module("palaestra_harness")
+    changed = harness._changed(before, after)
+    assert changed == ["gone", "replaced", "rewritten"]
+    want = {"kept": {"dst": ["same", "rewritten"]}}
+    assert compare("kept", want, {"rewritten": {"dst": changed}}) == [
+        ("group: dst kept", False, "rewritten")
+    ]
+    assert compare("kept", want, {"rewritten": {"dst": ["gone"]}})[0][1] is True

@@ -48,7 +48,7 @@ SPEC = "harness.bin"
 ANSWERS = ("program", "python", "sqlite", "postgres", "state")
 COMPARISONS = (
     *("output", "lines", "json_keys", "csv", "rows", "equal", "items", "files", "function"),
-    *("path", "tree", "each"),
+    *("path", "tree", "each", "kept"),
 )
 
 
@@ -146,6 +146,7 @@ def program(
     status: bool = False,
     writable: bool = False,
     trees: Sequence[str] = (),
+    kept: Sequence[str] = (),
 ) -> dict:
     """The answer is a program: ``argv`` run once a case as nobody, ``{app}`` the private copy
     of /app (built first with ``build``), ``{in}`` the case's directory (its ``files``,
@@ -156,7 +157,9 @@ def program(
     Python traceback is an error. ``writable``: the case's inputs are the run's (nobody's), to
     change, rename or remove (a program that edits a folder in place); ``trees``: folders
     under ``{in}`` read back whole after the run, never through a link (``got["trees"]``,
-    compared by ``tree``)."""
+    compared by ``tree``); ``kept``: folders under ``{in}`` whose files' inode and mtime
+    (set to 2001 first) are read before and after the run (``got["rewritten"]``, compared
+    by ``kept``: a file the run should leave alone was not rewritten)."""
     return {
         "kind": "program",
         "argv": list(argv),
@@ -168,6 +171,7 @@ def program(
         "status": status,
         "writable": writable,
         "trees": list(trees),
+        "kept": list(kept),
     }
 
 
@@ -241,7 +245,8 @@ def compare(how: str, **options: object) -> dict:
     "blanks" or "trailing_newlines"}``, one check of a regular file's text), ``tree`` (a
     program's ``trees``: want ``{"trees": {name: {path: ["file", text] | ["dir"] | ["link",
     text]}}}``, one check a folder) or ``each`` (``of=[compare(...), ...]``, several
-    comparisons of one output, want a list of their expected values)."""
+    comparisons of one output, want a list of their expected values) or ``kept`` (a program's
+    ``kept`` folders: want ``{"kept": {name: [paths the run must not rewrite]}}``)."""
     if how not in COMPARISONS:
         raise ValueError(f"comparison {how!r}: use one of {', '.join(COMPARISONS)}")
     return {"how": how, **options}

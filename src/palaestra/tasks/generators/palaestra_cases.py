@@ -135,3 +135,28 @@ def look(path):
     else:
         kind = "file" if os.path.isfile(path) else "other"
     return {"type": kind, "text": read_regular(path) if kind == "file" else None}
+
+
+_OLD = 1_000_000_000  # 2001: a kept folder's files start with this mtime, so a rewrite shows
+
+
+def stamps(directory):
+    """``{path: (inode, mtime)}`` of the regular files under ``directory``, never through a
+    link (a ``kept`` folder's, before and after a run)."""
+    out = {}
+    if linked(directory) or not os.path.isdir(directory):
+        return out
+    for here, _, names in os.walk(directory):
+        for name in names:
+            st = os.lstat(os.path.join(here, name))
+            if stat.S_ISREG(st.st_mode):
+                rel = os.path.relpath(os.path.join(here, name), directory)
+                out[rel] = (st.st_ino, st.st_mtime_ns)
+    return out
+
+
+def age(directory):
+    """Gives the regular files under ``directory`` an old mtime (before a run), so that one
+    rewritten in place shows in :func:`stamps`."""
+    for rel in stamps(directory):
+        os.utime(os.path.join(directory, rel), (_OLD, _OLD), follow_symlinks=False)

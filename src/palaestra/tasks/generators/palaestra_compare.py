@@ -281,6 +281,19 @@ def compare_tree(ck, label, want, got, opts):
         )
 
 
+def compare_kept(ck, label, want, got, opts):
+    """A program's ``kept`` folders: one check a folder ``want["kept"]`` names (``kept_label``,
+    default "{label}: {name} kept"), that none of its listed files was rewritten, replaced or
+    removed by the run."""
+    for name, paths in want["kept"].items():
+        bad = sorted(set(paths) & set(got["rewritten"].get(name, ())))
+        ck.check(
+            opts.get("kept_label", "{label}: {name} kept").format(label=label, name=name),
+            not bad,
+            ", ".join(bad[:5]),
+        )
+
+
 def compare_each(ck, label, want, got, opts):
     """Several comparisons of one output (``of``: their options, ``want`` a list of their
     expected values, in order): a report on stdout and the folder the run changed."""
@@ -299,5 +312,6 @@ COMPARE = {
     "files": compare_files,
     "path": compare_path,
     "tree": compare_tree,
+    "kept": compare_kept,
     "each": compare_each,
 }

@@ -31,7 +31,7 @@ import os
 import random
 import sys
 
-from palaestra_cases import case_dir, look, read_outputs, read_tree, readonly_tree
+from palaestra_cases import age, case_dir, look, read_outputs, read_tree, readonly_tree, stamps
 from palaestra_check import (
     NOBODY,
     Checker,
@@ -146,6 +146,10 @@ def run_case(template, app, case, spec, cpu, made=None):
     if made is not None:
         made.append(where)
     extra = {"memory_mb": limits["memory_mb"]} if limits.get("memory_mb") and _HAS_MEMORY else {}
+    kept = {name: os.path.join(where, name) for name in answer.get("kept", ())}
+    for path in kept.values():
+        age(path)
+    before = {name: stamps(path) for name, path in kept.items()}
     res = run_command(
         _argv(template, app, where),
         cwd=app or where,
@@ -157,8 +161,14 @@ def run_case(template, app, case, spec, cpu, made=None):
     out_dir = answer.get("out_dir")
     outputs = read_outputs(os.path.join(where, out_dir)) if out_dir else {}
     res.trees = {name: read_tree(os.path.join(where, name)) for name in answer.get("trees", ())}
+    res.rewritten = {name: _changed(before[name], stamps(path)) for name, path in kept.items()}
     close_to_runs([where])  # nothing of this case (inputs, outputs, files left) for later runs
     return res, outputs
+
+
+def _changed(before, after):
+    """The paths whose file was rewritten, replaced or removed (``kept``)."""
+    return sorted(rel for rel, stamp in before.items() if after.get(rel) != stamp)
 
 
 _HAS_MEMORY = "memory_mb" in run_command.__code__.co_varnames
@@ -202,6 +212,8 @@ def run_program(ck, spec, cases):
         got = {"stdout": res.stdout, "files": files}
         if answer.get("trees"):
             got["trees"] = res.trees
+        if answer.get("kept"):
+            got["rewritten"] = res.rewritten
         if answer.get("status"):
             got["status"] = res.returncode
         compare(ck, case["label"], case["want"], got, spec["compare"])
