@@ -235,6 +235,8 @@ def test_each_runs_several_comparisons_and_tree_one_check_a_folder(compare):
         ("group: gone", True),
     ]
     assert checks[1][2] == "a"
+    (renamed,) = compare("each", want[:1], got, of=[dict(keys, label="{label} report")])
+    assert renamed[:2] == ("group report: n", True)
     got["trees"]["out"] = None
     assert compare("tree", want[1], got)[0][1:] == (False, "(the folder is missing, or a link)")
 

@@ -245,7 +245,8 @@ def compare(how: str, **options: object) -> dict:
     "blanks" or "trailing_newlines"}``, one check of a regular file's text), ``tree`` (a
     program's ``trees``: want ``{"trees": {name: {path: ["file", text] | ["dir"] | ["link",
     text]}}}``, one check a folder) or ``each`` (``of=[compare(...), ...]``, several
-    comparisons of one output, want a list of their expected values) or ``kept`` (a program's
+    comparisons of one output, want a list of their expected values; a comparison's
+    ``label``, "{label}: ..." names its checks) or ``kept`` (a program's
     ``kept`` folders: want ``{"kept": {name: [paths the run must not rewrite]}}``)."""
     if how not in COMPARISONS:
         raise ValueError(f"comparison {how!r}: use one of {', '.join(COMPARISONS)}")

@@ -296,9 +296,10 @@ def compare_kept(ck, label, want, got, opts):
 
 def compare_each(ck, label, want, got, opts):
     """Several comparisons of one output (``of``: their options, ``want`` a list of their
-    expected values, in order): a report on stdout and the folder the run changed."""
+    expected values, in order): a report on stdout and the folder the run changed. A
+    comparison's ``label`` (default "{label}") names its checks."""
     for sub, w in zip(opts["of"], want):
-        COMPARE[sub["how"]](ck, label, w, got, sub)
+        COMPARE[sub["how"]](ck, sub.get("label", "{label}").format(label=label), w, got, sub)
 
 
 COMPARE = {
