@@ -263,3 +263,13 @@ def test_kept_finds_a_file_rewritten_in_place_or_replaced(
         ("group: dst kept", False, "rewritten")
     ]
     assert compare("kept", want, {"rewritten": {"dst": ["gone"]}})[0][1] is True
+
+
+def test_status_and_paths_are_one_check_each(compare):
+    assert compare("status", {"status": 1}, {"status": 1})[0][:2] == ("group", True)
+    assert compare("status", {"status": 1}, {"status": 0})[0][:2] == ("group", False)
+    looked = {"/tmp/x/a": {"type": "absent"}, "/tmp/x/b": {"type": "file", "text": "B"}}
+    want = {"paths": {"/tmp/x/a": "absent", "/tmp/x/b": "absent"}}
+    assert compare("paths", want, {"looked": looked}) == [("group", False, "/tmp/x/b")]
+    want["paths"]["/tmp/x/b"] = "file"
+    assert compare("paths", want, {"looked": looked}) == [("group", True, "")]

@@ -48,7 +48,7 @@ SPEC = "harness.bin"
 ANSWERS = ("program", "python", "sqlite", "postgres", "state")
 COMPARISONS = (
     *("output", "lines", "json_keys", "csv", "rows", "equal", "items", "files", "function"),
-    *("path", "tree", "each", "kept"),
+    *("path", "tree", "each", "kept", "status", "paths"),
 )
 
 
@@ -147,6 +147,7 @@ def program(
     writable: bool = False,
     trees: Sequence[str] = (),
     kept: Sequence[str] = (),
+    look: Sequence[str] = (),
 ) -> dict:
     """The answer is a program: ``argv`` run once a case as nobody, ``{app}`` the private copy
     of /app (built first with ``build``), ``{in}`` the case's directory (its ``files``,
@@ -159,7 +160,9 @@ def program(
     under ``{in}`` read back whole after the run, never through a link (``got["trees"]``,
     compared by ``tree``); ``kept``: folders under ``{in}`` whose files' inode and mtime
     (set to 2001 first) are read before and after the run (``got["rewritten"]``, compared
-    by ``kept``: a file the run should leave alone was not rewritten)."""
+    by ``kept``: a file the run should leave alone was not rewritten); ``look``: absolute
+    paths outside the case looked at after the run (``got["looked"]``, compared by
+    ``paths``: an archive's absolute member must not land there)."""
     return {
         "kind": "program",
         "argv": list(argv),
@@ -172,6 +175,7 @@ def program(
         "writable": writable,
         "trees": list(trees),
         "kept": list(kept),
+        "look": list(look),
     }
 
 
@@ -247,7 +251,9 @@ def compare(how: str, **options: object) -> dict:
     text]}}}``, one check a folder) or ``each`` (``of=[compare(...), ...]``, several
     comparisons of one output, want a list of their expected values; a comparison's
     ``label``, "{label}: ..." names its checks) or ``kept`` (a program's
-    ``kept`` folders: want ``{"kept": {name: [paths the run must not rewrite]}}``)."""
+    ``kept`` folders: want ``{"kept": {name: [paths the run must not rewrite]}}``),
+    ``status`` (want ``{"status": n}``, a program run with ``status``) or ``paths`` (a
+    program's ``look``: want ``{"paths": {path: "absent"|"file"|...}}``, one check)."""
     if how not in COMPARISONS:
         raise ValueError(f"comparison {how!r}: use one of {', '.join(COMPARISONS)}")
     return {"how": how, **options}

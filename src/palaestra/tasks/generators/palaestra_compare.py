@@ -294,6 +294,18 @@ def compare_kept(ck, label, want, got, opts):
         )
 
 
+def compare_status(ck, label, want, got, opts):
+    """The exit status of a program run with ``status``: one check."""
+    return ck.equal(label, got.get("status"), want["status"])
+
+
+def compare_paths(ck, label, want, got, opts):
+    """The absolute paths a program's ``look`` names, after the run: one check that each is
+    what ``want["paths"]`` says (``{path: type}``: ``absent``, ``file``...)."""
+    bad = sorted(p for p, t in want["paths"].items() if got["looked"][p]["type"] != t)
+    return ck.check(label, not bad, ", ".join(bad[:5]))
+
+
 def compare_each(ck, label, want, got, opts):
     """Several comparisons of one output (``of``: their options, ``want`` a list of their
     expected values, in order): a report on stdout and the folder the run changed. A
@@ -314,5 +326,7 @@ COMPARE = {
     "path": compare_path,
     "tree": compare_tree,
     "kept": compare_kept,
+    "status": compare_status,
+    "paths": compare_paths,
     "each": compare_each,
 }

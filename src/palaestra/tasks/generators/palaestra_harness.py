@@ -162,6 +162,7 @@ def run_case(template, app, case, spec, cpu, made=None):
     outputs = read_outputs(os.path.join(where, out_dir)) if out_dir else {}
     res.trees = {name: read_tree(os.path.join(where, name)) for name in answer.get("trees", ())}
     res.rewritten = {name: _changed(before[name], stamps(path)) for name, path in kept.items()}
+    res.looked = {path: look(path) for path in answer.get("look", ())}
     close_to_runs([where])  # nothing of this case (inputs, outputs, files left) for later runs
     return res, outputs
 
@@ -214,6 +215,8 @@ def run_program(ck, spec, cases):
             got["trees"] = res.trees
         if answer.get("kept"):
             got["rewritten"] = res.rewritten
+        if answer.get("look"):
+            got["looked"] = res.looked
         if answer.get("status"):
             got["status"] = res.returncode
         compare(ck, case["label"], case["want"], got, spec["compare"])
