@@ -273,3 +273,22 @@ def test_status_and_paths_are_one_check_each(compare):
     assert compare("paths", want, {"looked": looked}) == [("group", False, "/tmp/x/b")]
     want["paths"]["/tmp/x/b"] = "file"
     assert compare("paths", want, {"looked": looked}) == [("group", True, "")]
+
+
+def test_a_tree_with_modes_and_gzip_archives_reads_back(monkeypatch: pytest.MonkeyPatch):
+    import gzip
+    import shutil
+
+    monkeypatch.syspath_prepend(str(RUNTIME))
+    cases = importlib.import_module("palaestra_cases")
+    files = {"d/a.log": "plain", "d/a.log.2.gz": gzip.compress(b"old", mtime=0), "d/b.gz": "no"}
+    where = Path(cases.case_dir(files, {"modes": {"d/a.log": 0o600}}, True))
+    try:
+        assert cases.read_tree(str(where / "d"), True, True) == {
+            "a.log": ["file", "plain", 0o600],
+            "a.log.2.gz": ["file", "old", 0o644],
+            "b.gz": ["other"],
+        }
+        assert cases.read_tree(str(where / "d"))["a.log"] == ["file", "plain"]
+    finally:
+        shutil.rmtree(where)

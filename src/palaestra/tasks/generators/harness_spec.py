@@ -104,7 +104,9 @@ class Case:
     for a value only the checker's Python can make (argparse's words). ``path`` (a
     :func:`state` answer's case): the absolute path it looks at. ``tree`` (a program's case):
     what ``files`` cannot say of its input tree, ``{"dirs": [empty folders], "hardlinks":
-    {path: an input file's path}, "symlinks": {path: the link's text}}``, made root's too."""
+    {path: an input file's path}, "symlinks": {path: the link's text}, "modes": {path:
+    permission bits}}``, made root's too; ``args`` (a program's case): arguments after its
+    ``argv`` (``{in}`` the case directory), such as a case's limits."""
 
     label: str
     want: object = None
@@ -117,10 +119,22 @@ class Case:
     by_reference: bool | None = None
     path: str | None = None
     tree: Mapping[str, object] | None = None
+    args: Sequence[str] | None = None
 
     def data(self) -> dict:
         out = {"label": self.label, "want": self.want}
-        for key in ("files", "stdin", "cpu", "make", "db", "load", "by_reference", "path", "tree"):
+        for key in (
+            "files",
+            "stdin",
+            "cpu",
+            "make",
+            "db",
+            "load",
+            "by_reference",
+            "path",
+            "tree",
+            "args",
+        ):
             value = getattr(self, key)
             if value is not None:
                 out[key] = dict(value) if isinstance(value, Mapping) else value
@@ -148,6 +162,8 @@ def program(
     trees: Sequence[str] = (),
     kept: Sequence[str] = (),
     look: Sequence[str] = (),
+    tree_modes: bool = False,
+    gunzip: bool = False,
 ) -> dict:
     """The answer is a program: ``argv`` run once a case as nobody, ``{app}`` the private copy
     of /app (built first with ``build``), ``{in}`` the case's directory (its ``files``,
@@ -162,7 +178,9 @@ def program(
     (set to 2001 first) are read before and after the run (``got["rewritten"]``, compared
     by ``kept``: a file the run should leave alone was not rewritten); ``look``: absolute
     paths outside the case looked at after the run (``got["looked"]``, compared by
-    ``paths``: an archive's absolute member must not land there)."""
+    ``paths``: an archive's absolute member must not land there); ``tree_modes``: the trees'
+    files with their permission bits (``["file", text, mode]``); ``gunzip``: their ``.gz``
+    files' text decompressed. A case's ``args`` follow ``argv``."""
     return {
         "kind": "program",
         "argv": list(argv),
@@ -176,6 +194,8 @@ def program(
         "trees": list(trees),
         "kept": list(kept),
         "look": list(look),
+        "tree_modes": tree_modes,
+        "gunzip": gunzip,
     }
 
 

@@ -6,7 +6,7 @@ files, folders and a shell task's paths read back without following links."""
 import os
 import stat
 
-from palaestra_check import NOBODY, linked, make_private_dir, read_regular
+from palaestra_check import NOBODY, linked, make_private_dir, read_regular, read_regular_bytes
 
 _MAX_FILE = 64 * 1024 * 1024
 
@@ -53,7 +53,8 @@ def case_dir(files, tree=None, writable=False):
 
 def _write_tree(root, tree):
     """What ``files`` cannot say of an input tree: ``dirs`` (empty folders), ``hardlinks``
-    (path -> an input file's path) and ``symlinks`` (path -> the link's text, as given)."""
+    (path -> an input file's path), ``symlinks`` (path -> the link's text, as given) and
+    ``modes`` (an input file's path -> its permission bits)."""
 
     def parent_of(rel):
         path = os.path.join(root, rel)
@@ -71,6 +72,8 @@ def _write_tree(root, tree):
         os.link(os.path.join(root, target), parent_of(rel), follow_symlinks=False)
     for rel, target in sorted(tree.get("symlinks", {}).items()):
         os.symlink(target, parent_of(rel))
+    for rel, mode in sorted(tree.get("modes", {}).items()):
+        os.chmod(os.path.join(root, rel), mode, follow_symlinks=False)
 
 
 def read_outputs(directory):
@@ -99,10 +102,12 @@ def read_outputs(directory):
 _MAX_ENTRIES = 20000
 
 
-def read_tree(directory):
+def read_tree(directory, modes=False, gunzip=False):
     """``{path: entry}`` of everything under ``directory`` (which must not be a link), never
-    through a link: ``["file", text]`` (capped, a FIFO never blocks), ``["dir"]``, ``["link",
-    its text]`` or ``["other"]``; None when ``directory`` is missing or a link."""
+    through a link: ``["file", text]`` (capped, a FIFO never blocks; ``modes``: its permission
+    bits too, ``["file", text, mode]``; ``gunzip``: a ``.gz`` file's text decompressed, capped,
+    ``["other"]`` when it is not gzip data), ``["dir"]``, ``["link", its text]`` or
+    ``["other"]``; None when ``directory`` is missing or a link."""
     if linked(directory) or not os.path.isdir(directory):
         return None
     out = {}
@@ -115,11 +120,28 @@ def read_tree(directory):
             elif name in dirs:
                 out[rel] = ["dir"]
             else:
-                text = read_regular(path, _MAX_FILE)
-                out[rel] = ["other"] if text is None else ["file", text]
+                out[rel] = _file_entry(path, modes, gunzip and name.endswith(".gz"))
             if len(out) > _MAX_ENTRIES:
                 return out
     return out
+
+
+def _file_entry(path, modes, gunzip):
+    data = read_regular_bytes(path, _MAX_FILE)
+    if data is not None and gunzip:
+        import gzip
+        import io
+        import zlib
+
+        try:
+            with gzip.GzipFile(fileobj=io.BytesIO(data)) as z:
+                data = z.read(_MAX_FILE)  # never a whole gzip bomb
+        except (OSError, EOFError, zlib.error):
+            data = None
+    if data is None:
+        return ["other"]
+    entry = ["file", data.decode("utf-8", "replace")]
+    return entry + [stat.S_IMODE(os.lstat(path).st_mode)] if modes else entry
 
 
 def look(path):

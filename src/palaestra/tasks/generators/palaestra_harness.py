@@ -151,7 +151,7 @@ def run_case(template, app, case, spec, cpu, made=None):
         age(path)
     before = {name: stamps(path) for name, path in kept.items()}
     res = run_command(
-        _argv(template, app, where),
+        _argv(list(template) + list(case.get("args", ())), app, where),
         cwd=app or where,
         stdin=case.get("stdin", ""),
         timeout=limits.get("timeout", 60),
@@ -160,7 +160,10 @@ def run_case(template, app, case, spec, cpu, made=None):
     )
     out_dir = answer.get("out_dir")
     outputs = read_outputs(os.path.join(where, out_dir)) if out_dir else {}
-    res.trees = {name: read_tree(os.path.join(where, name)) for name in answer.get("trees", ())}
+    how = answer.get("tree_modes", False), answer.get("gunzip", False)
+    res.trees = {
+        name: read_tree(os.path.join(where, name), *how) for name in answer.get("trees", ())
+    }
     res.rewritten = {name: _changed(before[name], stamps(path)) for name, path in kept.items()}
     res.looked = {path: look(path) for path in answer.get("look", ())}
     close_to_runs([where])  # nothing of this case (inputs, outputs, files left) for later runs
