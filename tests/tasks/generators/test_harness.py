@@ -38,17 +38,8 @@ ALGORITHMS = [
     "spreadsheet-eval",
     "range-queries-c",
 ]
-#: The file-operations families on the harness, as they move onto it.
-FILE_OPERATIONS = [
-    "shell-lookup",
-    "shell-warmup",
-    "disk-usage-report",
-    "bulk-rename",
-    "sort-inbox",
-    "mirror-sync",
-]
 MINE = [f.name for f in g.families("optimization") + g.families("data-querying")]
-MINE += ALGORITHMS + FILE_OPERATIONS
+MINE += ALGORITHMS + [f.name for f in g.families("file-operations")]
 
 
 def _spec(tests: dict | Path) -> dict:
