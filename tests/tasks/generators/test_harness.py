@@ -38,7 +38,8 @@ ALGORITHMS = [
     "spreadsheet-eval",
     "range-queries-c",
 ]
-MINE = [f.name for f in g.families("optimization") + g.families("data-querying")] + ALGORITHMS
+MINE = [f.name for f in g.families("optimization") + g.families("data-querying")]
+MINE += ALGORITHMS + [f.name for f in g.families("file-operations")]
 
 
 def _spec(tests: dict | Path) -> dict:

@@ -92,7 +92,13 @@ CHECK_RUNTIME = (
 #: ``tests/``): part of every generator's version, shipped by the tasks that use it.
 HARNESS_FILES = tuple(
     CHECK_MODULE.with_name(n)
-    for n in ("harness_spec.py", "palaestra_harness.py", "palaestra_compare.py", "palaestra_pg.py")
+    for n in (
+        "harness_spec.py",
+        "palaestra_harness.py",
+        "palaestra_cases.py",
+        "palaestra_compare.py",
+        "palaestra_pg.py",
+    )
 )
 
 

@@ -37,11 +37,19 @@ from palaestra.tasks.generators.base import (
 #: What a harness task ships in ``tests/`` beside ``palaestra_check.py`` and its fork server.
 HARNESS_RUNTIME = tuple(
     Path(__file__).with_name(name)
-    for name in ("palaestra_harness.py", "palaestra_compare.py", "palaestra_pg.py")
+    for name in (
+        "palaestra_harness.py",
+        "palaestra_cases.py",
+        "palaestra_compare.py",
+        "palaestra_pg.py",
+    )
 )
 SPEC = "harness.bin"
-ANSWERS = ("program", "python", "sqlite", "postgres")
-COMPARISONS = ("output", "lines", "json_keys", "csv", "rows", "equal", "items", "files", "function")
+ANSWERS = ("program", "python", "sqlite", "postgres", "state")
+COMPARISONS = (
+    *("output", "lines", "json_keys", "csv", "rows", "equal", "items", "files", "function"),
+    *("path", "tree", "each", "kept", "status", "paths"),
+)
 
 
 def digest(files: Mapping[str, str | bytes]) -> str:
@@ -61,6 +69,28 @@ def lines(text: str) -> list[str]:
     return [line.rstrip() for line in text.strip("\n").splitlines()]
 
 
+def tree_of(root: str | Path) -> dict[str, list[str]]:
+    """What the checker's ``read_tree`` reads of a folder (a ``tree`` comparison's expected
+    value, made now from the reference's output): ``{path: ["file", text] | ["dir"] |
+    ["link", its text] | ["other"]}``, never through a link."""
+    import os
+
+    out: dict[str, list[str]] = {}
+    for here, dirs, names in os.walk(root):
+        for name in sorted(dirs + names):
+            path = os.path.join(here, name)
+            rel = os.path.relpath(path, root)
+            if os.path.islink(path):
+                out[rel] = ["link", os.readlink(path)]
+            elif name in dirs:
+                out[rel] = ["dir"]
+            elif os.path.isfile(path):
+                out[rel] = ["file", Path(path).read_bytes().decode("utf-8", "replace")]
+            else:
+                out[rel] = ["other"]
+    return out
+
+
 @dataclass(frozen=True)
 class Case:
     """One check of the answer: its input and its expected value.
@@ -71,7 +101,12 @@ class Case:
     is a CPU bar over the run's process tree (seconds); ``want`` the expected value, in the
     comparison's terms. ``by_reference`` (a Python answer's case): the expected value is what
     the answer's code emits for it run on the ``reference``'s files in the checker, first,
-    for a value only the checker's Python can make (argparse's words)."""
+    for a value only the checker's Python can make (argparse's words). ``path`` (a
+    :func:`state` answer's case): the absolute path it looks at. ``tree`` (a program's case):
+    what ``files`` cannot say of its input tree, ``{"dirs": [empty folders], "hardlinks":
+    {path: an input file's path}, "symlinks": {path: the link's text}, "modes": {path:
+    permission bits}}``, made root's too; ``args`` (a program's case): arguments after its
+    ``argv`` (``{in}`` the case directory), such as a case's limits."""
 
     label: str
     want: object = None
@@ -82,10 +117,24 @@ class Case:
     db: bytes | None = None
     load: str | None = None
     by_reference: bool | None = None
+    path: str | None = None
+    tree: Mapping[str, object] | None = None
+    args: Sequence[str] | None = None
 
     def data(self) -> dict:
         out = {"label": self.label, "want": self.want}
-        for key in ("files", "stdin", "cpu", "make", "db", "load", "by_reference"):
+        for key in (
+            "files",
+            "stdin",
+            "cpu",
+            "make",
+            "db",
+            "load",
+            "by_reference",
+            "path",
+            "tree",
+            "args",
+        ):
             value = getattr(self, key)
             if value is not None:
                 out[key] = dict(value) if isinstance(value, Mapping) else value
@@ -109,6 +158,12 @@ def program(
     out_dir: str | None = None,
     require: str | None = None,
     status: bool = False,
+    writable: bool = False,
+    trees: Sequence[str] = (),
+    kept: Sequence[str] = (),
+    look: Sequence[str] = (),
+    tree_modes: bool = False,
+    gunzip: bool = False,
 ) -> dict:
     """The answer is a program: ``argv`` run once a case as nobody, ``{app}`` the private copy
     of /app (built first with ``build``), ``{in}`` the case's directory (its ``files``,
@@ -116,7 +171,16 @@ def program(
     whose syntax errors count as a compile error; ``require``: a file that must exist;
     ``status``: the exit status is part of the output (``Case.want["status"]``, compared by
     ``output``): a run that exits non-zero is compared, one killed, timed out or ending in a
-    Python traceback is an error."""
+    Python traceback is an error. ``writable``: the case's inputs are the run's (nobody's), to
+    change, rename or remove (a program that edits a folder in place); ``trees``: folders
+    under ``{in}`` read back whole after the run, never through a link (``got["trees"]``,
+    compared by ``tree``); ``kept``: folders under ``{in}`` whose files' inode and mtime
+    (set to 2001 first) are read before and after the run (``got["rewritten"]``, compared
+    by ``kept``: a file the run should leave alone was not rewritten); ``look``: absolute
+    paths outside the case looked at after the run (``got["looked"]``, compared by
+    ``paths``: an archive's absolute member must not land there); ``tree_modes``: the trees'
+    files with their permission bits (``["file", text, mode]``); ``gunzip``: their ``.gz``
+    files' text decompressed. A case's ``args`` follow ``argv``."""
     return {
         "kind": "program",
         "argv": list(argv),
@@ -126,6 +190,12 @@ def program(
         "out_dir": out_dir,
         "require": require,
         "status": status,
+        "writable": writable,
+        "trees": list(trees),
+        "kept": list(kept),
+        "look": list(look),
+        "tree_modes": tree_modes,
+        "gunzip": gunzip,
     }
 
 
@@ -178,6 +248,13 @@ def postgres_query(path: str) -> dict:
     return {"kind": "postgres", "file": path}
 
 
+def state() -> dict:
+    """The answer is what the agent left in the sandbox (a shell task's files): nothing of it
+    runs; each case's ``path`` is looked at, without following links, and compared (``path``:
+    ``{"type": "file"|"dir"|"absent"|"link"|"other", "text": a regular file's text}``)."""
+    return {"kind": "state"}
+
+
 def compare(how: str, **options: object) -> dict:
     """How a case's output meets its ``want``: ``output`` (stdout and output files byte for
     byte), ``lines`` (right-stripped lines), ``json_keys`` (a JSON object, one check a key:
@@ -185,9 +262,18 @@ def compare(how: str, **options: object) -> dict:
     column), ``rows`` (a query's rows and column names, ``tol``), ``equal``, ``items`` (a
     list, equal item by item; the first differing item, ``what``, in the detail), ``files``
     (a program's output files, one check a file, ``newlines="universal"`` as text mode reads
-    them; stdout not compared) or ``function`` (``module``'s ``fn(ck, label, want, got,
+    them; stdout not compared) ``function`` (``module``'s ``fn(ck, label, want, got,
     options)``, ``module`` shipped in ``tests/`` through :func:`tests`' ``modules``: a check
-    the others cannot say, such as pricing an answer)."""
+    the others cannot say, such as pricing an answer) or ``path`` (a :func:`state` case: want
+    ``{"type": ...}``, one check of what the path is, or ``{"text": ..., "strip": None,
+    "blanks" or "trailing_newlines"}``, one check of a regular file's text), ``tree`` (a
+    program's ``trees``: want ``{"trees": {name: {path: ["file", text] | ["dir"] | ["link",
+    text]}}}``, one check a folder) or ``each`` (``of=[compare(...), ...]``, several
+    comparisons of one output, want a list of their expected values; a comparison's
+    ``label``, "{label}: ..." names its checks) or ``kept`` (a program's
+    ``kept`` folders: want ``{"kept": {name: [paths the run must not rewrite]}}``),
+    ``status`` (want ``{"status": n}``, a program run with ``status``) or ``paths`` (a
+    program's ``look``: want ``{"paths": {path: "absent"|"file"|...}}``, one check)."""
     if how not in COMPARISONS:
         raise ValueError(f"comparison {how!r}: use one of {', '.join(COMPARISONS)}")
     return {"how": how, **options}
@@ -236,6 +322,8 @@ def _refuse(
         raise ValueError(f"answer kind {answer['kind']!r}: use one of {', '.join(ANSWERS)}")
     if any(c.make for c in cases) and reference is None:
         raise ValueError("cases made in the checker need a reference")
+    if answer["kind"] == "state" and not all(c.path for c in cases):
+        raise ValueError("a state answer's cases each need the path they look at")
     if any(c.by_reference for c in cases) and (
         answer["kind"] != "python" or not (reference or {}).get("files")
     ):

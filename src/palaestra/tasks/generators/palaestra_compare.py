@@ -150,13 +150,16 @@ def close(got, want, tol):
 
 
 def compare_json_keys(ck, label, want, got, opts):
-    """stdout is a JSON object; one check per expected key (partial credit by key)."""
+    """stdout is a JSON object; one check per expected key (partial credit by key), after
+    one check that it has exactly the expected keys when ``keys_label`` is given."""
     try:
         value = json_loads(got["stdout"])
     except (ValueError, RecursionError):
         return ck.check(opts["parse_label"].format(label=label), False, got["stdout"][-300:])
     if not isinstance(value, dict):
         return ck.check(opts["object_label"].format(label=label), False, repr(value)[:200])
+    if opts.get("keys_label"):
+        ck.equal(opts["keys_label"].format(label=label), sorted(value), sorted(want))
     for key in want:
         ck.check(
             opts["key_label"].format(label=label, key=key),
@@ -244,6 +247,73 @@ def compare_items(ck, label, want, got, opts):
     )
 
 
+_STRIP = {"blanks": str.strip, "trailing_newlines": lambda text: text.rstrip("\n")}
+
+
+def compare_path(ck, label, want, got, opts):
+    """What a path holds (a ``state`` answer's ``{"type", "text"}``): ``want["type"]`` alone,
+    one check of its type (``file``, ``dir``, ``absent``...); ``want["text"]``, one check of
+    its text, which a missing or non-regular file fails (``strip``: ``blanks`` off both
+    ends or ``trailing_newlines`` stripped first, a missing file then reading as empty)."""
+    if "text" not in want:
+        ok = got["type"] == want["type"]
+        return ck.check(label, ok, "" if ok else "found: " + got["type"])
+    text, strip = got["text"], want.get("strip")
+    if strip:
+        text = _STRIP[strip](text or "")
+    return ck.equal(label, text, want["text"])
+
+
+def compare_tree(ck, label, want, got, opts):
+    """A program's ``trees`` (folders read back whole, see ``read_tree``): one check a folder
+    ``want["trees"]`` names (``tree_label``, default "{label}: {name}"), its detail the first
+    paths that differ."""
+    for name, tree in want["trees"].items():
+        have = got["trees"].get(name)
+        if have is None or tree is None:
+            bad = [] if have is tree else ["(the folder is missing, or a link)"]
+        else:
+            bad = sorted(p for p in set(tree) | set(have) if tree.get(p) != have.get(p))
+        ck.check(
+            opts.get("tree_label", "{label}: {name}").format(label=label, name=name),
+            not bad,
+            ", ".join(bad[:6]),
+        )
+
+
+def compare_kept(ck, label, want, got, opts):
+    """A program's ``kept`` folders: one check a folder ``want["kept"]`` names (``kept_label``,
+    default "{label}: {name} kept"), that none of its listed files was rewritten, replaced or
+    removed by the run."""
+    for name, paths in want["kept"].items():
+        bad = sorted(set(paths) & set(got["rewritten"].get(name, ())))
+        ck.check(
+            opts.get("kept_label", "{label}: {name} kept").format(label=label, name=name),
+            not bad,
+            ", ".join(bad[:5]),
+        )
+
+
+def compare_status(ck, label, want, got, opts):
+    """The exit status of a program run with ``status``: one check."""
+    return ck.equal(label, got.get("status"), want["status"])
+
+
+def compare_paths(ck, label, want, got, opts):
+    """The absolute paths a program's ``look`` names, after the run: one check that each is
+    what ``want["paths"]`` says (``{path: type}``: ``absent``, ``file``...)."""
+    bad = sorted(p for p, t in want["paths"].items() if got["looked"][p]["type"] != t)
+    return ck.check(label, not bad, ", ".join(bad[:5]))
+
+
+def compare_each(ck, label, want, got, opts):
+    """Several comparisons of one output (``of``: their options, ``want`` a list of their
+    expected values, in order): a report on stdout and the folder the run changed. A
+    comparison's ``label`` (default "{label}") names its checks."""
+    for sub, w in zip(opts["of"], want):
+        COMPARE[sub["how"]](ck, sub.get("label", "{label}").format(label=label), w, got, sub)
+
+
 COMPARE = {
     "output": compare_output,
     "lines": compare_lines,
@@ -253,4 +323,10 @@ COMPARE = {
     "equal": compare_equal,
     "items": compare_items,
     "files": compare_files,
+    "path": compare_path,
+    "tree": compare_tree,
+    "kept": compare_kept,
+    "status": compare_status,
+    "paths": compare_paths,
+    "each": compare_each,
 }

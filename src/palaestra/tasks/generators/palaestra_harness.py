@@ -1,5 +1,6 @@
 """One declarative hidden test (stdlib only, Python 3.8+; shipped in ``tests/`` beside
-``palaestra_check.py`` by the tasks that use it): ``test.sh`` runs this module, which reads
+``palaestra_check.py``, ``palaestra_cases.py`` and ``palaestra_compare.py`` by the tasks
+that use it): ``test.sh`` runs this module, which reads
 ``tests/harness.bin`` (a spec the generator wrote with ``generators.harness_spec``) and does
 what every such hidden test did by hand:
 
@@ -8,7 +9,8 @@ what every such hidden test did by hand:
    module and checked against its SHA-256; should this Python make other data, the reference
    (``tests/``, copied root's and read-only) runs on it *now*, before any agent code runs.
 2. **The answer runs in a jail**: a program (built first when it must be, as nobody, in a
-   private copy of ``/app``), a Python call, an SQLite query or a PostgreSQL query. A program
+   private copy of ``/app``), a Python call, an SQLite query or a PostgreSQL query; or
+   nothing runs (``state``: a shell task's files, looked at without following links). A program
    runs once a case, as nobody, in a fresh case directory made just before it that holds only
    that case's inputs (root's files, sticky directory: it may add files, never change or remove
    them); what it writes under the declared output directory is read without following links
@@ -27,9 +29,9 @@ run), each run after the one before, every part's expected values fixed first.
 
 import os
 import random
-import stat
 import sys
 
+from palaestra_cases import age, case_dir, look, read_outputs, read_tree, readonly_tree, stamps
 from palaestra_check import (
     NOBODY,
     Checker,
@@ -44,7 +46,6 @@ from palaestra_check import (
 from palaestra_compare import COMPARE, digest, lines
 
 SPEC = "harness.bin"
-_MAX_FILE = 64 * 1024 * 1024
 _TESTS = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -84,7 +85,7 @@ def materialise(spec):
     if stale:
         print("NOTE this Python made other data from a seed: the reference runs on it")
         ref = spec["reference"]
-        root = _readonly_tree(ref["files"]) if ref.get("files") else None
+        root = readonly_tree(ref["files"]) if ref.get("files") else None
         used = [root] if root else []  # the reference's code, its cases' dirs and outputs
         for case in stale:
             if ref.get("fn"):
@@ -132,65 +133,6 @@ def expectation(compare, stdout, files):
     return {"stdout": stdout, "files": files}
 
 
-def _readonly_tree(files):
-    """A new directory of root's, readable by all, holding ``files`` (path -> text or bytes)."""
-    root = make_private_dir("ref-")
-    _write_files(root, files, 0o644)
-    os.chmod(root, 0o755)
-    return root
-
-
-def _write_files(root, files, mode):
-    for rel in sorted(files):
-        path = os.path.join(root, rel)
-        parent = os.path.dirname(path)
-        if not os.path.isdir(parent):
-            os.makedirs(parent, 0o755)
-        data = files[rel]
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data)
-    for here, dirs, _ in os.walk(root):
-        for name in dirs:
-            os.chmod(os.path.join(here, name), 0o755)
-
-
-# --- running the answer ------------------------------------------------------------------
-
-
-def case_dir(files):
-    """A fresh directory for one run: ``files`` in it are root's and read-only; the directory
-    is sticky and writable, so the run may add its own files but never change or remove
-    the inputs. Nothing of another case is in it."""
-    root = make_private_dir("case-")
-    _write_files(root, files or {}, 0o644)
-    os.chmod(root, 0o1777)
-    return root
-
-
-def read_outputs(directory):
-    """``{name: text}`` of the regular files directly in ``directory`` (which must not be a
-    link), each read without following links and capped; anything else is skipped."""
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
-    try:
-        dir_fd = os.open(directory, flags)
-    except OSError:
-        return {}
-    out = {}
-    try:
-        for name in sorted(os.listdir(dir_fd)):
-            try:
-                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
-            except OSError:
-                continue
-            with os.fdopen(fd, "rb") as f:
-                if stat.S_ISREG(os.fstat(fd).st_mode):
-                    out[name] = f.read(_MAX_FILE).decode("utf-8", "replace")
-    finally:
-        os.close(dir_fd)
-    return out
-
-
 def _argv(template, app, where):
     return [a.replace("{app}", app or "").replace("{in}", where) for a in template]
 
@@ -199,22 +141,38 @@ def run_case(template, app, case, spec, cpu, made=None):
     """``(result, output files)`` of one run of ``template`` on ``case``; the run's directory
     is added to ``made`` when given."""
     limits = spec.get("limits", {})
-    where = case_dir(case.get("files"))
+    answer = spec["answer"]
+    where = case_dir(case.get("files"), case.get("tree"), answer.get("writable"))
     if made is not None:
         made.append(where)
     extra = {"memory_mb": limits["memory_mb"]} if limits.get("memory_mb") and _HAS_MEMORY else {}
+    kept = {name: os.path.join(where, name) for name in answer.get("kept", ())}
+    for path in kept.values():
+        age(path)
+    before = {name: stamps(path) for name, path in kept.items()}
     res = run_command(
-        _argv(template, app, where),
+        _argv(list(template) + list(case.get("args", ())), app, where),
         cwd=app or where,
         stdin=case.get("stdin", ""),
         timeout=limits.get("timeout", 60),
         cpu_seconds=cpu,
         **extra,
     )
-    out_dir = spec["answer"].get("out_dir")
+    out_dir = answer.get("out_dir")
     outputs = read_outputs(os.path.join(where, out_dir)) if out_dir else {}
+    how = answer.get("tree_modes", False), answer.get("gunzip", False)
+    res.trees = {
+        name: read_tree(os.path.join(where, name), *how) for name in answer.get("trees", ())
+    }
+    res.rewritten = {name: _changed(before[name], stamps(path)) for name, path in kept.items()}
+    res.looked = {path: look(path) for path in answer.get("look", ())}
     close_to_runs([where])  # nothing of this case (inputs, outputs, files left) for later runs
     return res, outputs
+
+
+def _changed(before, after):
+    """The paths whose file was rewritten, replaced or removed (``kept``)."""
+    return sorted(rel for rel, stamp in before.items() if after.get(rel) != stamp)
 
 
 _HAS_MEMORY = "memory_mb" in run_command.__code__.co_varnames
@@ -256,6 +214,12 @@ def run_program(ck, spec, cases):
             ck.error(case["label"], res.error or res.stderr[-300:])
             continue
         got = {"stdout": res.stdout, "files": files}
+        if answer.get("trees"):
+            got["trees"] = res.trees
+        if answer.get("kept"):
+            got["rewritten"] = res.rewritten
+        if answer.get("look"):
+            got["looked"] = res.looked
         if answer.get("status"):
             got["status"] = res.returncode
         compare(ck, case["label"], case["want"], got, spec["compare"])
@@ -367,7 +331,7 @@ def run_sqlite(ck, spec, cases):
     if not os.path.isfile(path) or os.path.islink(path):
         ck.check(path + " exists", False, "no " + path)
         return
-    where = _readonly_tree({f"db{i}.sqlite": c["db"] for i, c in enumerate(cases)})
+    where = readonly_tree({f"db{i}.sqlite": c["db"] for i, c in enumerate(cases)})
     dbs = [os.path.join(where, f"db{i}.sqlite") for i in range(len(cases))]
     res = run_python(
         _SQLITE_CHILD,
@@ -399,11 +363,19 @@ def run_postgres(ck, spec, cases):
     )
 
 
+def run_state(ck, spec, cases):
+    """Nothing runs: the agent's work is what it left in the sandbox; each case looks at its
+    ``path`` (see :func:`look`)."""
+    for case in cases:
+        compare(ck, case["label"], case["want"], look(case["path"]), spec["compare"])
+
+
 RUNNERS = {
     "program": run_program,
     "python": run_call,
     "sqlite": run_sqlite,
     "postgres": run_postgres,
+    "state": run_state,
 }
 
 

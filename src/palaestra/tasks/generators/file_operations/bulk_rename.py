@@ -4,9 +4,10 @@ The agent writes ``/app/rename.py DIR RULES``: the first rule whose regex fully 
 name gives its new name (``str.format`` with the named groups and a per-rule counter ``n``);
 names wanted by several files, or held by a file that stays, are conflicts (the file keeps its
 name); renames run so that no file is ever overwritten, chains and swaps included; a JSON report
-is printed. The checker regenerates a fresh folder and rules from the task's secret, runs the
-script as ``nobody`` and compares the final folder (names and bytes: every file's content is
-unique, so a lost or swapped file shows) and the report with its own reference.
+is printed. The hidden test is data (``harness_spec``): fresh folders and rules drawn from the task's
+secret at generation time, with the reference's report and final folder; the checker runs the
+script as ``nobody`` on its own copy and compares the final folder (names and bytes: every
+file's content is unique, so a lost or swapped file shows) and the report.
 
 Difficulty knobs: folder size grows; easy has direct conflicts (a name taken by an unmatched
 file, a name wanted twice, across rules); medium adds a rotation rule that makes rename chains
@@ -17,15 +18,18 @@ blocks the file that wanted its name, which sorts earlier).
 
 from __future__ import annotations
 
+import os
+import random
 import textwrap
 
-from palaestra.tasks.generators import family, python_test_sh, solve_sh_writing
+from palaestra.tasks.generators import family, solve_sh_writing
+from palaestra.tasks.generators import harness_spec as hs
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 
 _WORDS = ["cats", "dogs", "north", "south", "alpha", "beta", "red", "blue", "q", "zeta"]
 _LOGS = ["app", "db", "worker", "cron", "proxy", "auth", "mail"]
 
-# The reference, shared verbatim by the solution and the checker (which embeds its own copy).
+# The reference: the solution, and the expected reports and folders made at generation time.
 _REF = r"""
 import json
 import os
@@ -249,10 +253,7 @@ def generate(spec: GenSpec) -> GeneratedTask:
     return GeneratedTask(
         instruction=instruction,
         workspace=workspace,
-        tests={
-            "test.sh": python_test_sh(timeout=200),
-            "test_hidden.py": _hidden(tier, n, secret),
-        },
+        tests=_tests(tier, n, secret),
         solution={
             "solve.sh": solve_sh_writing(
                 {"rename.py": right}, note="plan, conflicts, two-phase rename"
@@ -267,79 +268,69 @@ def generate(spec: GenSpec) -> GeneratedTask:
     )
 
 
-def _hidden(tier: str, n: int, secret: int) -> str:
-    import inspect
-
-    return (
-        '"""Hidden test for rename.py: fresh folders and rules from a secret, run as nobody."""\n'
-        + _REF
-        + "\nimport random\n\nfrom palaestra_check import Checker, linked, private_dir, read_regular, run_command\n"
-        + f"_WORDS, _LOGS = {(_WORDS, _LOGS)!r}\n"
-        + f"TIER, SECRET, N = {tier!r}, {secret}, {n}\n\n"
-        + inspect.getsource(_case)
-        + textwrap.dedent(
-            """
-
-            def snapshot(folder):
-                out = {}
-                if linked(folder):
-                    return {"a link": folder}
-                for name in os.listdir(folder):
-                    path = os.path.join(folder, name)
-                    if os.path.islink(path):
-                        out[name] = ("link", os.readlink(path))
-                    elif os.path.isdir(path):
-                        out[name + "/"] = sorted(os.listdir(path))
-                    else:  # never blocking on a FIFO
-                        out[name] = read_regular(path, 16 << 20)
-                return out
+_FOLDER, _SUB = "the folder", "IMG_0001.JPG.d"  # a space in DIR; a sub-folder stays
 
 
-            ck = Checker()
-            rng = random.Random(SECRET)
-            trials = [(N, False), (max(4, N // 3), False)] + ([(N, True)] if TIER != "easy" else [])
-            for trial, (n, dry) in enumerate(trials):
-                text, files = _case(rng, n, TIER)
-                work = private_dir("rename-")
-                folder = os.path.join(work, "the folder")
-                os.makedirs(os.path.join(folder, "IMG_0001.JPG.d"))  # a sub-folder stays
-                for name, body in files.items():
-                    with open(os.path.join(folder, name), "w") as f:
-                        f.write(body)
-                rules_path = os.path.join(work, "rules.txt")
-                with open(rules_path, "w") as f:
-                    f.write(text)
-                for base, dirs, names in os.walk(work):
-                    for x in dirs + names:
-                        os.chown(os.path.join(base, x), 65534, 65534)
-                os.chown(work, 65534, 65534)
-                before = snapshot(folder)
-                renames, conflicts = plan(list(files), read_rules(rules_path))
-                want = {"renamed": sorted([o, n] for o, n in renames.items()),
-                        "conflicts": sorted([o, n] for o, n in conflicts.items())}
-                expected = dict(before)
-                if not dry:
-                    for old in renames:
-                        del expected[old]
-                    for old, new in renames.items():
-                        expected[new] = before[old]
-                argv = ["python3", "/app/rename.py", folder, rules_path]
-                if dry:
-                    argv.insert(2, "--dry-run")
-                res = run_command(argv, cwd=work, timeout=60, cpu_seconds=10)
-                ck.check(f"trial {trial}: rename.py exits 0", res.ok, res.error)
-                try:
-                    got = json.loads(res.stdout)
-                except ValueError as e:
-                    got = {"unparseable": str(e)}
-                if not isinstance(got, dict):
-                    got = {"not an object": got}
-                ck.equal(f"trial {trial}: renamed", got.get("renamed"), want["renamed"])
-                ck.equal(f"trial {trial}: conflicts", got.get("conflicts"), want["conflicts"])
-                after = snapshot(folder)
-                diff = sorted(k for k in set(after) | set(expected) if after.get(k) != expected.get(k))
-                ck.check(f"trial {trial}: the folder afterwards (names and contents)", not diff, diff[:6])
-            ck.finish()
-            """
-        )
+def _trial(rng, n: int, tier: str, dry: bool, label: str) -> hs.Case:
+    """A fresh folder and rules, and the reference's report and folder afterwards, now."""
+    import tempfile
+
+    ns: dict = {}
+    exec(_REF, ns)  # noqa: S102 - our own reference
+    text, files = _case(rng, n, tier)
+    with tempfile.TemporaryDirectory() as tmp:
+        rules_path = os.path.join(tmp, "rules.txt")
+        with open(rules_path, "w", encoding="utf-8") as f:
+            f.write(text)
+        renames, conflicts = ns["plan"](list(files), ns["read_rules"](rules_path))
+    report = {
+        "renamed": sorted([o, n] for o, n in renames.items()),
+        "conflicts": sorted([o, n] for o, n in conflicts.items()),
+    }
+    after = {name: ["file", body] for name, body in files.items()}
+    if not dry:
+        after = {renames.get(name, name): entry for name, entry in after.items()}
+    after[_SUB] = ["dir"]
+    return hs.Case(
+        label,
+        want=[report, {"trees": {_FOLDER: after}}],
+        files={"rules.txt": text, **{f"{_FOLDER}/{name}": body for name, body in files.items()}},
+        tree={"dirs": [f"{_FOLDER}/{_SUB}"]},
+    )
+
+
+def _tests(tier: str, n: int, secret: int) -> dict[str, str | bytes]:
+    """The hidden test, as data: fresh folders and rules drawn from the secret, with the
+    reference's report and folder afterwards fixed now; rename.py runs on each as nobody,
+    the folder its own, and its JSON report (key by key) and the folder are compared."""
+    rng = random.Random(secret)
+    trials = [(n, False), (max(4, n // 3), False)] + ([(n, True)] if tier != "easy" else [])
+    cases = [_trial(rng, k, tier, dry, f"trial {t}") for t, (k, dry) in enumerate(trials)]
+    compare = hs.compare(
+        "each",
+        of=[
+            hs.compare(
+                "json_keys",
+                tol=0,
+                parse_label="{label}: rename.py prints JSON",
+                object_label="{label}: a JSON object",
+                key_label="{label}: {key}",
+            ),
+            hs.compare("tree", tree_label="{label}: the folder afterwards (names and contents)"),
+        ],
+    )
+    limits = hs.limits(timeout=60, cpu=10)
+
+    def program(*flags: str) -> dict:
+        argv = ["python3", "{app}/rename.py", *flags, "{in}/" + _FOLDER, "{in}/rules.txt"]
+        return hs.program(argv, writable=True, trees=[_FOLDER])
+
+    dry = [hs.part(answer=program("--dry-run"), cases=cases[2:], compare=compare, limits=limits)]
+    return hs.tests(
+        answer=program(),
+        cases=cases[:2],
+        compare=compare,
+        limits=limits,
+        also=dry if cases[2:] else (),
+        timeout=200,
     )

@@ -1,9 +1,10 @@
 """disk-usage-report: a script that summarises a directory tree as JSON (a small ``du``).
 
 The agent writes ``/app/du.py ROOT``, printing one JSON object: file and byte totals, bytes per
-top-level folder, a per-extension breakdown and the K largest files. The checker regenerates
-fresh trees from the task's secret (with hard links and symbolic links at hard), runs the script
-on them as ``nobody`` and compares the parsed JSON with what it computes itself.
+top-level folder, a per-extension breakdown and the K largest files. The hidden test is data
+(``harness_spec``): two fresh trees drawn from the task's secret (with hard links and symbolic
+links at hard) and the reference's summary of each, made at generation time; the checker runs
+the script on them as ``nobody`` and compares the parsed JSON key by key.
 
 Difficulty knobs: tree size and depth grow; easy reports totals, extensions and the largest
 files (ties by path); medium adds bytes per top-level folder and the list of folders holding no
@@ -16,17 +17,19 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import textwrap
 
 from palaestra.tasks import outcomes
-from palaestra.tasks.generators import family, python_test_sh, solve_sh_writing
+from palaestra.tasks.generators import family, solve_sh_writing
+from palaestra.tasks.generators import harness_spec as hs
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 
 _DIRS = ["src", "assets", "logs", "data", "build", "docs", "cache", "vendor", "tmp", "media"]
 _STEMS = ["index", "main", "report", "photo", "dump", "notes", "backup", "app", "core", "blob"]
 _EXTS = ["txt", "log", "json", "png", "bin", "csv", "py", "gz", "Log", "PNG", ""]
 
-# The reference, shared verbatim by the solution and the checker (which embeds its own copy).
+# The reference: the solution, and the expected summaries made at generation time.
 _REF = r"""
 import json
 import os
@@ -243,10 +246,7 @@ def generate(spec: GenSpec) -> GeneratedTask:
     return GeneratedTask(
         instruction=instruction,
         workspace=workspace,
-        tests={
-            "test.sh": python_test_sh(timeout=200),
-            "test_hidden.py": _hidden(tier, top, n_files, depth, secret),
-        },
+        tests=_tests(tier, top, n_files, depth, secret),
         solution={"solve.sh": solve_sh_writing({"du.py": right}, note="os.walk, inode set, sort")},
         wrong_solutions={
             n: {"solve.sh": solve_sh_writing({"du.py": src}, note=f"wrong: {n}")}
@@ -258,84 +258,78 @@ def generate(spec: GenSpec) -> GeneratedTask:
     )
 
 
-def _hardcoded(sample: dict, top: int, tier: str) -> str:
-    """Prints the reference's summary of the sample tree, whatever ROOT holds."""
+def _build(root: str, tree: dict) -> None:
+    """Makes ``tree`` (see :func:`_tree`) under ``root``, as the checker's case directory."""
+    case = _case(tree)
+    for rel, data in case.files.items():
+        path = os.path.join(root, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data)
+    for rel in case.tree["dirs"]:
+        os.makedirs(os.path.join(root, rel), exist_ok=True)
+    for rel, target in case.tree["hardlinks"].items():
+        os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
+        os.link(os.path.join(root, target), os.path.join(root, rel))
+    for rel, target in case.tree["symlinks"].items():
+        os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
+        os.symlink(target, os.path.join(root, rel))
+
+
+_ROOT = "disk root"  # a space in ROOT, as a user's folder may have
+
+
+def _case(tree: dict, label: str = "", want: object = None) -> hs.Case:
+    """The hidden test's case of a tree: its files, links and empty folders under ``_ROOT``."""
+    under = {
+        "dirs": [f"{_ROOT}/{d}" for d in tree["empty"]],
+        "hardlinks": {f"{_ROOT}/{r}": f"{_ROOT}/{t}" for r, t in tree["hardlinks"].items()},
+        "symlinks": {f"{_ROOT}/{r}": t for r, t in tree["links"].items()},
+    }
+    files = {f"{_ROOT}/{rel}": _content(rel, size) for rel, size in tree["files"].items()}
+    return hs.Case(label, want=want, files=files, tree=under)
+
+
+def _summary(tree: dict, top: int, tier: str) -> dict:
+    """The reference's summary of ``tree``, run now on a copy of it."""
     import tempfile
-    from pathlib import Path
 
     ns: dict = {}
     exec(_REF, ns)  # noqa: S102 - our own reference
     with tempfile.TemporaryDirectory() as tmp:
-        for rel, size in sample["files"].items():
-            p = Path(tmp) / rel
-            p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_bytes(_content(rel, size))
-        for d in sample["empty"]:
-            os.makedirs(Path(tmp) / d, exist_ok=True)
-        answer = ns["summarise"](tmp, top, tier)
+        _build(tmp, tree)
+        return ns["summarise"](os.path.join(tmp, _ROOT), top, tier)
+
+
+def _hardcoded(sample: dict, top: int, tier: str) -> str:
+    """Prints the reference's summary of the sample tree, whatever ROOT holds."""
+    answer = _summary(sample, top, tier)
     return (
         f"import json\n\nANSWER = json.loads({json.dumps(answer)!r})\nprint(json.dumps(ANSWER))\n"
     )
 
 
-def _hidden(tier: str, top: int, n_files: int, depth: int, secret: int) -> str:
-    import inspect
-
-    return (
-        '"""Hidden test for du.py: fresh trees from a secret, run as nobody, JSON compared."""\n'
-        + _REF
-        + "\nimport random\n\nfrom palaestra_check import Checker, private_dir, run_command\n"
-        + f"_DIRS, _STEMS, _EXTS = {(_DIRS, _STEMS, _EXTS)!r}\n"
-        + f"TIER, TOP, SECRET = {tier!r}, {top}, {secret}\n\n"
-        + inspect.getsource(_tree)
-        + "\n\n"
-        + inspect.getsource(_content)
-        + textwrap.dedent(
-            f"""
-
-            def build(root, tree):
-                for rel, size in tree["files"].items():
-                    path = os.path.join(root, rel)
-                    os.makedirs(os.path.dirname(path), exist_ok=True)
-                    with open(path, "wb") as f:
-                        f.write(_content(rel, size))
-                for rel, target in tree["hardlinks"].items():
-                    path = os.path.join(root, rel)
-                    os.makedirs(os.path.dirname(path), exist_ok=True)
-                    os.link(os.path.join(root, target), path)
-                for rel, target in tree["links"].items():
-                    path = os.path.join(root, rel)
-                    os.makedirs(os.path.dirname(path), exist_ok=True)
-                    os.symlink(target, path)
-                for d in tree["empty"]:
-                    os.makedirs(os.path.join(root, d), exist_ok=True)
-
-
-            ck = Checker(kind="io")
-            ck.compile_python("/app/du.py")
-            rng = random.Random(SECRET)
-            for trial, (n, depth) in enumerate([({n_files}, {depth}), (max(8, {n_files} // 3), 2)]):
-                tree = _tree(rng, n, depth, TIER == "hard")
-                root = os.path.join(private_dir(), "disk root")
-                os.makedirs(root)
-                build(root, tree)
-                want = summarise(root, TOP, TIER)
-                res = run_command(["python3", "/app/du.py", root], cwd="/tmp", timeout=60,
-                                  cpu_seconds=10)
-                if res.ok:
-                    ck.check(f"trial {{trial}}: du.py exits 0", True)
-                else:
-                    ck.error(f"trial {{trial}}: du.py exits 0", res.error)
-                try:
-                    got = json.loads(res.stdout)
-                except ValueError as e:
-                    got = {{"unparseable": str(e)}}
-                if not isinstance(got, dict):
-                    got = {{"not an object": got}}
-                ck.equal(f"trial {{trial}}: the same keys", sorted(got), sorted(want))
-                for key in sorted(want):
-                    ck.equal(f"trial {{trial}}: {{key}}", got.get(key), want[key])
-            ck.finish()
-            """
-        )
+def _tests(tier: str, top: int, n_files: int, depth: int, secret: int) -> dict[str, str | bytes]:
+    """The hidden test, as data: two fresh trees drawn from the secret (links at hard) and
+    the reference's summary of each, fixed now; du.py runs on them as nobody, one check a
+    key of its JSON after one of the key set."""
+    rng = random.Random(secret)
+    cases = []
+    for trial, (n, d) in enumerate([(n_files, depth), (max(8, n_files // 3), 2)]):
+        tree = _tree(rng, n, d, tier == "hard")
+        cases.append(_case(tree, f"trial {trial}", _summary(tree, top, tier)))
+    return hs.tests(
+        answer=hs.program(["python3", "{app}/du.py", "{in}/" + _ROOT], compile=["/app/du.py"]),
+        cases=cases,
+        compare=hs.compare(
+            "json_keys",
+            tol=0,
+            parse_label="{label}: du.py prints JSON",
+            object_label="{label}: a JSON object",
+            keys_label="{label}: the same keys",
+            key_label="{label}: {key}",
+        ),
+        limits=hs.limits(timeout=60, cpu=10),
+        kind="io",
+        timeout=200,
     )

@@ -13,17 +13,22 @@ folder, a dangling one), a folder named ``*.log``, gaps in the archive numbers a
 already past ``KEEP``, and logs whose permission bits a default-mode new file would not match;
 hard stores archives 2 and up gzip-compressed (``app.log.2.gz``: archive 1 stays plain) and has
 non-ASCII names (a fullwidth and an emoji name: JavaScript's default sort orders them by UTF-16
-code units, not code points). The hidden test plants fresh trees from the task's secret, runs
-the agent's program with Node as ``nobody`` and compares the report and the whole tree afterwards
-(names, kinds, permission bits, contents, gzip archives decompressed) with a Python reference.
+code units, not code points). The hidden test is data (``harness_spec``): fresh trees drawn from
+the task's secret with a Python reference's report and tree afterwards, made at generation
+time; the checker plants each, runs the agent's program with Node as ``nobody`` and compares
+the report and the whole tree afterwards (names, kinds, permission bits, contents, gzip
+archives decompressed).
 """
 
 from __future__ import annotations
 
+import gzip
+import random
 import textwrap
 
 from palaestra.tasks.generators import family
-from palaestra.tasks.generators._toolchains import NODE, one_file_solutions, program_task
+from palaestra.tasks.generators import harness_spec as hs
+from palaestra.tasks.generators._toolchains import NODE, REWARD_OUTCOMES, one_file_solutions
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 from palaestra.tasks.generators.optimization._bench import apply_edits
 
@@ -122,13 +127,10 @@ function main([dir, maxBytes, keep]) {
 main(process.argv.slice(2));
 """
 
-# Python, in the hidden test (and for the sample tree): trees, the reference and the runner.
+# Python run at generation time: the trees (the sample's too) and the reference's result.
 _CASES = r"""
-import gzip
-import hashlib
 import os
 import re
-import stat
 
 TIER, N_LOGS = {params}
 NESTED, GZIP = TIER != "easy", TIER == "hard"
@@ -245,98 +247,7 @@ def expected(case):
         report.append("{{}}\t{{}}".format(log, size))
         total += size
     report.append("TOTAL\t{{}}\t{{}}".format(len(report), total))
-    return report, describe(tree)
-
-
-def describe(tree):
-    out = []
-    for path in sorted(tree):
-        entry = tree[path]
-        if entry[0] == "dir":
-            out.append(path + "/")
-        elif entry[0] == "link":
-            out.append("{{}} -> {{}}".format(path, entry[1]))
-        elif entry[0] == "odd":
-            out.append("{{}}\t{{}}".format(path, entry[1]))
-        else:
-            data, mode = entry[1], entry[2]
-            out.append("{{}}\t{{:04o}}\t{{}} bytes\tsha256 {{}}".format(
-                path, mode, len(data), hashlib.sha256(data).hexdigest()[:12]))
-    return out
-"""
-
-# Python, in the hidden test: plant a tree, run the program, read the tree back.
-_RUNNER = r"""
-import io
-import zlib
-
-from palaestra_check import kill_nobody_processes
-
-LIMIT = 1 << 20
-
-
-def plant(root, tree):
-    os.makedirs(root)
-    for path in sorted(tree):
-        full = os.path.join(root, path)
-        entry = tree[path]
-        if entry[0] == "dir":
-            os.makedirs(full, exist_ok=True)
-        elif entry[0] == "link":
-            os.symlink(entry[1], full)
-        else:
-            with open(full, "wb") as f:
-                f.write(gzip.compress(entry[1], mtime=0) if path.endswith(".gz") else entry[1])
-            os.chmod(full, entry[2])
-    for base, dirs, files in os.walk(root):
-        for name in dirs + files:
-            os.lchown(os.path.join(base, name), 65534, 65534)
-    os.lchown(root, 65534, 65534)
-
-
-def read_back(root):
-    # the tree as the program left it, never following a link nor opening anything else
-    tree = {}
-    for base, dirs, files in os.walk(root):
-        for name in sorted(dirs + files):
-            full = os.path.join(base, name)
-            path = os.path.relpath(full, root)
-            st = os.lstat(full)
-            if stat.S_ISLNK(st.st_mode):
-                tree[path] = ("link", os.readlink(full))
-            elif stat.S_ISDIR(st.st_mode):
-                tree[path] = ("dir",)
-            elif not stat.S_ISREG(st.st_mode) or st.st_size > LIMIT:
-                tree[path] = ("odd", "not a small regular file")
-            else:
-                fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-                with os.fdopen(fd, "rb") as f:
-                    data = f.read(LIMIT)
-                tree[path] = ("file", data, stat.S_IMODE(st.st_mode))
-                if path.endswith(".gz"):
-                    try:
-                        with gzip.GzipFile(fileobj=io.BytesIO(data)) as z:
-                            plain = z.read(LIMIT + 1)  # never a whole gzip bomb
-                        tree[path] = ("file", plain, stat.S_IMODE(st.st_mode))
-                        if len(plain) > LIMIT:
-                            tree[path] = ("odd", "over a MiB of gzip data")
-                    except (OSError, EOFError, zlib.error):
-                        tree[path] = ("odd", "not gzip data")
-    return tree
-
-
-def run_case(ck, work, label, case, bar):
-    tree, max_bytes, keep = case
-    root = os.path.join(private_dir("logs-"), "var log")
-    plant(root, tree)
-    got = run_command(list(RUN) + [root, str(max_bytes), str(keep)], cwd=work, timeout=60,
-                      cpu_seconds=bar)
-    kill_nobody_processes()
-    if not got.ok:
-        return ck.error(label, got.error)
-    report, after = expected(case)
-    compare(ck, label + ": report", report, lines(got.stdout), "report line")
-    return compare(ck, label + ": the tree afterwards", after, describe(read_back(root)), "entry")
+    return report, tree
 """
 
 
@@ -487,14 +398,74 @@ def generate(spec: GenSpec) -> GeneratedTask:
         ),
     )
     solution, wrong = one_file_solutions(NODE.source, oracle, wrongs, note="logrotate by hand")
-    return program_task(
-        NODE,
+    return GeneratedTask(
         instruction=instruction,
         workspace=workspace,
-        cases=cases,
-        secret=rng.randrange(2**31),
+        tests=_tests(scope, rng.randrange(2**31)),
         solution=solution,
         wrong_solutions=wrong,
         tags=("javascript", "node", "filesystem"),
-        runner=_RUNNER,
+        verifier_timeout_sec=420.0,
+        reward_outcomes=REWARD_OUTCOMES,
+        packages=NODE.packages,
+    )
+
+
+_ROOT = "var log"  # a space in DIR
+
+
+def _case(label: str, tree: dict, max_bytes: int, keep: int, expected) -> hs.Case:
+    """A tree planted under ``_ROOT`` (the run's, as a user's logs would be), and the
+    reference's report and tree afterwards, made now."""
+    files, dirs, links, modes = {}, [], {}, {}
+    for path, entry in sorted(tree.items()):
+        where = f"{_ROOT}/{path}"
+        if entry[0] == "dir":
+            dirs.append(where)
+        elif entry[0] == "link":
+            links[where] = entry[1]
+        else:
+            data = gzip.compress(entry[1], mtime=0) if path.endswith(".gz") else entry[1]
+            files[where], modes[where] = data, entry[2]
+    report, after = expected((tree, max_bytes, keep))
+    want_tree = {}
+    for path, entry in after.items():
+        if entry[0] == "file":
+            want_tree[path] = ["file", entry[1].decode("utf-8", "replace"), entry[2]]
+        else:
+            want_tree[path] = list(entry)
+    return hs.Case(
+        label,
+        want=[{"lines": report}, {"trees": {_ROOT: want_tree}}],
+        files=files,
+        tree={"dirs": dirs, "symlinks": links, "modes": modes},
+        args=["{in}/" + _ROOT, str(max_bytes), str(keep)],
+    )
+
+
+def _tests(scope: dict, secret: int) -> dict[str, str | bytes]:
+    """The hidden test, as data: fresh trees drawn from the secret with the reference's
+    report and tree afterwards (every file's permission bits, gzip archives decompressed);
+    main.js runs on each with Node as nobody."""
+    cases = [
+        _case(label, *case, scope["expected"])
+        for label, case, _ in scope["make_cases"](random.Random(secret))
+    ]
+    answer = hs.program(
+        ["node", "{app}/main.js"], writable=True, trees=[_ROOT], tree_modes=True, gunzip=True
+    )
+    compare = hs.compare(
+        "each",
+        of=[
+            hs.compare("lines", what="report line", label="{label}: report"),
+            hs.compare("tree", tree_label="{label}: the tree afterwards"),
+        ],
+    )
+    return hs.tests(
+        answer=answer,
+        cases=cases,
+        compare=compare,
+        limits=hs.limits(timeout=60),
+        kind="io",
+        timeout=400,
     )

@@ -2,10 +2,11 @@
 
 The agent writes ``/app/sync.py SRC DST``: copy new files, update changed ones (by content, not
 size or time), delete what SRC no longer has (a whole extra folder as one action), leave
-unchanged files alone (not even rewritten), and print the sorted action log. The checker
-regenerates fresh SRC/DST pairs from the task's secret, runs the script as ``nobody`` and
-compares the resulting DST tree, the log, SRC (untouched) and the unchanged files' inode and
-mtime with its own reference.
+unchanged files alone (not even rewritten), and print the sorted action log. The hidden test
+is data (``harness_spec``): fresh SRC/DST pairs drawn from the task's secret at generation
+time, with the reference's log and DST tree; the checker runs the script as ``nobody`` and
+compares the log, the resulting DST tree, SRC (untouched) and the unchanged files' inode and
+mtime.
 
 Difficulty knobs: tree size and the amount of drift grow; medium adds ``--dry-run`` (print the
 log, change nothing); hard adds a ``.syncignore`` in SRC (glob patterns by
@@ -15,16 +16,19 @@ where DST has a folder).
 
 from __future__ import annotations
 
+import os
+import random
 import textwrap
 
-from palaestra.tasks.generators import family, python_test_sh, solve_sh_writing
+from palaestra.tasks.generators import family, solve_sh_writing
+from palaestra.tasks.generators import harness_spec as hs
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 
 _DIRS = ["photos", "docs", "music", "projects", "notes", "backup", "work", "misc", "2024"]
 _STEMS = ["index", "todo", "scan", "track", "draft", "plan", "cv", "budget", "readme", "log"]
 _EXTS = ["txt", "md", "jpg", "mp3", "json", "tmp", "bak", "pdf"]
 
-# The reference, shared verbatim by the solution and the checker (which embeds its own copy).
+# The reference: the solution, and the expected logs and trees made at generation time.
 _REF = r"""
 import fnmatch
 import os
@@ -318,10 +322,7 @@ def generate(spec: GenSpec) -> GeneratedTask:
     return GeneratedTask(
         instruction=instruction,
         workspace=workspace,
-        tests={
-            "test.sh": python_test_sh(timeout=200),
-            "test_hidden.py": _hidden(tier, n_files, drift, secret),
-        },
+        tests=_tests(tier, n_files, drift, secret),
         solution={"solve.sh": solve_sh_writing({"sync.py": right}, note="plan, log, apply")},
         wrong_solutions={
             n: {"solve.sh": solve_sh_writing({"sync.py": src}, note=f"wrong: {n}")}
@@ -332,103 +333,76 @@ def generate(spec: GenSpec) -> GeneratedTask:
     )
 
 
-def _hidden(tier: str, n_files: int, drift: float, secret: int) -> str:
-    import inspect
-
-    return (
-        '"""Hidden test for sync.py: fresh SRC/DST pairs from a secret, run as nobody."""\n'
-        + f"USE_IGNORE = {tier == 'hard'!r}\n"
-        + _REF
-        + "\nimport random\n\nfrom palaestra_check import (Checker, copy_tree_for_child, make_private_dir,\n"
-        + "                              read_regular_bytes, run_command)\n"
-        + f"_DIRS, _STEMS, _EXTS = {(_DIRS, _STEMS, _EXTS)!r}\n"
-        + f"TIER, SECRET = {tier!r}, {secret}\n\n"
-        + inspect.getsource(_pair)
-        + textwrap.dedent(
-            f"""
-
-            OLD = 1_000_000_000  # the mtime every DST file starts with
+_SRC, _DST = "src", "dst dir"  # a space in DST
 
 
-            def build(root, files, dirs):
-                os.makedirs(root, exist_ok=True)
-                for rel, body in files.items():
-                    path = os.path.join(root, rel)
-                    os.makedirs(os.path.dirname(path), exist_ok=True)
-                    with open(path, "w") as f:
-                        f.write(body)
-                    os.utime(path, (OLD, OLD))
-                for d in dirs:
-                    os.makedirs(os.path.join(root, d), exist_ok=True)
+def _trial(rng, n: int, drift: float, dry: bool, tier: str, label: str) -> hs.Case:
+    """A fresh SRC/DST pair and, made now, the reference's log, DST afterwards, and the DST
+    files it leaves alone."""
+    import tempfile
+
+    pair = _pair(rng, n, drift, tier)
+    files = {f"{_SRC}/{rel}": body for rel, body in pair["src"].items()}
+    files.update({f"{_DST}/{rel}": body for rel, body in pair["dst"].items()})
+    dirs = [f"{_SRC}/{d}" for d in pair["src_dirs"]] + [f"{_DST}/{d}" for d in pair["dst_dirs"]]
+    ns: dict = {"USE_IGNORE": tier == "hard"}
+    exec(_REF, ns)  # noqa: S102 - our own reference
+    with tempfile.TemporaryDirectory() as tmp:
+        for rel, body in files.items():
+            os.makedirs(os.path.dirname(os.path.join(tmp, rel)), exist_ok=True)
+            with open(os.path.join(tmp, rel), "w") as f:
+                f.write(body)
+        for d in dirs:
+            os.makedirs(os.path.join(tmp, d), exist_ok=True)
+        src, dst = os.path.join(tmp, _SRC), os.path.join(tmp, _DST)
+        before = hs.tree_of(src)
+        actions = ns["plan"](src, dst, ns["USE_IGNORE"])
+        if not dry:
+            ns["apply"](src, dst, actions)
+        after = hs.tree_of(dst)
+    touched = {rel for _, rel in actions}
+    kept = sorted(r for r in pair["dst"] if r not in touched and after.get(r, [""])[0] == "file")
+    return hs.Case(
+        label,
+        want=[
+            {"lines": ["%s %s" % a for a in actions]},
+            {"trees": {_DST: after, _SRC: before}},
+            {"kept": {_DST: kept}},
+        ],
+        files=files,
+        tree={"dirs": dirs},
+    )
 
 
-            def snapshot(root):
-                # never through a link, never blocked by a FIFO: a link is its target's name
-                out = {{}}
-                for base, dirs, files in os.walk(root):
-                    for name in dirs + files:
-                        path = os.path.join(base, name)
-                        rel = os.path.relpath(path, root)
-                        if os.path.islink(path):
-                            out[rel] = ("link", os.readlink(path))
-                        elif name in dirs:
-                            out[rel + "/"] = "dir"
-                        else:
-                            out[rel] = read_regular_bytes(path, 16 << 20)
-                return out
+def _tests(tier: str, n_files: int, drift: float, secret: int) -> dict[str, str | bytes]:
+    """The hidden test, as data: fresh SRC/DST pairs drawn from the secret, the reference's
+    log and DST afterwards fixed now; sync.py runs on each as nobody (both trees its own), and
+    its log, DST and SRC whole, and the DST files it should leave alone are compared."""
+    rng = random.Random(secret)
+    trials = [(n_files, drift, False), (max(8, n_files // 3), 0.3, False)]
+    if tier != "easy":
+        trials.append((max(8, n_files // 2), 0.2, True))
+    cases = [_trial(rng, n, d, dry, tier, f"trial {t}") for t, (n, d, dry) in enumerate(trials)]
+    compare = hs.compare(
+        "each",
+        of=[
+            hs.compare("lines", what="action log line", label="{label}: action log"),
+            hs.compare("tree", tree_label="{label}: {name} as expected"),
+            hs.compare("kept", kept_label="{label}: unchanged files not rewritten"),
+        ],
+    )
+    limits = hs.limits(timeout=60, cpu=10)
 
+    def program(*flags: str) -> dict:
+        argv = ["python3", "{app}/sync.py", *flags, "{in}/" + _SRC, "{in}/" + _DST]
+        return hs.program(argv, writable=True, trees=[_DST, _SRC], kept=[_DST])
 
-            def stamps(root):
-                out = {{}}
-                for base, _, files in os.walk(root):
-                    for name in files:
-                        st = os.lstat(os.path.join(base, name))
-                        out[os.path.relpath(os.path.join(base, name), root)] = (st.st_ino, st.st_mtime)
-                return out
-
-
-            ck = Checker()
-            rng = random.Random(SECRET)
-            trials = [({n_files}, {drift}, False), (max(8, {n_files} // 3), 0.3, False)]
-            if TIER != "easy":
-                trials.append((max(8, {n_files} // 2), 0.2, True))
-            expected = []  # every expected value before any agent code runs, on root's trees
-            for n, drift, dry in trials:
-                pair = _pair(rng, n, drift, TIER)
-                trees = []
-                for _ in range(2):  # the agent's copy is made from the first; the second is the reference's
-                    base = os.path.join(make_private_dir("pair-"), "pair")
-                    build(os.path.join(base, "src"), pair["src"], pair["src_dirs"])
-                    build(os.path.join(base, "dst dir"), pair["dst"], pair["dst_dirs"])
-                    trees.append(base)
-                base, ref = trees
-                actions = plan(os.path.join(ref, "src"), os.path.join(ref, "dst dir"), USE_IGNORE)
-                if not dry:
-                    apply(os.path.join(ref, "src"), os.path.join(ref, "dst dir"), actions)
-                expected.append((base, actions, snapshot(os.path.join(ref, "dst dir"))))
-            for trial, ((n, drift, dry), (base, actions, want)) in enumerate(zip(trials, expected)):
-                want_log = ["%s %s" % a for a in actions]
-                work = copy_tree_for_child(base)
-                src, dst = os.path.join(work, "src"), os.path.join(work, "dst dir")
-                src_before, dst_before = snapshot(src), stamps(dst)
-                argv = ["python3", "/app/sync.py", src, dst]
-                if dry:
-                    argv.insert(2, "--dry-run")
-                res = run_command(argv, cwd="/tmp", timeout=60, cpu_seconds=10)
-                ck.check(f"trial {{trial}}: sync.py exits 0", res.ok, res.error)
-                ck.equal(f"trial {{trial}}: action log", res.stdout.splitlines(), want_log)
-                got = snapshot(dst)
-                ck.check(f"trial {{trial}}: DST is the mirror" + (" (dry run: unchanged)" if dry else ""),
-                         got == want,
-                         sorted(k for k in set(got) ^ set(want))[:5]
-                         or sorted(k for k in got if got[k] != want[k])[:5])
-                ck.check(f"trial {{trial}}: SRC untouched", snapshot(src) == src_before)
-                touched = {{a[1] for a in actions}}
-                after = stamps(dst)
-                rewritten = sorted(r for r, s in dst_before.items()
-                                   if r not in touched and r in after and after[r] != s)
-                ck.check(f"trial {{trial}}: unchanged files not rewritten", not rewritten, rewritten[:5])
-            ck.finish()
-            """
-        )
+    dry = [hs.part(answer=program("--dry-run"), cases=cases[2:], compare=compare, limits=limits)]
+    return hs.tests(
+        answer=program(),
+        cases=cases[:2],
+        compare=compare,
+        limits=limits,
+        also=dry if cases[2:] else (),
+        timeout=200,
     )

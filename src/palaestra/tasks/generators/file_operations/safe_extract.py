@@ -3,10 +3,12 @@
 The agent writes ``/app/extract.py ARCHIVE MANIFEST DEST``: extract only members that are safe
 (no absolute paths, no escape through ``..``, no links or special files) and listed in the
 manifest with a matching checksum, print a JSON report (extracted, rejected with a reason,
-corrupt, missing) and exit 1 when anything was wrong. The checker builds fresh archives from the
-task's secret inside a private folder (absolute members point into it, ``..`` members land next
-to DEST), runs the script as ``nobody`` and compares the report, the exit status, DEST's files
-and that nothing was written outside DEST.
+corrupt, missing) and exit 1 when anything was wrong. The hidden test is data (``harness_spec``):
+fresh archives drawn from the task's secret at generation time (absolute members aim at paths
+under ``/tmp`` named by the secret, ``..`` members land next to DEST), with the reference's
+report; the checker runs the script as ``nobody`` on its own copy and compares the exit status,
+the report, the case folder (DEST's files, nothing beside it) and that nothing landed at the
+absolute paths.
 
 Difficulty knobs: archive size grows; easy is a plain tar with traversal, absolute and corrupt
 members; medium is gzip-compressed with symlinks, hard links, files missing from the archive and
@@ -20,17 +22,20 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import os
+import random
 import tarfile
 import textwrap
 
-from palaestra.tasks.generators import family, python_test_sh, solve_sh_writing
+from palaestra.tasks.generators import family, solve_sh_writing
+from palaestra.tasks.generators import harness_spec as hs
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 
 _DIRS = ["etc", "lib", "share", "docs", "bin", "data", "conf", "assets"]
 _STEMS = ["config", "readme", "app", "plugin", "index", "schema", "logo", "notes", "VERSION"]
 _EXTS = [".txt", ".json", ".py", ".cfg", ".md", ""]
 
-# The reference, shared verbatim by the solution and the checker (which embeds its own copy).
+# The reference: the solution, and the expected reports and folders made at generation time.
 _REF = r"""
 import hashlib
 import json
@@ -367,10 +372,7 @@ def generate(spec: GenSpec) -> GeneratedTask:
     return GeneratedTask(
         instruction=instruction,
         workspace=workspace,
-        tests={
-            "test.sh": python_test_sh(timeout=200),
-            "test_hidden.py": _hidden(tier, n_files, secret),
-        },
+        tests=_tests(tier, n_files, secret),
         solution={
             "solve.sh": solve_sh_writing({"extract.py": right}, note="classify, verify, write")
         },
@@ -383,72 +385,75 @@ def generate(spec: GenSpec) -> GeneratedTask:
     )
 
 
-def _hidden(tier: str, n_files: int, secret: int) -> str:
-    import inspect
-
-    return (
-        '"""Hidden test for extract.py: fresh archives from a secret, run as nobody."""\n'
-        + _REF
-        + "\nimport gzip\nimport io\nimport random\n\nfrom palaestra_check import Checker, make_private_dir, private_dir, read_regular_bytes, run_command\n"
-        + f"_DIRS, _STEMS, _EXTS = {(_DIRS, _STEMS, _EXTS)!r}\n"
-        + f"TIER, SECRET, N_FILES = {tier!r}, {secret}, {n_files}\n\n"
-        + inspect.getsource(_archive)
-        + "\n\n"
-        + inspect.getsource(_tar_bytes)
-        + textwrap.dedent(
-            """
-
-            def listing(root):
-                out = {}
-                for base, dirs, files in os.walk(root):
-                    for name in files + [d for d in dirs if os.path.islink(os.path.join(base, d))]:
-                        path = os.path.join(base, name)
-                        rel = os.path.relpath(path, root)
-                        if os.path.islink(path):
-                            out[rel] = "link"
-                        elif os.path.isfile(path):  # never through a link, never blocking
-                            out[rel] = read_regular_bytes(path, 64 << 20)
-                        else:
-                            out[rel] = "special"
-                return out
+_DEST = "unpacked/here"  # DEST's parent exists (the run's), DEST does not yet
 
 
-            ck = Checker()
-            rng = random.Random(SECRET)
-            for trial, (n, clean) in enumerate([(N_FILES, False), (max(4, N_FILES // 3), False), (5, True)]):
-                work = private_dir("drop-")
-                ext = ".tar" if TIER == "easy" else ".tar.gz"
-                members, manifest = _archive(rng, n, TIER, work, clean)
-                archive, sums = os.path.join(work, "vendor drop" + ext), os.path.join(work, "SHA256SUMS")
-                with open(archive, "wb") as f:
-                    f.write(_tar_bytes(members, TIER != "easy"))
-                with open(sums, "w") as f:
-                    f.write(manifest)
-                ref = make_private_dir("ref-")  # root's: the expected tree
-                want = extract(archive, sums, os.path.join(ref, "out"), TIER)
-                want_status = 1 if want["rejected"] or want["corrupt"] or want.get("missing") else 0
-                dest = os.path.join(work, "unpacked", "here")
-                os.makedirs(os.path.dirname(dest))
-                os.chown(os.path.dirname(dest), 65534, 65534)
-                res = run_command(["python3", "/app/extract.py", archive, sums, dest], cwd=work,
-                                  timeout=60, cpu_seconds=10)
-                ck.equal(f"trial {trial}: exit status", res.returncode, want_status)
-                try:
-                    got = json.loads(res.stdout)
-                except ValueError as e:
-                    got = {"unparseable": str(e)}
-                if not isinstance(got, dict):
-                    got = {"not an object": got}
-                ck.equal(f"trial {trial}: report keys", sorted(got), sorted(want))
-                for key in sorted(want):
-                    ck.equal(f"trial {trial}: {key}", got.get(key), want[key])
-                ck.check(f"trial {trial}: DEST holds exactly the verified files",
-                         listing(dest) == listing(os.path.join(ref, "out")),
-                         sorted(set(listing(dest)) ^ set(listing(os.path.join(ref, "out"))))[:5])
-                outside = sorted(set(os.listdir(work)) - {"vendor drop" + ext, "SHA256SUMS", "unpacked"})
-                outside += sorted(set(os.listdir(os.path.dirname(dest))) - {"here"})
-                ck.check(f"trial {trial}: nothing written outside DEST", not outside, outside)
-            ck.finish()
-            """
-        )
+def _trial(rng, n: int, tier: str, clean: bool, abs_root: str, label: str) -> hs.Case:
+    """A fresh archive and manifest, and, made now, the reference's exit status, report and
+    case folder afterwards (the inputs, DEST's verified files, nothing else)."""
+    import tempfile
+
+    ext = ".tar" if tier == "easy" else ".tar.gz"
+    members, manifest = _archive(rng, n, tier, abs_root, clean)
+    files = {"vendor drop" + ext: _tar_bytes(members, tier != "easy"), "SHA256SUMS": manifest}
+    ns: dict = {}
+    exec(_REF, ns)  # noqa: S102 - our own reference
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, data in files.items():
+            with open(os.path.join(tmp, name), "wb") as f:
+                f.write(data.encode() if isinstance(data, str) else data)
+        os.mkdir(os.path.join(tmp, os.path.dirname(_DEST)))
+        archive, sums = (os.path.join(tmp, name) for name in files)
+        report = ns["extract"](archive, sums, os.path.join(tmp, _DEST), tier)
+        after = hs.tree_of(tmp)
+    status = 1 if report["rejected"] or report["corrupt"] or report.get("missing") else 0
+    outside = {f"{abs_root}/abs_{i}.txt": "absent" for i in range(1 + n // 15)}
+    return hs.Case(
+        label,
+        want=[{"status": status}, report, {"trees": {".": after}}, {"paths": outside}],
+        files=files,
+        tree={"dirs": [os.path.dirname(_DEST)]},
+    )
+
+
+def _tests(tier: str, n_files: int, secret: int) -> dict[str, str | bytes]:
+    """The hidden test, as data: fresh archives drawn from the secret, the reference's exit
+    status, report and folder fixed now; extract.py runs on each as nobody, and its exit
+    status, report (key by key), the case folder (DEST exactly the verified files, nothing
+    next to it) and the absolute paths the archive aims at are compared."""
+    rng = random.Random(secret)
+    trials = [(n_files, False), (max(4, n_files // 3), False), (5, True)]
+    ext = ".tar" if tier == "easy" else ".tar.gz"
+    cases = [  # absolute members aim at a folder of /tmp named by the secret
+        _trial(rng, n, tier, clean, f"/tmp/drop-{secret}-{t}", f"trial {t}")
+        for t, (n, clean) in enumerate(trials)
+    ]
+    argv = ["python3", "{app}/extract.py", "{in}/vendor drop" + ext, "{in}/SHA256SUMS"]
+    looked = sorted(p for case in cases for p in case.want[3]["paths"])
+    return hs.tests(
+        answer=hs.program(
+            [*argv, "{in}/" + _DEST], status=True, writable=True, trees=["."], look=looked
+        ),
+        cases=cases,
+        compare=hs.compare(
+            "each",
+            of=[
+                hs.compare("status", label="{label}: exit status"),
+                hs.compare(
+                    "json_keys",
+                    tol=0,
+                    parse_label="{label}: extract.py prints JSON",
+                    object_label="{label}: a JSON object",
+                    keys_label="{label}: report keys",
+                    key_label="{label}: {key}",
+                ),
+                hs.compare(
+                    "tree",
+                    tree_label="{label}: DEST holds exactly the verified files, nothing beside it",
+                ),
+                hs.compare("paths", label="{label}: nothing written at the absolute paths"),
+            ],
+        ),
+        limits=hs.limits(timeout=60, cpu=10),
+        timeout=200,
     )

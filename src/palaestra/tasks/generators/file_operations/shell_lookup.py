@@ -14,16 +14,17 @@ Each task carries its kind as a ``kind:<name>`` tag (``task.toml``), for per-kin
 
 Every name and value comes from the vocabulary of the task's split
 (:mod:`palaestra.tasks.generators.splits`): training and evaluation tasks share no word, and the
-delete kind is never trained on. The checker reads the named paths (never through a symlink).
+delete kind is never trained on. The hidden test is data (``harness_spec``): it looks at the named paths (never through a
+symlink).
 """
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from palaestra.tasks.generators import family, python_test_sh
+from palaestra.tasks.generators import family
+from palaestra.tasks.generators import harness_spec as hs
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 from palaestra.tasks.generators.splits import kinds, vocabulary
 
@@ -210,7 +211,9 @@ def generate(spec: GenSpec) -> GeneratedTask:
     return GeneratedTask(
         instruction=instruction,
         workspace=kind.workspace,
-        tests={"test.sh": python_test_sh(timeout=60), "test_hidden.py": _hidden_test(kind.check)},
+        tests=hs.tests(
+            answer=hs.state(), cases=_cases(kind.check), compare=hs.compare("path"), timeout=60
+        ),
         solution={"solve.sh": _solve_sh(kind.solve, "the value read from the workspace")},
         wrong_solutions={
             name: {"solve.sh": _solve_sh(cmd, f"wrong: {name}")} for name, cmd in kind.wrong.items()
@@ -221,31 +224,15 @@ def generate(spec: GenSpec) -> GeneratedTask:
     )
 
 
-_CHECKER = r"""
-import os
-
-from palaestra_check import Checker, linked, read_regular
-
-
-ck = Checker()
-kind, path = CHECK["kind"], CHECK["path"]
-if kind == "dir":
-    ck.check(path + " is a directory", os.path.isdir(path) and not linked(path))
-elif kind == "file":
-    ck.equal(path + " content", (read_regular(path) or "").strip(), CHECK["want"])
-elif kind == "gone":
-    ck.check(path + " is gone", not os.path.lexists(path))
-for gone in CHECK.get("absent", []):
-    ck.check(gone + " was not made", not os.path.lexists(gone))
-for other, want in sorted(CHECK.get("unchanged", {}).items()):
-    ck.equal(other + " unchanged", read_regular(other), want)
-ck.finish()
-"""
-
-
-def _hidden_test(check: dict) -> str:
-    return (
-        '"""Hidden test of a shell-lookup task: reads the paths the task named."""\n'
-        + f"CHECK = {check!r}\n"
-        + textwrap.dedent(_CHECKER)
-    )
+def _cases(check: dict) -> list[hs.Case]:
+    """The hidden test's cases: the path the task names, then each file that must not change."""
+    path, kind = check["path"], check["kind"]
+    first = {
+        "dir": hs.Case(path + " is a directory", path=path, want={"type": "dir"}),
+        "file": hs.Case(
+            path + " content", path=path, want={"text": check.get("want"), "strip": "blanks"}
+        ),
+        "gone": hs.Case(path + " is gone", path=path, want={"type": "absent"}),
+    }[kind]
+    unchanged = sorted(check.get("unchanged", {}).items())
+    return [first] + [hs.Case(p + " unchanged", path=p, want={"text": w}) for p, w in unchanged]

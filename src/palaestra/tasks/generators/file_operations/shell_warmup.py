@@ -11,8 +11,8 @@ which file to touch:
   files of an extension in a tree.
 
 The difficulty picks the kind (from its tier) and scales the inputs (lines, files, depth). The
-checker is cheap: it reads the named file (never through a symlink), or runs the fixed script or
-function as ``nobody`` on inputs drawn from a secret.
+hidden test is data (``harness_spec``) and cheap: it looks at the named file (never through a
+symlink), or runs the fixed script or function as ``nobody`` on inputs drawn from a secret.
 
 Held out by construction (:mod:`palaestra.tasks.generators.splits`): evaluation seeds (100000
 on) draw every word, file name, directory, extension, log tag and function name from their own
@@ -22,11 +22,13 @@ training seeds never get: move (rename) a file.
 
 from __future__ import annotations
 
-import textwrap
+import operator
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from palaestra.tasks.generators import family, python_test_sh
+from palaestra.tasks.generators import family
+from palaestra.tasks.generators import harness_spec as hs
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 from palaestra.tasks.generators.splits import kinds, split_of
 
@@ -357,7 +359,7 @@ def generate(spec: GenSpec) -> GeneratedTask:
     return GeneratedTask(
         instruction=instruction,
         workspace=kind.workspace or {".keep": ""},
-        tests={"test.sh": python_test_sh(timeout=60), "test_hidden.py": _hidden_test(kind.check)},
+        tests=_tests(kind.check),
         solution={"solve.sh": _solve_sh(kind.solve, "the one command")},
         wrong_solutions={
             name: {"solve.sh": _solve_sh(cmd, f"wrong: {name}")} for name, cmd in kind.wrong.items()
@@ -368,51 +370,64 @@ def generate(spec: GenSpec) -> GeneratedTask:
     )
 
 
-_CHECKER = r"""
-import operator
-import os
-import random
-
-from palaestra_check import Checker, linked, read_regular, run_command, run_python
-
-OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul}
+_OPERATORS = {"+": operator.add, "-": operator.sub, "*": operator.mul}
 
 
-ck = Checker()
-kind = CHECK["kind"]
-if kind == "file":
-    got = read_regular(CHECK["path"])
-    ck.check(CHECK["path"] + " exists", got is not None)
-    ck.equal(CHECK["path"] + " content", (got or "").rstrip("\n"), CHECK["want"].rstrip("\n"))
-elif kind == "files":
-    for path, want in sorted(CHECK["want"].items()):
-        ck.equal(path + " content", read_regular(path), want)
-    for path in CHECK.get("absent", []):
-        ck.check(path + " is gone", not os.path.lexists(path))
-elif kind == "dir":
-    path = CHECK["path"]
-    ck.check(path + " is a directory", os.path.isdir(path) and not linked(path))
-elif kind == "number":
-    got = (read_regular(CHECK["path"]) or "").strip()
-    ck.equal(CHECK["path"] + " holds the count", got, str(CHECK["want"]))
-elif kind == "script":
-    res = run_command(["bash", CHECK["path"]], timeout=10)
-    ck.equal(CHECK["path"] + " prints", res.stdout if res.ok else res.error, CHECK["want"])
-elif kind == "python":
-    rng = random.Random(CHECK["secret"])
-    cases = [[rng.randint(-50, 50), rng.randint(-50, 50)] for _ in range(CHECK["trials"])]
-    code = "import " + CHECK["module"] + " as m\nemit({n: [getattr(m, n)(a, b) for a, b in INPUT] for n in " + repr(sorted(CHECK["ops"])) + "})"
-    res = run_python(code, cases, timeout=10)
-    for name, op in sorted(CHECK["ops"].items()):
-        want = [OPS[op](a, b) for a, b in cases]
-        ck.equal(name + " on " + str(cases[:2]), res.value.get(name) if res.ok and isinstance(res.value, dict) else res.error, want)
-ck.finish()
-"""
+def _state(check: dict) -> list[hs.Case]:
+    """The cases of a kind whose work is the files the agent left."""
+    kind = check["kind"]
+    path = check.get("path", "")
+    if kind == "file":
+        text = check["want"].rstrip("\n")
+        return [
+            hs.Case(path + " exists", path=path, want={"type": "file"}),
+            hs.Case(
+                path + " content", path=path, want={"text": text, "strip": "trailing_newlines"}
+            ),
+        ]
+    if kind == "files":
+        wants = sorted(check["want"].items())
+        return [hs.Case(p + " content", path=p, want={"text": w}) for p, w in wants] + [
+            hs.Case(p + " is gone", path=p, want={"type": "absent"})
+            for p in check.get("absent", [])
+        ]
+    if kind == "dir":
+        return [hs.Case(path + " is a directory", path=path, want={"type": "dir"})]
+    text = str(check["want"])  # number
+    return [hs.Case(path + " holds the count", path=path, want={"text": text, "strip": "blanks"})]
 
 
-def _hidden_test(check: dict) -> str:
-    return (
-        '"""Hidden test of a shell-warmup task: reads the named file or runs the fixed code."""\n'
-        + f"CHECK = {check!r}\n"
-        + textwrap.dedent(_CHECKER)
-    )
+def _tests(check: dict) -> dict[str, str | bytes]:
+    """The hidden test, as data: the files looked at, the fixed script run, or the fixed
+    functions called (as nobody, on a private copy of /app) on inputs drawn from the secret."""
+    kind, limits = check["kind"], hs.limits(timeout=10)
+    if kind == "script":
+        return hs.tests(
+            answer=hs.program(["bash", "{app}/" + check["path"].removeprefix("/app/")]),
+            cases=[hs.Case(check["path"] + " prints", want={"stdout": check["want"], "files": {}})],
+            compare=hs.compare("output"),
+            limits=limits,
+            timeout=60,
+        )
+    if kind == "python":
+        rng = random.Random(check["secret"])
+        pairs = [[rng.randint(-50, 50), rng.randint(-50, 50)] for _ in range(check["trials"])]
+        names = sorted(check["ops"])
+        code = (
+            f"import {check['module']} as m\n"
+            f"emit([[getattr(m, n)(a, b) for a, b in INPUT] for n in {names!r}])"
+        )
+        cases = [
+            hs.Case(
+                f"{n} on {pairs[:2]}", want=[_OPERATORS[check["ops"][n]](a, b) for a, b in pairs]
+            )
+            for n in names
+        ]
+        return hs.tests(
+            answer=hs.python_call(code, pairs),
+            cases=cases,
+            compare=hs.compare("equal"),
+            limits=limits,
+            timeout=60,
+        )
+    return hs.tests(answer=hs.state(), cases=_state(check), compare=hs.compare("path"), timeout=60)

@@ -1,8 +1,9 @@
 """sort-inbox: a script that files a messy drop folder into a clean tree.
 
-The agent writes ``/app/organize.py SRC DEST``. The checker regenerates a fresh, different inbox
-from the task's secret, runs the script on it as ``nobody`` and compares the whole DEST tree
-(paths and bytes) with the one it computes itself, and checks SRC was left untouched.
+The agent writes ``/app/organize.py SRC DEST``. The hidden test is data (``harness_spec``): fresh,
+different inboxes drawn from the task's secret with the reference's DEST for each, made at
+generation time; the checker runs the script on them as ``nobody`` and compares the whole
+DEST tree (paths, folders and bytes, never through a link), and checks SRC was left untouched.
 
 Difficulty knobs: easy files by extension with collision suffixes; medium files by the date in
 each file's header (``undated/`` otherwise), deeper inboxes; hard also deduplicates identical
@@ -13,9 +14,12 @@ with spaces and non-ASCII letters. Inbox size grows with difficulty.
 from __future__ import annotations
 
 import json
+import os
+import random
 import textwrap
 
-from palaestra.tasks.generators import attacks, family, python_test_sh, solve_sh_writing
+from palaestra.tasks.generators import attacks, family, solve_sh_writing
+from palaestra.tasks.generators import harness_spec as hs
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 
 _STEMS = ["report", "notes", "invoice", "scan", "draft", "summary", "minutes", "budget",
@@ -24,8 +28,7 @@ _EXTS = ["txt", "log", "csv", "md", "json", "pdf"]
 _DIRS = ["inbox", "old", "misc", "from-phone", "downloads", "team", "archive", "tmp stuff"]
 _FANCY = ["résumé", "café menu", "naïve plan", "straße", "déjà vu"]
 
-# The reference rules, shared verbatim by the solution and the checker (the checker embeds its
-# own copy: it never imports anything from /app).
+# The reference rules: the solution, and the expected DEST trees made at generation time.
 _RULES = r"""
 import csv
 import hashlib
@@ -270,10 +273,7 @@ def generate(spec: GenSpec) -> GeneratedTask:
             + main
         )
 
-    tests = {
-        "test.sh": python_test_sh(timeout=200),
-        "test_hidden.py": _hidden_test(mode, dedupe, n_files, depth, secret),
-    }
+    tests = _tests(mode, dedupe, n_files, depth, secret)
     return GeneratedTask(
         instruction=instruction,
         workspace=workspace,
@@ -324,76 +324,49 @@ def _hardcoded(sample: dict, mode: str, dedupe: bool) -> str:
     )
 
 
-def _hidden_test(mode: str, dedupe: bool, n_files: int, depth: int, secret: int) -> str:
-    import inspect
-
-    return (
-        '"""Hidden test for organize.py: fresh inboxes from a secret, run as nobody."""\n'
-        + _RULES
-        + "\nimport random\n\nfrom palaestra_check import Checker, linked, make_private_dir, private_dir, read_regular_bytes, run_command\n"
-        + "_STEMS, _EXTS, _DIRS, _FANCY = "
-        + repr((_STEMS, _EXTS, _DIRS, _FANCY))
-        + "\n\n"
-        + inspect.getsource(_inbox)
-        + textwrap.dedent(
-            f"""
-
-            MODE, DEDUPE, SECRET = {mode!r}, {dedupe!r}, {secret}
+_SRC, _DEST = "in box", "out/sorted"  # spaces in SRC; DEST's parent exists, DEST not yet
 
 
-            def build(root, inbox):
-                for rel, body in inbox["files"].items():
-                    path = os.path.join(root, rel)
-                    os.makedirs(os.path.dirname(path), exist_ok=True)
-                    with open(path, "w") as f:
-                        f.write(body)
-                for rel, target in inbox["links"].items():
-                    os.symlink(target, os.path.join(root, rel))
-                for base, dirs, files in os.walk(root):
-                    for name in dirs + files:
-                        os.lchown(os.path.join(base, name), 65534, 65534)
+def _trial(rng, n: int, depth: int, mode: str, dedupe: bool, label: str) -> hs.Case:
+    """A fresh inbox and the reference's DEST for it, made now; SRC must stay as it is."""
+    import tempfile
+
+    inbox = _inbox(rng, n, depth, mode, dedupe)
+    ns: dict = {}
+    exec(_RULES, ns)  # noqa: S102 - our own reference rules
+    with tempfile.TemporaryDirectory() as tmp:
+        src, dest = os.path.join(tmp, "src"), os.path.join(tmp, "dest")
+        for rel, body in inbox["files"].items():
+            os.makedirs(os.path.dirname(os.path.join(src, rel)), exist_ok=True)
+            with open(os.path.join(src, rel), "w") as f:
+                f.write(body)
+        for rel, target in inbox["links"].items():
+            os.symlink(target, os.path.join(src, rel))
+        before = hs.tree_of(src)
+        ns["organize"](src, dest, mode, dedupe)
+        after = hs.tree_of(dest)
+    return hs.Case(
+        label,
+        want={"trees": {_DEST: after, _SRC: before}},
+        files={f"{_SRC}/{rel}": body for rel, body in inbox["files"].items()},
+        tree={
+            "dirs": [os.path.dirname(_DEST)],
+            "symlinks": {f"{_SRC}/{rel}": t for rel, t in inbox["links"].items()},
+        },
+    )
 
 
-            def snapshot(root):
-                out = {{}}
-                for base, dirs, files in os.walk(root):
-                    for name in files:
-                        path = os.path.join(base, name)
-                        rel = os.path.relpath(path, root)
-                        if os.path.islink(path):
-                            out[rel] = "link:" + os.readlink(path)
-                        else:  # never through a link, never blocking
-                            out[rel] = read_regular_bytes(path, 64 << 20)
-                return out
-
-
-            ck = Checker()
-            rng = random.Random(SECRET)
-            for trial, (n, depth) in enumerate([({n_files}, {depth}), (max(6, {n_files} // 3), 1)]):
-                inbox = _inbox(rng, n, depth, MODE, DEDUPE)
-                work = private_dir()
-                src, dest = os.path.join(work, "in box"), os.path.join(work, "out", "sorted")
-                os.makedirs(src)
-                build(src, inbox)
-                os.chown(src, 65534, 65534)
-                os.makedirs(os.path.dirname(dest))
-                os.chown(os.path.dirname(dest), 65534, 65534)
-                before = snapshot(src)
-                expected_dir = os.path.join(make_private_dir("expected-"), "e")  # root's
-                organize(src, expected_dir, MODE, DEDUPE)
-                expected = snapshot(expected_dir)
-                res = run_command(["python3", "/app/organize.py", src, dest], cwd=work, timeout=60,
-                                  cpu_seconds=10)
-                ck.check(f"trial {{trial}}: organize.py exits 0", res.ok, res.error)
-                got = snapshot(dest) if os.path.isdir(dest) and not linked(dest) else {{}}
-                missing = sorted(set(expected) - set(got))
-                extra = sorted(set(got) - set(expected))
-                wrong = sorted(k for k in set(got) & set(expected) if got[k] != expected[k])
-                ck.check(f"trial {{trial}}: every expected file is there", not missing, missing[:5])
-                ck.check(f"trial {{trial}}: nothing unexpected in DEST", not extra, extra[:5])
-                ck.check(f"trial {{trial}}: contents are exact", not wrong, wrong[:5])
-                ck.check(f"trial {{trial}}: SRC untouched", snapshot(src) == before)
-            ck.finish()
-            """
-        )
+def _tests(mode: str, dedupe: bool, n_files: int, depth: int, secret: int) -> dict:
+    """The hidden test, as data: two fresh inboxes drawn from the secret, with the
+    reference's DEST for each fixed now; organize.py runs on each as nobody (SRC and DEST's
+    parent its own, as a user's would be), and DEST, then SRC, are compared whole."""
+    rng = random.Random(secret)
+    trials = [(n_files, depth), (max(6, n_files // 3), 1)]
+    argv = ["python3", "{app}/organize.py", "{in}/" + _SRC, "{in}/" + _DEST]
+    return hs.tests(
+        answer=hs.program(argv, writable=True, trees=[_DEST, _SRC]),
+        cases=[_trial(rng, n, d, mode, dedupe, f"trial {t}") for t, (n, d) in enumerate(trials)],
+        compare=hs.compare("tree", tree_label="{label}: {name} as expected"),
+        limits=hs.limits(timeout=60, cpu=10),
+        timeout=200,
     )
