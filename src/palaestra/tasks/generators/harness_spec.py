@@ -75,7 +75,9 @@ class Case:
     is a CPU bar over the run's process tree (seconds); ``want`` the expected value, in the
     comparison's terms. ``by_reference`` (a Python answer's case): the expected value is what
     the answer's code emits for it run on the ``reference``'s files in the checker, first,
-    for a value only the checker's Python can make (argparse's words)."""
+    for a value only the checker's Python can make (argparse's words). ``args``: a program's
+    arguments for this case, after the answer's ``argv`` (``{in}`` is the case's directory).
+    """
 
     label: str
     want: object = None
@@ -86,6 +88,7 @@ class Case:
     db: bytes | None = None
     load: str | None = None
     by_reference: bool | None = None
+    args: Sequence[str] | None = None
 
     def data(self) -> dict:
         out = {"label": self.label, "want": self.want}
@@ -93,6 +96,8 @@ class Case:
             value = getattr(self, key)
             if value is not None:
                 out[key] = dict(value) if isinstance(value, Mapping) else value
+        if self.args is not None:
+            out["args"] = list(self.args)
         return out
 
 
@@ -146,6 +151,7 @@ def program(
     out_dir: str | None = None,
     require: str | None = None,
     status: bool = False,
+    stderr: int | None = None,
 ) -> dict:
     """The answer is a program: ``argv`` run once a case as nobody, ``{app}`` the private copy
     of /app (built first with ``build``), ``{in}`` the case's directory (its ``files``,
@@ -153,7 +159,8 @@ def program(
     whose syntax errors count as a compile error; ``require``: a file that must exist;
     ``status``: the exit status is part of the output (``Case.want["status"]``, compared by
     ``output``): a run that exits non-zero is compared, one killed, timed out or ending in a
-    Python traceback is an error."""
+    Python traceback is an error; ``stderr``: the last ``stderr`` characters of its standard
+    error, stripped, are part of the output too (``Case.want["stderr"]``: an error message)."""
     return {
         "kind": "program",
         "argv": list(argv),
@@ -163,6 +170,7 @@ def program(
         "out_dir": out_dir,
         "require": require,
         "status": status,
+        "stderr": stderr,
     }
 
 

@@ -204,7 +204,7 @@ def run_case(template, app, case, spec, cpu, made=None):
         made.append(where)
     extra = {"memory_mb": limits["memory_mb"]} if limits.get("memory_mb") and _HAS_MEMORY else {}
     res = run_command(
-        _argv(template, app, where),
+        _argv(list(template) + list(case.get("args") or ()), app, where),
         cwd=app or where,
         stdin=case.get("stdin", ""),
         timeout=limits.get("timeout", 60),
@@ -258,6 +258,8 @@ def run_program(ck, spec, cases):
         got = {"stdout": res.stdout, "files": files}
         if answer.get("status"):
             got["status"] = res.returncode
+        if answer.get("stderr"):
+            got["stderr"] = res.stderr.strip()[-answer["stderr"] :]
         compare(ck, case["label"], case["want"], got, spec["compare"])
 
 
