@@ -38,7 +38,11 @@ ALGORITHMS = [
     "spreadsheet-eval",
     "range-queries-c",
 ]
-MINE = [f.name for f in g.families("optimization") + g.families("data-querying")] + ALGORITHMS
+MINE = [
+    f.name
+    for category in ("optimization", "data-querying", "software-engineering")
+    for f in g.families(category)
+] + ALGORITHMS
 
 
 def _spec(tests: dict | Path) -> dict:
