@@ -38,8 +38,11 @@ ALGORITHMS = [
     "spreadsheet-eval",
     "range-queries-c",
 ]
-MINE = [f.name for f in g.families("optimization") + g.families("data-querying")]
-MINE += ALGORITHMS + [f.name for f in g.families("file-operations")]
+MINE = [
+    f.name
+    for category in ("optimization", "data-querying", "software-engineering", "file-operations")
+    for f in g.families(category)
+] + ALGORITHMS
 
 
 def _spec(tests: dict | Path) -> dict:
@@ -58,6 +61,17 @@ def test_the_hidden_test_is_data(family: str):
         assert spec["answer"]["kind"] in hs.ANSWERS and spec["compare"]["how"] in hs.COMPARISONS
         assert spec["cases"] and all("want" in c for c in spec["cases"])
         assert ("palaestra_pg.py" in tests) == (spec["answer"]["kind"] == "postgres")
+
+
+def test_a_reference_package_emits_its_expected_values_at_generation_time():
+    """hs.emitted runs a call's code on the reference's files in a child, as the checker's
+    child would run it on the agent's copy: INPUT in, emit's value out; a failing reference
+    raises rather than fixing wrong expected values."""
+    files = {"pkg/__init__.py": "", "pkg/mod.py": "def twice(x):\n    return [x, x]\n"}
+    code = "import os\nfrom pkg.mod import twice\nemit([twice(v) + [os.getcwd() != ''] for v in INPUT])\n"
+    assert hs.emitted(files, code, [1, "ü"]) == [[1, 1, True], ["ü", "ü", True]]
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        hs.emitted(files, "emit(1 / 0)", None)
 
 
 def test_the_builder_refuses_what_the_harness_cannot_run():

@@ -292,3 +292,39 @@ def test_a_tree_with_modes_and_gzip_archives_reads_back(monkeypatch: pytest.Monk
         assert cases.read_tree(str(where / "d"))["a.log"] == ["file", "plain"]
     finally:
         shutil.rmtree(where)
+
+
+def test_a_program_case_has_its_own_arguments_and_its_stderr_compared(
+    compare, monkeypatch: pytest.MonkeyPatch
+):
+    """Case(args=) goes after the answer's argv ({in}: the case's directory); with
+    program(stderr=N) the end of the stripped stderr is part of the output, compared."""
+    want = {"stdout": "", "files": {}, "status": 2, "stderr": "error: unknown column: x"}
+    assert compare("output", want, dict(want))[0][1]
+    assert compare("output", want, dict(want, stderr="boom")) == [
+        ("group", False, "expected 'error: unknown column: x' on stderr, got 'boom'")
+    ]
+    harness = importlib.import_module("palaestra_harness")
+    check = importlib.import_module("palaestra_check")
+    ran: list[list[str]] = []
+
+    def run_command(argv, **kw):
+        ran.append(argv)
+        return check.ChildResult(False, stdout="", stderr="x" * 50 + "  bad\n", returncode=2)
+
+    monkeypatch.setattr(harness, "run_command", run_command)
+    monkeypatch.setattr(harness, "build", lambda ck, answer, limits: "/w")
+    monkeypatch.setattr(harness, "case_dir", lambda files: "/case")
+    monkeypatch.setattr(harness, "close_to_runs", lambda dirs: None)
+    answer = hs.program(["python3", "-m", "pkg.cli"], status=True, stderr=5)
+    cases = [hs.Case("c", args=["{in}/r.json", "--sort", "a"], want=want).data()]
+    assert cases[0]["args"] == ["{in}/r.json", "--sort", "a"]
+    ck = check.Checker()
+    spec = {"answer": answer, "compare": hs.compare("output"), "limits": {}}
+    harness.run_program(ck, spec, cases)
+    assert ran == [["python3", "-m", "pkg.cli", "/case/r.json", "--sort", "a"]]
+    assert ck.results[0][:3] == (
+        "c",
+        False,
+        "expected 'error: unknown column: x' on stderr, got '  bad'",
+    )

@@ -21,6 +21,10 @@ wrong solutions are plain texts of that file.
 from __future__ import annotations
 
 import hashlib
+import json
+import subprocess
+import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,7 +110,8 @@ class Case:
     what ``files`` cannot say of its input tree, ``{"dirs": [empty folders], "hardlinks":
     {path: an input file's path}, "symlinks": {path: the link's text}, "modes": {path:
     permission bits}}``, made root's too; ``args`` (a program's case): arguments after its
-    ``argv`` (``{in}`` the case directory), such as a case's limits."""
+    ``argv`` (``{in}`` the case directory), such as a case's limits.
+    """
 
     label: str
     want: object = None
@@ -138,6 +143,8 @@ class Case:
             value = getattr(self, key)
             if value is not None:
                 out[key] = dict(value) if isinstance(value, Mapping) else value
+        if self.args is not None:
+            out["args"] = list(self.args)
         return out
 
 
@@ -147,6 +154,39 @@ def made(module: str, fn: str, seed: int, args: Sequence[object], value: object)
     runs on what it gave."""
     shape = value if isinstance(value, Mapping) else {"": value}  # a call's input: any value
     return {"module": module, "fn": fn, "seed": seed, "args": list(args), "sha256": digest(shape)}
+
+
+#: What :func:`emitted` puts before a call's code: ``INPUT`` and ``emit`` as the checker's
+#: Python child has them, the directory of the reference's files first on ``sys.path``.
+_EMIT_PRELUDE = """import json, sys
+sys.path.insert(0, sys.argv[1])
+with open(sys.argv[2], encoding="utf-8") as _f:
+    INPUT = json.load(_f)
+def emit(value):
+    with open(sys.argv[3], "w", encoding="utf-8") as f:
+        json.dump({"value": value}, f)
+"""
+
+
+def emitted(files: Files, code: str, input_value: object, *, timeout: float = 120) -> object:
+    """What a :func:`python_call`'s ``code`` emits run now, at generation time, on the
+    reference's ``files`` (a package, say) in a child interpreter of its own, in a temporary
+    directory: the expected values of the call's cases, fixed before any agent code runs.
+    A reference that fails raises (the family's bug, not the agent's)."""
+    with tempfile.TemporaryDirectory(prefix="palaestra-reference-") as tmp:
+        root = Path(tmp, "ref")
+        root.mkdir()
+        for name, text in files.items():
+            path = root / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(text.encode() if isinstance(text, str) else text)
+        Path(tmp, "input.json").write_text(json.dumps(input_value), encoding="utf-8")
+        argv = [sys.executable, "-I", "-B", "-c", _EMIT_PRELUDE + code, str(root)]
+        argv += [str(Path(tmp, "input.json")), str(Path(tmp, "output.json"))]
+        res = subprocess.run(argv, cwd=root, capture_output=True, text=True, timeout=timeout)
+        if res.returncode != 0:
+            raise RuntimeError(f"the reference failed: {res.stderr.strip()[-800:]}")
+        return json.loads(Path(tmp, "output.json").read_text(encoding="utf-8"))["value"]
 
 
 def program(
@@ -164,6 +204,7 @@ def program(
     look: Sequence[str] = (),
     tree_modes: bool = False,
     gunzip: bool = False,
+    stderr: int | None = None,
 ) -> dict:
     """The answer is a program: ``argv`` run once a case as nobody, ``{app}`` the private copy
     of /app (built first with ``build``), ``{in}`` the case's directory (its ``files``,
@@ -180,7 +221,9 @@ def program(
     paths outside the case looked at after the run (``got["looked"]``, compared by
     ``paths``: an archive's absolute member must not land there); ``tree_modes``: the trees'
     files with their permission bits (``["file", text, mode]``); ``gunzip``: their ``.gz``
-    files' text decompressed. A case's ``args`` follow ``argv``."""
+    files' text decompressed. A case's ``args`` follow ``argv``;
+    ``stderr``: the last ``stderr`` characters of its standard error, stripped, are part of
+    the output too (``Case.want["stderr"]``: an error message)."""
     return {
         "kind": "program",
         "argv": list(argv),
@@ -196,6 +239,7 @@ def program(
         "look": list(look),
         "tree_modes": tree_modes,
         "gunzip": gunzip,
+        "stderr": stderr,
     }
 
 

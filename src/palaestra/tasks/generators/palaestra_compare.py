@@ -37,10 +37,14 @@ def _first_diff(want, got, what="line"):
 
 def compare_output(ck, label, want, got, opts):
     """stdout (and the output files) byte for byte; a large expected output as digests; the
-    exit status too when expected (a program run with ``status``)."""
+    exit status and the end of stderr too when expected (a program run with ``status``,
+    ``stderr``)."""
     stdout, files = got["stdout"], got["files"]
     if "status" in want and got.get("status") != want["status"]:
         detail = "expected exit status {}, got {}".format(want["status"], got.get("status"))
+        return ck.check(label, False, detail)
+    if "stderr" in want and got.get("stderr") != want["stderr"]:
+        detail = "expected {!r} on stderr, got {!r}".format(want["stderr"], got.get("stderr"))
         return ck.check(label, False, detail)
     if "stdout" not in want:
         if digest({"": stdout}) != want["stdout_sha256"]:

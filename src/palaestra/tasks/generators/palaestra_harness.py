@@ -151,7 +151,7 @@ def run_case(template, app, case, spec, cpu, made=None):
         age(path)
     before = {name: stamps(path) for name, path in kept.items()}
     res = run_command(
-        _argv(list(template) + list(case.get("args", ())), app, where),
+        _argv(list(template) + list(case.get("args") or ()), app, where),
         cwd=app or where,
         stdin=case.get("stdin", ""),
         timeout=limits.get("timeout", 60),
@@ -222,6 +222,8 @@ def run_program(ck, spec, cases):
             got["looked"] = res.looked
         if answer.get("status"):
             got["status"] = res.returncode
+        if answer.get("stderr"):
+            got["stderr"] = res.stderr.strip()[-answer["stderr"] :]
         compare(ck, case["label"], case["want"], got, spec["compare"])
 
 

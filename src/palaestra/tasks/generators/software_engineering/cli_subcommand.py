@@ -16,9 +16,11 @@ columns, exit status 3 when over budget) with its validation. Ledger size grows.
 from __future__ import annotations
 
 import json
+import random
 import textwrap
 
-from palaestra.tasks.generators import family, python_test_sh, solve_sh_writing
+from palaestra.tasks.generators import family, solve_sh_writing
+from palaestra.tasks.generators import harness_spec as hs
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 
 _PKGS = ["ledger", "pennies", "bookkeeper", "tally"]
@@ -556,10 +558,7 @@ def generate(spec: GenSpec) -> GeneratedTask:
     return GeneratedTask(
         instruction=instruction,
         workspace=workspace,
-        tests={
-            "test.sh": python_test_sh(timeout=200),
-            "test_hidden.py": _hidden(pkg, tier, secret, n),
-        },
+        tests=_tests(pkg, tier, secret, n),
         solution={
             "solve.sh": solve_sh_writing(variant(report), note="commands/report.py, registered")
         },
@@ -572,36 +571,107 @@ def generate(spec: GenSpec) -> GeneratedTask:
     )
 
 
-# Runs every argv in one process (a fresh copy of the ledger each), as the CLI's main() would.
+#: Runs every trial's argvs in one process, as the CLI's main() would, in a directory of the
+#: trial's files (the ledger, budgets) named as in the argvs; a fresh copy of the ledger each.
 _RUNNER = """
 import contextlib, io, os, shutil, tempfile
 from PKG.cli import main
 
 out = []
-for argv in INPUT["argvs"]:
-    work = tempfile.mkdtemp()
-    db = os.path.join(work, "ledger.json")
-    shutil.copy(INPUT["ledger"], db)
-    stdout, stderr = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-        try:
-            code = main(["--db", db] + argv)
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else 1
-        except Exception as e:
-            code = "crash: " + type(e).__name__
-    with open(db) as f:
-        after = f.read()
-    out.append([code, stdout.getvalue(), stderr.getvalue().strip()[-300:], after])
-    shutil.rmtree(work)
+for trial in INPUT:
+    os.chdir(tempfile.mkdtemp())
+    for name, text in trial["files"].items():
+        with open(name, "w", encoding="utf-8") as f:
+            f.write(text)
+    for argv in trial["argvs"]:
+        shutil.copy("ledger.json", "db.json")
+        stdout, stderr = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            try:
+                code = main(["--db", "db.json"] + argv)
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else 1
+            except Exception as e:
+                code = "crash: " + type(e).__name__
+        with open("db.json", encoding="utf-8") as f:
+            after = f.read()
+        out.append([code, stdout.getvalue(), stderr.getvalue().strip()[-300:], after])
 emit(out)
 """
 
+#: The reference's module entry point in a real process, at generation time, on a copy of
+#: the last trial's ledger (the checker runs the agent's as a program).
+_ENTRY = """
+import os, subprocess, sys
+with open("l.json", "w", encoding="utf-8") as f:
+    f.write(INPUT)
+argv = [sys.executable, "-m", "PKG", "--db", os.path.abspath("l.json")] + ARGV
+r = subprocess.run(argv, capture_output=True, encoding="utf-8", errors="replace", timeout=30)
+emit([r.returncode, r.stdout, r.stderr.strip()[-300:]])
+"""
 
-def _hidden(pkg: str, tier: str, secret: int, n: int) -> str:
-    import inspect
+#: The entry point's argv: an error path, so its output names no path.
+_ENTRY_ARGV = ["report", "--month", "1999-00"]
 
-    reference = {
+
+def _tests(pkg: str, tier: str, secret: int, n: int) -> dict:
+    """Two ledgers drawn from the task's secret, each with its argvs (old commands included);
+    the reference package's answers fixed now, the agent's CLI run on them in the checker."""
+    rng = random.Random(secret)
+    trials = []
+    for trial, size in enumerate([n, 3]):
+        entries = _ledger(rng, size)
+        if trial == 1:
+            entries.append(
+                dict(entries[0], id=99, category="a-very-long-category-name", tags=["tax", "tax"])
+            )
+        files = {"ledger.json": json.dumps(entries), "NOTJSON": "{nope"}
+        for label, budget in _budgets(rng, entries).items():
+            files[label] = json.dumps(budget)
+        argvs = _argvs(rng, tier, entries)
+        argvs.append(["add", "--date", "2024-05-05", "--amount", "-1.5", "--category", "x"])
+        if tier == "hard":
+            argvs.append(["report", "--budget", "NOTJSON"])
+        trials.append({"files": files, "argvs": argvs})
+    reference = {f"{pkg}/{name}": text for name, text in _reference(pkg).items()}
+    runner = _RUNNER.replace("PKG", pkg)
+    wants = hs.emitted(reference, runner, trials)
+    labels = [
+        f"trial {t}: {' '.join(argv)}" for t, trial in enumerate(trials) for argv in trial["argvs"]
+    ]
+    cases = [hs.Case(label, want=want) for label, want in zip(labels, wants, strict=True)]
+    # the module entry point, in a real process, on the last ledger (its error path)
+    ledger = trials[-1]["files"]["ledger.json"]
+    status, out, err = hs.emitted(
+        reference, _ENTRY.replace("PKG", pkg).replace("ARGV", repr(_ENTRY_ARGV)), ledger
+    )
+    entry = hs.Case(
+        f"python3 -m {pkg} {' '.join(_ENTRY_ARGV)}",
+        files={"l.json": ledger},
+        args=_ENTRY_ARGV,
+        want={"stdout": out, "files": {}, "status": status, "stderr": err},
+    )
+    return hs.tests(
+        answer=hs.python_calls(hs.python_call(runner, trials, cpu=20)),
+        cases=cases,
+        compare=hs.compare("equal"),
+        limits=hs.limits(timeout=60),
+        timeout=200,
+        also=[
+            hs.part(
+                answer=hs.program(
+                    ["python3", "-m", pkg, "--db", "{in}/l.json"], status=True, stderr=300
+                ),
+                cases=[entry],
+                compare=hs.compare("output"),
+                limits=hs.limits(timeout=30, cpu=10),
+            )
+        ],
+    )
+
+
+def _reference(pkg: str) -> dict[str, str]:
+    return {
         "__init__.py": "",
         "__main__.py": _MAIN.format(pkg=pkg),
         "money.py": _MONEY,
@@ -612,71 +682,3 @@ def _hidden(pkg: str, tier: str, secret: int, n: int) -> str:
         "commands/list_.py": _LIST.format(pkg=pkg),
         "commands/report.py": _REPORT.format(pkg=pkg),
     }
-    return (
-        '"""Hidden tests for the report command: ledgers from a secret; the CLI runs as nobody."""\n'
-        "import json\nimport os\nimport random\nimport shutil\nimport sys\n\n"
-        "from palaestra_check import Checker, private_dir, read_only_dir, run_command, run_python\n\n"
-        f"PKG, TIER, SECRET, N = {pkg!r}, {tier!r}, {secret}, {n}\n"
-        f"RUNNER = {_RUNNER.replace('PKG', pkg)!r}\n"
-        f"_CATS, _TAGS = {_CATS!r}, {_TAGS!r}\n"
-        f"REFERENCE = {reference!r}\n\n"
-        + inspect.getsource(_ledger)
-        + "\n\n"
-        + inspect.getsource(_argvs)
-        + "\n\n"
-        + inspect.getsource(_budgets)
-        + textwrap.dedent(
-            """
-
-            REF = read_only_dir({PKG + "/" + name: text for name, text in REFERENCE.items()},
-                                "reference-")
-
-            rng = random.Random(SECRET)
-            trials = []  # every expected value before any agent code runs
-            for trial, size in enumerate([N, 3]):
-                entries = _ledger(rng, size)
-                if trial == 1:
-                    entries.append(dict(entries[0], id=99, category="a-very-long-category-name",
-                                        tags=["tax", "tax"]))
-                files = {"ledger.json": json.dumps(entries), "NOTJSON": "{nope"}
-                for label, budget in _budgets(rng, entries).items():
-                    files[label] = json.dumps(budget)
-                data = read_only_dir(files, "data-")
-                argvs = _argvs(rng, TIER, entries)
-                argvs.append(["add", "--date", "2024-05-05", "--amount", "-1.5", "--category", "x"])
-                if TIER == "hard":
-                    argvs.append(["report", "--budget", "NOTJSON"])
-                argvs = [[os.path.join(data, a) if a in ("BUDGET", "BIG", "BAD", "MISSING", "NOTJSON")
-                          else a for a in argv] for argv in argvs]
-                job = {"ledger": os.path.join(data, "ledger.json"), "argvs": argvs}
-                trials.append((data, argvs, job, run_python(RUNNER, job, cwd=REF, timeout=60,
-                                                            reference=True)))
-
-            def entry_point(root, argv, reference=False):
-                # the module entry point, in a real process, on a copy of the last ledger
-                work = private_dir("run-")
-                shutil.copy(os.path.join(data, "ledger.json"), os.path.join(work, "l.json"))
-                os.chown(os.path.join(work, "l.json"), 65534, 65534)
-                res = run_command([sys.executable, "-m", PKG, "--db", os.path.join(work, "l.json")]
-                                  + argv, cwd=root, timeout=30, cpu_seconds=10, reference=reference)
-                return (res.returncode, res.stdout, res.stderr.strip()[-300:])
-
-            ENTRY = ["report", "--month", "1999-00"]
-            want_entry = entry_point(REF, ENTRY, reference=True)
-
-            ck = Checker()
-            for trial, (data, argvs, job, want) in enumerate(trials):
-                got = run_python(RUNNER, job, cwd="/app", timeout=60, cpu_seconds=10)
-                ck.check(f"trial {trial}: the reference ran", want.ok, want.error)
-                if not got.ok:
-                    ck.check(f"trial {trial}: the CLI runs", False, got.error)
-                    continue
-                for argv, g, w in zip(argvs, got.value, want.value):
-                    shown = " ".join(a.replace(data + "/", "") for a in argv)
-                    ck.equal(f"trial {trial}: {shown}", g, w)
-            ck.equal("python3 -m " + PKG + " " + " ".join(ENTRY), entry_point("/app", ENTRY),
-                     want_entry)
-            ck.finish()
-            """
-        )
-    )

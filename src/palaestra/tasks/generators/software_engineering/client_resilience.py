@@ -15,9 +15,11 @@ environment < overrides, with typed parsing and precise errors. Scenario count g
 
 from __future__ import annotations
 
+import random
 import textwrap
 
-from palaestra.tasks.generators import attacks, family, python_test_sh, solve_sh_writing
+from palaestra.tasks.generators import attacks, family, solve_sh_writing
+from palaestra.tasks.generators import harness_spec as hs
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 
 _PKGS = ["weatherkit", "shipments", "geodata", "billing_api", "catalog_client"]
@@ -293,11 +295,15 @@ def run(scn):
 out = []
 for scn in INPUT:
     try:
-        out.append(run(scn))
+        trace = run(scn)
     except Exception as e:
-        out.append({"crash": type(e).__name__ + ": " + str(e)})
+        trace = {"crash": type(e).__name__ + ": " + str(e)}
+    out += [trace.get(key, trace) for key in KEYS]
 emit(out)
 """
+
+#: A scenario's checks: its trace's parts, in this order.
+_KEYS = ("calls", "sleeps", "results")
 
 _LOADER = """
 import json, os, tempfile
@@ -627,10 +633,7 @@ def generate(spec: GenSpec) -> GeneratedTask:
     return GeneratedTask(
         instruction=instruction,
         workspace=workspace,
-        tests={
-            "test.sh": python_test_sh(timeout=200),
-            "test_hidden.py": _hidden(pkg, prefix, tier, secret, count),
-        },
+        tests=_tests(pkg, prefix, tier, secret, count),
         solution={
             "solve.sh": solve_sh_writing(
                 right, note="retry loop, OrderedDict LRU cache, layered load"
@@ -644,52 +647,33 @@ def generate(spec: GenSpec) -> GeneratedTask:
     )
 
 
-def _hidden(pkg: str, prefix: str, tier: str, secret: int, count: int) -> str:
-    import inspect
-
-    return (
-        '"""Hidden tests for the client: scripted scenarios from a secret; packages run as nobody."""\n'
-        "import os\nimport random\n\n"
-        "from palaestra_check import Checker, read_only_dir, run_python\n\n"
-        f"PKG, PREFIX, TIER, SECRET, COUNT = {pkg!r}, {prefix!r}, {tier!r}, {secret}, {count}\n"
-        f"REFERENCE = {{'transport.py': {_TRANSPORT!r}, 'config.py': {_CONFIG_NEW.format(prefix=prefix)!r},\n"
-        f"             'client.py': {_CLIENT_NEW.format(pkg=pkg)!r}, '__init__.py': ''}}\n"
-        f"RUNNER = {_RUNNER.replace('PKG', pkg)!r}\n"
-        f"LOADER = {_LOADER.replace('PKG', pkg)!r}\n\n"
-        + inspect.getsource(_scenarios)
-        + "\n\n"
-        + inspect.getsource(_load_cases)
-        + textwrap.dedent(
-            """
-
-            REF = read_only_dir({PKG + "/" + name: text for name, text in REFERENCE.items()},
-                                "reference-")
-
-            ck = Checker()
-            rng = random.Random(SECRET)
-            scns = _scenarios(rng, TIER, COUNT)
-            want = run_python(RUNNER, scns, cwd=REF, timeout=60, reference=True)
-            if TIER == "hard":  # every expected value before any agent code runs
-                cases = _load_cases(rng, PREFIX)
-                want_load = run_python(LOADER, cases, cwd=REF, timeout=60, reference=True)
-            got = run_python(RUNNER, scns, cwd="/app", timeout=60, cpu_seconds=10)
-            ck.check("the reference ran", want.ok, want.error)
-            if not got.ok:
-                ck.check("the scenarios run", False, got.error)
-            else:
-                for i, (g, w) in enumerate(zip(got.value, want.value)):
-                    for key in ("calls", "sleeps", "results"):
-                        ck.equal(f"scenario {i}: {key}", g.get(key, g), w[key])
-            if TIER == "hard":
-                want = want_load
-                got = run_python(LOADER, cases, cwd="/app", timeout=60, cpu_seconds=10)
-                ck.check("the reference loader ran", want.ok, want.error)
-                if not got.ok:
-                    ck.check("Config.load runs", False, got.error)
-                else:
-                    for i, (g, w) in enumerate(zip(got.value, want.value)):
-                        ck.equal(f"Config.load case {i} {cases[i]}", g, w)
-            ck.finish()
-            """
-        )
+def _tests(pkg: str, prefix: str, tier: str, secret: int, count: int) -> dict:
+    """Scenarios (and, hard, Config.load cases) drawn from the task's secret, the reference
+    package's traces fixed now; the checker runs them on the agent's package as nobody, each
+    call in a fresh copy of /app, three checks a scenario and one a load case as before."""
+    rng = random.Random(secret)
+    scns = _scenarios(rng, tier, count)
+    reference = {
+        f"{pkg}/transport.py": _TRANSPORT,
+        f"{pkg}/config.py": _CONFIG_NEW.format(prefix=prefix),
+        f"{pkg}/client.py": _CLIENT_NEW.format(pkg=pkg),
+        f"{pkg}/__init__.py": "",
+    }
+    runner = _RUNNER.replace("PKG", pkg).replace("KEYS", repr(_KEYS))
+    wants = hs.emitted(reference, runner, scns)
+    labels = [f"scenario {i}: {key}" for i in range(len(scns)) for key in _KEYS]
+    calls = [hs.python_call(runner, scns, cases=len(wants), cpu=10)]
+    if tier == "hard":
+        loads = _load_cases(rng, prefix)
+        loader = _LOADER.replace("PKG", pkg)
+        wants += hs.emitted(reference, loader, loads)
+        labels += [f"Config.load case {i} {case}" for i, case in enumerate(loads)]
+        calls.append(hs.python_call(loader, loads, cpu=10))
+    cases = [hs.Case(label, want=want) for label, want in zip(labels, wants, strict=True)]
+    return hs.tests(
+        answer=hs.python_calls(*calls),
+        cases=cases,
+        compare=hs.compare("equal"),
+        limits=hs.limits(timeout=60),
+        timeout=200,
     )

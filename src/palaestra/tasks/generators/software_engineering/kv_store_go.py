@@ -5,8 +5,9 @@ Easy: ``COUNT value`` and ``KEYS prefix`` (sorted; a marker when none). Medium a
 transactions (``BEGIN``, ``ROLLBACK``, ``COMMIT``; the error line when none is open) that every
 command, ``COUNT`` and ``KEYS`` included, must see through. Hard nests them: ``COMMIT`` merges
 the innermost transaction into the one around it and longer sessions nest several deep. The
-hidden test builds the agent's module with ``go build`` as ``nobody`` and compares each
-session's output with a Python model on fresh secret sessions.
+hidden test (harness data) builds the agent's module with ``go build`` as ``nobody`` and
+compares each session's output with a Python model's, both made from the task's secret when
+the task is generated.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from __future__ import annotations
 import textwrap
 
 from palaestra.tasks.generators import family
-from palaestra.tasks.generators._toolchains import GO, one_file_solutions, program_task
+from palaestra.tasks.generators import harness_spec as hs
+from palaestra.tasks.generators._toolchains import GO, REWARD_OUTCOMES, stdin_tests
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 from palaestra.tasks.generators.optimization._bench import apply_edits
 
@@ -197,7 +199,8 @@ func main() {
 }
 """
 
-# Python, in the hidden test: sessions and the model's output.
+# Python, run when the task is generated (and shipped as tests/program_inputs.py): sessions
+# and the model's output.
 _CASES = r"""
 MISSING, NONE, NO_TX, TX, DEPTH, LENGTH = {params}
 KEYS = ["ab", "abc", "b", "ba", "bad", "c1", "c2", "cab"]
@@ -233,6 +236,11 @@ def session(rng, length):
 
 def make_cases(rng):
     return [("session {{}}".format(k + 1), session(rng, LENGTH), None) for k in range(5)]
+
+
+def case_input(rng, index):
+    # case index's input, made again in the checker
+    return make_cases(rng)[index][1]
 
 
 def expected(stdin):
@@ -377,14 +385,16 @@ def generate(spec: GenSpec) -> GeneratedTask:
         """
         )
     )
-    solution, wrong = one_file_solutions(GO.source, oracle, wrongs, note="a layered store")
-    return program_task(
-        GO,
+    return hs.task(
         instruction=instruction,
         workspace={"main.go": starter, "go.mod": "module kvsh\n\ngo 1.19\n"},
-        cases=cases,
-        secret=rng.randrange(2**31),
-        solution=solution,
-        wrong_solutions=wrong,
+        tests=stdin_tests(GO, code=cases, secret=rng.randrange(2**31)),
+        answer_path=GO.source,
+        reference=oracle,
+        wrongs=wrongs,
+        note="a layered store",
         tags=("go", "software-engineering", "transactions"),
+        verifier_timeout_sec=420.0,
+        reward_outcomes=REWARD_OUTCOMES,
+        packages=GO.packages,
     )

@@ -16,10 +16,12 @@ schema's bounds, choices and names vary per task.
 
 from __future__ import annotations
 
+import random
 import textwrap
 
 from palaestra.tasks import outcomes
-from palaestra.tasks.generators import family, python_test_sh, solve_sh_writing
+from palaestra.tasks.generators import family, solve_sh_writing
+from palaestra.tasks.generators import harness_spec as hs
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 
 _PKGS = ["orders", "bookings", "eventdesk", "shipping"]
@@ -540,10 +542,7 @@ def generate(spec: GenSpec) -> GeneratedTask:
     return GeneratedTask(
         instruction=instruction,
         workspace=workspace,
-        tests={
-            "test.sh": python_test_sh(timeout=200),
-            "test_hidden.py": _hidden(pkg, tier, schema, secret, count),
-        },
+        tests=_tests(pkg, schema, secret, count),
         solution={
             "solve.sh": solve_sh_writing(
                 {f"{pkg}/models.py": right}, note="schema-driven validator"
@@ -582,39 +581,22 @@ def _visible_tests(pkg: str, root: str, rng, schema: dict) -> str:
     )
 
 
-def _hidden(pkg: str, tier: str, schema: dict, secret: int, count: int) -> str:
-    import inspect
-
-    return (
-        '"""Hidden tests for from_dict: inputs from a secret; packages run as nobody."""\n'
-        "import os\nimport random\n\n"
-        "from palaestra_check import Checker, read_only_dir, run_python\n\n"
-        f"PKG, TIER, SECRET, COUNT = {pkg!r}, {tier!r}, {secret}, {count}\n"
-        f"SCHEMA = {schema!r}\n_EMAIL = {_EMAIL!r}\n"
-        f"REFERENCE = {_models_source(schema, validated=True)!r}\n"
-        f"RUNNER = {_RUNNER.replace('PKG', pkg).replace('ROOT', schema['root'])!r}\n\n"
-        + inspect.getsource(fields_by_name)
-        + "\n\n"
-        + inspect.getsource(_inputs)
-        + textwrap.dedent(
-            """
-
-            REF = read_only_dir({PKG + "/__init__.py": "", PKG + "/models.py": REFERENCE},
-                                "reference-")
-
-            docs = _inputs(random.Random(SECRET), SCHEMA, COUNT)
-            want = run_python(RUNNER, docs, cwd=REF, timeout=60, reference=True)
-            ck = Checker(kind="assert")
-            ck.compile_python(os.path.join("/app", PKG))
-            got = run_python(RUNNER, docs, cwd="/app", timeout=60, cpu_seconds=10)
-            if not want.ok:
-                raise SystemExit("the reference failed: " + want.error)
-            if not got.ok:
-                ck.error("from_dict runs", got.error)
-            else:
-                for i, (g, w) in enumerate(zip(got.value, want.value)):
-                    ck.equal(f"input {i}: {str(docs[i])[:150]}", g, w)
-            ck.finish()
-            """
-        )
+def _tests(pkg: str, schema: dict, secret: int, count: int) -> dict:
+    """Inputs drawn from the task's secret, the reference package's answers fixed now; the
+    checker runs from_dict of the agent's package on them as nobody, in a copy of /app."""
+    docs = _inputs(random.Random(secret), schema, count)
+    code = _RUNNER.replace("PKG", pkg).replace("ROOT", schema["root"])
+    reference = {f"{pkg}/__init__.py": "", f"{pkg}/models.py": _models_source(schema, True)}
+    wants = hs.emitted(reference, code, docs)
+    cases = [
+        hs.Case(f"input {i}: {str(doc)[:150]}", want=want)
+        for i, (doc, want) in enumerate(zip(docs, wants, strict=True))
+    ]
+    return hs.tests(
+        answer=hs.python_calls(hs.python_call(code, docs), compile=[f"/app/{pkg}"]),
+        cases=cases,
+        compare=hs.compare("equal"),
+        limits=hs.limits(timeout=60, cpu=10),
+        kind="assert",
+        timeout=200,
     )

@@ -16,9 +16,11 @@ if/elif dispatch into a registry (``register`` decorator, ``available_formats``,
 from __future__ import annotations
 
 import json
+import random
 import textwrap
 
-from palaestra.tasks.generators import family, python_test_sh, solve_sh_writing
+from palaestra.tasks.generators import family, solve_sh_writing
+from palaestra.tasks.generators import harness_spec as hs
 from palaestra.tasks.generators.base import GeneratedTask, GenSpec
 
 _PKGS = ["reports", "tabular", "ledger_tools", "statkit"]
@@ -284,8 +286,11 @@ def _random_report(rng, n_rows: int, n_cols: int) -> dict:
             else:
                 row[c] = rng.choice(_WORDS) + ("" if rng.random() < 0.5 else str(rng.randrange(9)))
         rows.append(row)
-    return {"title": rng.choice(["Weekly usage", "Incidents | Q3", "Costs", "Latency"]),
-            "columns": cols, "rows": rows}  # fmt: skip
+    return {
+        "title": rng.choice(["Weekly usage", "Incidents | Q3", "Costs", "Latency"]),
+        "columns": cols,
+        "rows": rows,
+    }
 
 
 @family(
@@ -419,10 +424,7 @@ def generate(spec: GenSpec) -> GeneratedTask:
     return GeneratedTask(
         instruction=instruction,
         workspace=workspace,
-        tests={
-            "test.sh": python_test_sh(timeout=200),
-            "test_hidden.py": _hidden(pkg, tier, secret, n_rows),
-        },
+        tests=_tests(pkg, tier, secret, n_rows),
         solution={
             "solve.sh": solve_sh_writing(right, note="registry-based exporters and CLI options")
         },
@@ -434,95 +436,118 @@ def generate(spec: GenSpec) -> GeneratedTask:
     )
 
 
-def _hidden(pkg: str, tier: str, secret: int, n_rows: int) -> str:
-    import inspect
+#: The package's export() over (report, format) jobs: one value a job.
+_EXPORT_ALL = """from PKG.export import export
+from PKG.model import Report
+out = []
+for rep, fmt in INPUT:
+    try:
+        out.append(export(Report.from_json(rep), fmt))
+    except ValueError as e:
+        out.append("ValueError: " + str(e))
+emit(out)
+"""
 
-    return (
-        '"""Hidden tests for the exporters: fresh reports from a secret; the package runs as nobody."""\n'
-        "import json\nimport os\nimport random\nimport sys\n\n"
-        "from palaestra_check import Checker, read_only_dir, run_command, run_python\n\n"
-        f"PKG, TIER, SECRET, N_ROWS = {pkg!r}, {tier!r}, {secret}, {n_rows}\n"
-        f"_WORDS, _COLUMNS = {_WORDS!r}, {_COLUMNS!r}\n"
-        f"REFERENCE_MODEL = {_MODEL!r}\n"
-        f"REFERENCE_EXPORT = {_EXPORT_NEW!r}\n"
-        f"REFERENCE_CLI = {_CLI_NEW.format(pkg=pkg)!r}\n\n"
-        + inspect.getsource(_random_report)
-        + textwrap.dedent(
-            """
+#: The reference's CLI run on a report (JSON text) with each argv, at generation time: its
+#: exit status, stdout and the end of its stderr (the checker runs the agent's as a program).
+_CLI_ALL = """import os, subprocess, sys, tempfile
+report, argvs = INPUT
+path = os.path.join(tempfile.mkdtemp(), "report.json")
+with open(path, "w", encoding="utf-8") as f:
+    f.write(report)
+out = []
+for argv in argvs:
+    args = argv if argv == ["--list-formats"] else [path] + argv
+    r = subprocess.run([sys.executable, "-m", "PKG.cli"] + args, capture_output=True,
+                       encoding="utf-8", errors="replace", timeout=30)
+    out.append([r.returncode, r.stdout, r.stderr.strip()[-200:]])
+emit(out)
+"""
 
-            # the reference, as a package of its own in a private directory (never /app)
-            REF = read_only_dir({PKG + "/" + name: text for name, text in {
-                "__init__.py": "", "model.py": REFERENCE_MODEL, "export.py": REFERENCE_EXPORT,
-                "cli.py": REFERENCE_CLI}.items()}, "reference-")
+#: register() adds a format and replaces a built-in one.
+_PLUGIN = """from PKG.export import register, export, available_formats
+from PKG.model import Report
+@register("shout")
+def shout(report):
+    return report.title.upper() + "!"
+@register("csv")
+def csv2(report):
+    return "replaced"
+r = Report("quiet", ["a"], [])
+emit([[export(r, "shout"), export(r, "csv"), available_formats()]])
+"""
 
-            FORMATS = ["csv", "json", "markdown"] + (["tsv"] if TIER != "easy" else [])
-            EXPORT_ALL = (
-                "from " + PKG + ".export import export\\nfrom " + PKG + ".model import Report\\n"
-                "out = []\\n"
-                "for rep, fmt in INPUT:\\n"
-                "    try:\\n"
-                "        out.append(export(Report.from_json(rep), fmt))\\n"
-                "    except ValueError as e:\\n"
-                "        out.append('ValueError: ' + str(e))\\n"
-                "emit(out)\\n"
-            )
 
-            rng = random.Random(SECRET)
-            reports = [_random_report(rng, N_ROWS, rng.randrange(2, 6)) for _ in range(4)]
-            reports.append({"title": "Empty", "columns": ["a", "b"], "rows": []})
-            reports.append({"title": "Tricky | ünïcode", "columns": ["w", "n"],
-                            "rows": [{"w": w, "n": i} for i, w in enumerate(_WORDS)]
-                            + [{"w": None, "n": None}, {"w": 1.5, "n": -3}]})
-            jobs = [[r, f] for r in reports for f in FORMATS] + [[reports[0], "xml"]]
-            work = read_only_dir({"report.json": json.dumps(reports[0], ensure_ascii=False)}, "cli-")
-            path = os.path.join(work, "report.json")
-            cols = reports[0]["columns"]
-            argvs = [["--format", f] for f in FORMATS] + [["--format", "yaml"]]
-            if TIER != "easy":
-                pick = list(reversed(cols))[:2]
-                argvs += [["--format", f, "--columns", ",".join(pick)] for f in FORMATS]
-                argvs += [["--columns", cols[0] + ",nope"]]
-            if TIER == "hard":
-                argvs += [["--list-formats"]]
-                argvs += [["--format", f, "--sort", c] for f in ("csv", "json") for c in cols]
-                argvs += [["--columns", cols[1] + "," + cols[0], "--sort", cols[0]], ["--sort", "nope"]]
-            PLUGIN = (
-                "from " + PKG + ".export import register, export, available_formats\\n"
-                "from " + PKG + ".model import Report\\n"
-                "@register('shout')\\n"
-                "def shout(report):\\n"
-                "    return report.title.upper() + '!'\\n"
-                "@register('csv')\\n"
-                "def csv2(report):\\n"
-                "    return 'replaced'\\n"
-                "r = Report('quiet', ['a'], [])\\n"
-                "emit([export(r, 'shout'), export(r, 'csv'), available_formats()])\\n"
-            )
-            # every expected value before any agent code runs
-            want = run_python(EXPORT_ALL, jobs, cwd=REF, timeout=60, reference=True)
-            cli = [argv if argv == ["--list-formats"] else [path] + argv for argv in argvs]
-            wants = [run_command([sys.executable, "-m", PKG + ".cli"] + args, cwd=REF, timeout=30,
-                                 reference=True) for args in cli]
-            plugin = run_python(PLUGIN, None, cwd=REF, timeout=30, reference=True)
-
-            ck = Checker()
-            got = run_python(EXPORT_ALL, jobs, cwd="/app", timeout=60, cpu_seconds=20)
-            ck.check("the reference ran", want.ok, want.error)
-            if not got.ok:
-                ck.check("export() runs", False, got.error)
-            else:
-                for i, (rep, fmt) in enumerate(jobs):
-                    ck.equal(f"export(report {i // len(FORMATS)}, {fmt!r})", got.value[i], want.value[i])
-            for argv, args, w in zip(argvs, cli, wants):
-                g = run_command([sys.executable, "-m", PKG + ".cli"] + args, cwd="/app", timeout=30,
-                                cpu_seconds=10)
-                ck.equal("cli " + " ".join(argv), (g.returncode, g.stdout, g.stderr.strip()[-200:]),
-                         (w.returncode, w.stdout, w.stderr.strip()[-200:]))
-            if TIER == "hard":
-                g = run_python(PLUGIN, None, cwd="/app", timeout=30)
-                w = plugin
-                ck.equal("register() adds and replaces formats", g.value if g.ok else g.error, w.value)
-            ck.finish()
-            """
+def _tests(pkg: str, tier: str, secret: int, n_rows: int) -> dict:
+    """Reports drawn from the task's secret: export() on each in every format, (hard) the
+    registry, then the CLI with its options; the reference package answers now, the agent's
+    in the checker (each call in a copy of /app, the CLI as a program a run)."""
+    formats = ["csv", "json", "markdown"] + (["tsv"] if tier != "easy" else [])
+    rng = random.Random(secret)
+    reports = [_random_report(rng, n_rows, rng.randrange(2, 6)) for _ in range(4)]
+    reports.append({"title": "Empty", "columns": ["a", "b"], "rows": []})
+    tricky = [{"w": w, "n": i} for i, w in enumerate(_WORDS)]
+    tricky += [{"w": None, "n": None}, {"w": 1.5, "n": -3}]
+    reports.append({"title": "Tricky | ünïcode", "columns": ["w", "n"], "rows": tricky})
+    jobs = [[r, f] for r in reports for f in formats] + [[reports[0], "xml"]]
+    cols = reports[0]["columns"]
+    argvs = [["--format", f] for f in formats] + [["--format", "yaml"]]
+    if tier != "easy":
+        pick = list(reversed(cols))[:2]
+        argvs += [["--format", f, "--columns", ",".join(pick)] for f in formats]
+        argvs += [["--columns", cols[0] + ",nope"]]
+    if tier == "hard":
+        argvs += [["--list-formats"]]
+        argvs += [["--format", f, "--sort", c] for f in ("csv", "json") for c in cols]
+        argvs += [["--columns", cols[1] + "," + cols[0], "--sort", cols[0]], ["--sort", "nope"]]
+    ref = {f"{pkg}/{name}": text for name, text in _reference_files(pkg).items()}
+    calls, cases = [], []
+    python = [("export", _EXPORT_ALL, jobs, 20)]
+    python += [("plugin", _PLUGIN, None, 10)] if tier == "hard" else []
+    for what, text, value, cpu in python:
+        code = text.replace("PKG", pkg)
+        wants = hs.emitted(ref, code, value)
+        if what == "export":
+            labels = [
+                f"export(report {i // len(formats)}, {job[1]!r})" for i, job in enumerate(jobs)
+            ]
+        else:
+            labels = ["register() adds and replaces formats"]
+        cases += [hs.Case(label, want=w) for label, w in zip(labels, wants, strict=True)]
+        calls.append(hs.python_call(code, value, cases=len(wants), cpu=cpu))
+    # the CLI: a real process a run, as python3 -m PKG.cli would be; run here by the reference
+    report = json.dumps(reports[0], ensure_ascii=False)
+    runs = hs.emitted(ref, _CLI_ALL.replace("PKG", pkg), [report, argvs])
+    cli = [
+        hs.Case(
+            "cli " + " ".join(argv),
+            files={"report.json": report},
+            args=argv if argv == ["--list-formats"] else ["{in}/report.json", *argv],
+            want={"stdout": out, "files": {}, "status": status, "stderr": err},
         )
+        for argv, (status, out, err) in zip(argvs, runs, strict=True)
+    ]
+    return hs.tests(
+        answer=hs.python_calls(*calls),
+        cases=cases,
+        compare=hs.compare("equal"),
+        limits=hs.limits(timeout=60),
+        timeout=200,
+        also=[
+            hs.part(
+                answer=hs.program(["python3", "-m", f"{pkg}.cli"], status=True, stderr=200),
+                cases=cli,
+                compare=hs.compare("output"),
+                limits=hs.limits(timeout=30, cpu=10),
+            )
+        ],
     )
+
+
+def _reference_files(pkg: str) -> dict[str, str]:
+    return {
+        "__init__.py": "",
+        "model.py": _MODEL,
+        "export.py": _EXPORT_NEW,
+        "cli.py": _CLI_NEW.format(pkg=pkg),
+    }
