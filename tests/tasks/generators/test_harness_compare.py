@@ -314,7 +314,7 @@ def test_a_program_case_has_its_own_arguments_and_its_stderr_compared(
 
     monkeypatch.setattr(harness, "run_command", run_command)
     monkeypatch.setattr(harness, "build", lambda ck, answer, limits: "/w")
-    monkeypatch.setattr(harness, "case_dir", lambda files: "/case")
+    monkeypatch.setattr(harness, "case_dir", lambda files, tree=None, writable=None: "/case")
     monkeypatch.setattr(harness, "close_to_runs", lambda dirs: None)
     answer = hs.program(["python3", "-m", "pkg.cli"], status=True, stderr=5)
     cases = [hs.Case("c", args=["{in}/r.json", "--sort", "a"], want=want).data()]
