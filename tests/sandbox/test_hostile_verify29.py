@@ -63,13 +63,13 @@ async def test_reference_code_read_by_the_agent(
 
 #: Appended to log-split-io's program (the workspace's slow one): once it wrote OUT_DIR, a FIFO
 #: beside its files (the checker would block on it), or each file made a link to the hidden
-#: test (the checker would read it, and print its first line as the first difference).
+#: test's test.sh (the checker would read it, and print its first lines as the first difference).
 PLANT_IN_OUT_DIR = {
     "fifo": 'os.mkfifo(os.path.join(sys.argv[2], "zz.log"))',
     "link": (
         "for n in os.listdir(sys.argv[2]):\n"
         "        os.unlink(os.path.join(sys.argv[2], n))\n"
-        '        os.symlink("/tests/test_hidden.py", os.path.join(sys.argv[2], n))'
+        '        os.symlink("/tests/test.sh", os.path.join(sys.argv[2], n))'
     ),
 }
 
@@ -90,7 +90,7 @@ async def test_fifo_or_link_in_an_output_directory(
     assert episode.end.verifier is not None
     output = episode.end.verifier.output
     assert "checks passed: reward 0.0" in output, output[-2000:]  # not killed by its alarm
-    assert "import hashlib" not in output  # the hidden test's first line
+    assert "Hidden verifier" not in output  # test.sh's second line
 
 
 #: After the right revenue.py: it is run by a wrapper that prints its CSV with every revenue

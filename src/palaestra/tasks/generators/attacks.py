@@ -90,7 +90,7 @@ def _plant(path, first):
         if first:
             os.mkfifo(path)
         else:
-            os.symlink("/tests/test_hidden.py", path)
+            os.symlink("/tests/test.sh", path)
     except OSError:
         pass
 """
