@@ -23,9 +23,16 @@ import pytest
 from palaestra.run.check import check_tasks
 from palaestra.tasks import generators as g
 from palaestra.tasks import load_task
+from tests.tasks.family_facts import python_families
 
 FAMILIES = [f.name for f in g.families()]
-PYTHON_FAMILIES = [name for name in FAMILIES if not g.generate(name, 0, 0.0).packages]
+#: The fast tier's families: the first of each category; every family in the full suite.
+FIRST_OF_CATEGORY = {g.families(category)[0].name for category in g.CATEGORIES}
+EACH_FAMILY = [
+    name if name in FIRST_OF_CATEGORY else pytest.param(name, marks=pytest.mark.slow)
+    for name in FAMILIES
+]
+PYTHON_FAMILIES = python_families()
 FIRST_SEED = {"easy": 0, "medium": 7, "hard": 14}
 
 
@@ -107,7 +114,7 @@ def test_task_ids_round_trip():
         g.parse_task_id("meeting-rooms-35")
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", EACH_FAMILY)
 def test_same_inputs_byte_identical_task_across_processes(family: str, tmp_path: Path):
     """Generated in two fresh interpreters with different hash seeds: the same bytes."""
     digests = []
@@ -126,7 +133,7 @@ def test_same_inputs_byte_identical_task_across_processes(family: str, tmp_path:
     assert tree_digest(other) != digests[0], "a different seed must give a different task"
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", EACH_FAMILY)
 def test_metadata_and_harbor_validation(family: str):
     fam = g.get_family(family)
     for difficulty in (0.0, 0.5, 1.0):
@@ -139,7 +146,7 @@ def test_metadata_and_harbor_validation(family: str):
         assert len(list((task.path / "wrong_solutions").iterdir())) >= 3
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", EACH_FAMILY)
 def test_difficulty_changes_the_problem(family: str):
     """Not only the wording: the workspace or the hidden tests differ in size across tiers."""
     easy, hard = g.generate(family, 1, 0.0), g.generate(family, 1, 1.0)

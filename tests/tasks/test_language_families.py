@@ -24,11 +24,12 @@ from palaestra.scaffolds import NopPolicy, OraclePolicy
 from palaestra.tasks import generators as g
 from palaestra.tasks import load_task
 from tests.sandbox.docker_support import needs_docker
+from tests.tasks.family_facts import language_families, packages
 from tests.tasks.test_generators import _cache  # noqa: F401  (a private generator cache)
 
-LANGUAGE_FAMILIES = [f.name for f in g.families() if g.generate(f.name, 0, 0.0).packages]
+LANGUAGE_FAMILIES = language_families()
 ONE_PER_TIER = {"easy": 1, "medium": 8, "hard": 15}
-PACKAGES = sorted({p for n in LANGUAGE_FAMILIES for p in g.generate(n, 0, 0.0).packages})
+PACKAGES = sorted({p for n in LANGUAGE_FAMILIES for p in packages(n)})
 needs_toolchains = pytest.mark.skipif(
     bool(host_packages_missing(tuple(PACKAGES))),
     reason=f"needs {', '.join(host_packages_missing(tuple(PACKAGES)))} on this host: run "
@@ -41,7 +42,7 @@ def test_every_language_and_postgresql_has_a_family():
     assert {"c", "go", "rust", "javascript", "postgresql"} <= tags
     categories = {g.get_family(name).category for name in LANGUAGE_FAMILIES}
     assert len(categories) >= 5, categories
-    pg = [n for n in LANGUAGE_FAMILIES if "postgresql" in g.generate(n, 0, 0.0).packages]
+    pg = [n for n in LANGUAGE_FAMILIES if "postgresql" in packages(n)]
     assert [g.get_family(n).category for n in pg] == ["data-querying"]
 
 

@@ -21,11 +21,12 @@ from palaestra.scaffolds import OraclePolicy
 from palaestra.tasks import generators as g
 from palaestra.tasks import load_task
 from palaestra.tasks.generators import write as write_generated
+from tests.tasks.family_facts import python_families
 
 DEBUGGING = [f.name for f in g.families("debugging")]
 #: Those in Python, whose workspace carries unittest tests; the others' workspaces are checked by
 #: tests/tasks/test_language_families.py (nop 0, the reference 1, each wrong solution 0).
-PYTHON = [name for name in DEBUGGING if not g.generate(name, 0, 0.0).packages]
+PYTHON = python_families("debugging")
 
 
 def _write(root: Path, files) -> None:

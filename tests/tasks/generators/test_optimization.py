@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 
 from palaestra.tasks import generators as g
+from tests.tasks.family_facts import python_families
 
 OPTIMIZATION = [f.name for f in g.families("optimization")]
 #: Those in Python (their slow program and reference run here); the others are checked by
 #: tests/tasks/test_language_families.py.
-PYTHON = [name for name in OPTIMIZATION if not g.generate(name, 0, 0.0).packages]
+PYTHON = python_families("optimization")
 
 
 def _spec(task) -> dict:
