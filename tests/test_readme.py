@@ -59,6 +59,7 @@ def test_commands_carry_their_expectations() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 def test_the_readme_runs_as_written_on_a_fresh_clone(tmp_path: Path) -> None:
     report = tmp_path / "newcomer.json"
     proc = subprocess.run(
