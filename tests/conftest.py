@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import glob
 import os
+import signal
 import tempfile
 import textwrap
 import time
@@ -75,6 +76,15 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
     report = outcome.get_result()
     if REQUIRE_DOCKER and report.skipped:
         _fail_a_skip(report, _skip_reason(report))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A runner started in the background of a script (``cmd &`` without job control, which
+    CI wrappers do) hands its children SIGINT ignored, and Python then never raises
+    KeyboardInterrupt: the tests that stop a CLI or a sandbox owner with Ctrl-C would wait in
+    vain. Children of this process start with SIGINT at its default again."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _leaks(tmp_root: str) -> dict[str, list[str]]:
