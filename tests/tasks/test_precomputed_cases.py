@@ -1,6 +1,5 @@
-"""Families whose cases are made at generation time: the program families still on
-``_toolchains.precomputed_cases`` (``tests/precomputed.bin``), and those on the declarative
-hidden test (``harness.bin``: range-queries-c, kv-store-go, build-order and meeting-rooms here,
+"""Families whose cases are made at generation time, on the declarative hidden test
+(``harness.bin``: range-queries-c, kv-store-go, build-order and meeting-rooms here,
 the rest in tests/tasks/generators/test_harness.py). The hidden test checks against what the
 file holds, a missing or unreadable file is an error (never a pass), and for inputs made again
 in the checker the reference, run there first, decides whenever a digest differs."""
