@@ -53,12 +53,14 @@ demo: $(VENV)/.base
 PYTEST_WORKERS ?= 2
 FAST := not slow and not docker
 
+XDIST  := -n $(PYTEST_WORKERS) --dist worksteal
+
 test-fast: setup
-	$(BIN)/pytest -q -n $(PYTEST_WORKERS) -m "$(FAST)"
+	$(BIN)/pytest -q $(XDIST) -m "$(FAST)"
 
 test: setup
-	$(BIN)/pytest -q -n $(PYTEST_WORKERS) -m "$(FAST)"
-	$(BIN)/pytest -q -n $(PYTEST_WORKERS) -m "not ($(FAST))"
+	$(BIN)/pytest -q $(XDIST) -m "$(FAST)"
+	$(BIN)/pytest -q $(XDIST) -m "not ($(FAST))"
 
 # Every benchmark with modest settings (~10 min on 2 cores), then one summary table.
 bench: setup

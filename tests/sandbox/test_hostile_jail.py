@@ -75,16 +75,16 @@ async def test_fork_relay_over_a_cpu_bar(backend: SandboxBackend, tmp_path: Path
 
 
 async def test_reference_package_swapped(backend: SandboxBackend, tmp_path: Path) -> None:
-    """client-resilience (hard) runs its reference twice: a wrong client that copies itself
-    over the reference's package on import scores 0 (the reference is read-only and runs
-    first)."""
+    """client-resilience (hard): a wrong client that copies itself over the reference's
+    package on import scores 0. Its expected values are fixed when the task is generated: no
+    reference runs at verify time for it to replace, and its own calls are checked."""
     task = generated("client-resilience", 1, 0.9, tmp_path)
     attack = generate("client-resilience", 1, 0.9).wrong_solutions["swap-reference"]["solve.sh"]
     assert isinstance(attack, str)
     episode = await play(backend, task, attack)
     assert_no_reward(episode)
     output = episode.end.verifier.output
-    assert "PASS the reference ran" in output and "PASS the reference loader ran" in output
+    assert "PASS scenario 0: calls" in output and "reference" not in output, output
 
 
 STARTER = "optimization-easy-order-report"
@@ -103,8 +103,8 @@ async def test_starter_cpu_bar_attacked(backend: SandboxBackend, attack: str) ->
 
 async def test_fifo_and_link_planted_as_outputs(backend: SandboxBackend, tmp_path: Path) -> None:
     """A report written as a FIFO (starter clickstream-report), and a DEST tree whose first
-    file is a FIFO and second a link to the hidden test (sort-inbox): each is a failed check,
-    never a checker blocked until its alarm nor a file read through the link."""
+    file is a FIFO and second a link to the hidden test's test.sh (sort-inbox): each is a failed
+    check, never a checker blocked until its alarm nor a file read through the link."""
     task = "data-querying-hard-clickstream-report"
     script = with_solution(WRONG_SOLUTIONS[task]["fifo-report"], task)
     episode = await play(backend, PACK_DIR / task, f"cd /app && {script}")
@@ -117,4 +117,5 @@ async def test_fifo_and_link_planted_as_outputs(backend: SandboxBackend, tmp_pat
     episode = await play(backend, inbox, attack)
     assert_no_reward(episode)
     output = episode.end.verifier.output
-    assert "FAIL trial 0: contents are exact" in output and "def " not in output
+    assert "FAIL trial 0: out/sorted as expected" in output, output
+    assert "Hidden verifier" not in output, output  # test.sh's second line

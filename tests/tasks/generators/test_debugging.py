@@ -69,7 +69,7 @@ def test_visible_tests_fail_on_workspace_and_pass_with_reference(
 @pytest.mark.parametrize("family", DEBUGGING)
 def test_every_seed_generates(family: str):
     bug_sets = set()
-    for seed in range(40):
+    for seed in range(20):
         for difficulty in (0.0, 0.5, 1.0):
             task = g.generate(family, seed, difficulty)
             bug_sets.add(tuple(sorted(n for n in task.wrong_solutions if n.startswith("leaves-"))))
