@@ -141,3 +141,36 @@ def test_the_grpo_name_is_the_advantage_function_whatever_was_imported():
     from palaestra.rl.advantages import grpo as advantage
 
     assert grpo is advantage and grpo([1.0, 0.0]) == advantage([1.0, 0.0])
+
+
+def test_the_loss_forward_runs_without_dropout_and_restores_the_mode(tiny):
+    """A model with dropout, left in train mode: the loss's forward pass still recomputes the
+    distribution the policy sampled from (ratio 1 on its own tokens), and the model is back in
+    train mode after it."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from palaestra.rl.loss import sample_logprobs
+    from palaestra.rl.trajectory import TurnSpan
+
+    model = AutoModelForCausalLM.from_pretrained(tiny, attention_dropout=0.5)
+    ids = list(range(5, 29))
+    mask = [0] * 4 + [1] * 20
+    now = sample_logprobs(model, Trajectory(ids, mask, None, [], 1.0), 1.0)
+    model.train()
+    with torch.no_grad():  # dropout is live in train mode: the check below could fail
+        noisy = model(input_ids=torch.tensor([ids])).logits
+        clean = model.eval()(input_ids=torch.tensor([ids])).logits
+    assert not torch.allclose(noisy, clean, atol=1e-3)
+    model.train()
+    sample = Trajectory(ids, mask, now, [TurnSpan(0, 0, 4, 24, version=0)], 1.0)
+    parts = surrogate_backward(
+        model,
+        [(sample, [float(m) for m in mask])],
+        temperature=1.0,
+        clip=0.2,
+        total_tokens=20,
+        version=0,
+    )
+    assert parts.lag0_tokens == 20 and parts.lag0_abs_log_ratio / 20 < 1e-5
+    assert parts.clipped == 0 and model.training is True

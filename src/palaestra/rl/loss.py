@@ -1,8 +1,9 @@
 """The clipped surrogate of one micro batch, its backward pass, and what it measures.
 
 Per micro batch (samples grouped by length, :func:`micro_batches`), :func:`surrogate_backward`
-runs the model forward on the padded token ids (in ``eval`` mode: no dropout, so the ratio of a
-token the current weights sampled is 1), computes
+runs the model forward on the padded token ids in ``eval`` mode whatever mode the model is in
+(no dropout, so the ratio of a token the current weights sampled is 1; the mode is restored
+after the forward pass), computes
 
     r_t = exp(logp_now(t) - logp_rollout(t)),
     loss = - sum_t mask_t * min(r_t A_t, clip(r_t, 1 - eps, 1 + eps) A_t) / total_tokens
@@ -93,7 +94,12 @@ def surrogate_backward(
         [s.token_versions() + [-1] * (width - len(s)) for s in samples], device=device
     )[:, 1:]
     targets = ids[:, 1:].unsqueeze(-1)
-    logits = model(input_ids=ids, attention_mask=attention).logits[:, :-1].float()
+    training = model.training
+    model.eval()  # no dropout: the distribution the policy sampled from (restored below)
+    try:
+        logits = model(input_ids=ids, attention_mask=attention).logits[:, :-1].float()
+    finally:
+        model.train(training)
     full = torch.log_softmax(logits / temperature, dim=-1)
     logp = full.gather(-1, targets).squeeze(-1)
     if batch.logprobs is None:  # no behaviour logprobs: on-policy (ratio 1, gradient kept)
