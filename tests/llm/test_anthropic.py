@@ -9,7 +9,7 @@ import anthropic
 import httpx
 import pytest
 
-from palaestra.llm import LLMRequest, LLMResponse, ScriptedPolicy, ToolCall, Usage
+from palaestra.llm import LLMRequest, LLMResponse, SamplingParams, ScriptedPolicy, ToolCall, Usage
 from palaestra.llm.anthropic import (
     AnthropicFormatError,
     anthropic_request_to_llm,
@@ -333,6 +333,28 @@ async def test_anthropic_policy_through_the_proxy(proxy):
     seen = inner.requests[0]
     assert seen.messages == CONVERSATION.messages
     assert seen.tools == CONVERSATION.tools
+
+
+async def test_anthropic_policy_says_which_sampling_parameters_it_sent(proxy):
+    """top_k reaches the server (Anthropic's body has it) and every response carries what it
+    was sent with; None where the server's default applied."""
+    inner = ScriptedPolicy(["one", "two"])
+    ep = proxy.register(inner)
+    policy = AnthropicPolicy(
+        "claude-test", base_url=f"{proxy.base_url}/e/{ep.token}", api_key="k", max_tokens=77
+    )
+    asked = SamplingParams(temperature=0.4, top_k=7, max_tokens=50)
+    try:
+        out = await policy.complete(
+            LLMRequest(messages=[{"role": "user", "content": "hi"}], sampling=asked)
+        )
+        default = await policy.complete(LLMRequest(messages=[{"role": "user", "content": "hi"}]))
+    finally:
+        await policy.aclose()
+    seen = inner.requests[0].sampling
+    assert (seen.temperature, seen.top_k, seen.max_tokens) == (0.4, 7, 50)
+    assert out.sampling == asked
+    assert default.sampling == SamplingParams(max_tokens=77)
 
 
 async def test_anthropic_policy_retries_transient_errors_only():

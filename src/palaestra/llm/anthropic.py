@@ -312,12 +312,10 @@ def llm_request_to_anthropic(
     }
     if system:
         body["system"] = "\n\n".join(system)
-    for key in ("temperature", "top_p"):
+    for key in ("temperature", "top_p", "top_k"):
         if getattr(s, key) is not None:
             body[key] = getattr(s, key)
     extra = s.model_extra or {}
-    if extra.get("top_k") is not None:
-        body["top_k"] = extra["top_k"]
     if s.stop:
         body["stop_sequences"] = list(s.stop)
     if request.tools:

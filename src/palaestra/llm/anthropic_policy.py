@@ -14,7 +14,7 @@ from palaestra.llm.anthropic import (
     anthropic_response_to_llm,
     llm_request_to_anthropic,
 )
-from palaestra.llm.types import LLMRequest, LLMResponse
+from palaestra.llm.types import LLMRequest, LLMResponse, SamplingParams
 
 
 class AnthropicPolicy:
@@ -23,7 +23,9 @@ class AnthropicPolicy:
     ``base_url`` (default ``ANTHROPIC_BASE_URL`` or Anthropic's) is the URL without ``/v1``;
     ``api_key`` defaults to ``ANTHROPIC_API_KEY``. Transient failures (connection errors,
     429, 5xx, 529) are retried with exponential backoff; bad requests and auth errors are not.
-    ``transport``: an ``httpx`` transport for custom networking (a unix socket, say).
+    ``transport``: an ``httpx`` transport for custom networking (a unix socket, say). Each
+    response carries the sampling parameters it was sent with (``LLMResponse.sampling``;
+    None where the server's default applied).
     """
 
     def __init__(
@@ -70,7 +72,8 @@ class AnthropicPolicy:
             else:
                 if r.status_code < 400:
                     response = anthropic_response_to_llm(r.json())
-                    return response.model_copy(update={"model": response.model or self.model})
+                    update = {"model": response.model or self.model, "sampling": _sent(body)}
+                    return response.model_copy(update=update)
                 transient = r.status_code in (408, 409, 429, 529) or r.status_code >= 500
                 if not transient or attempt == self.max_retries:
                     raise AnthropicAPIError(r.status_code, r.text)
@@ -79,6 +82,15 @@ class AnthropicPolicy:
 
     async def aclose(self) -> None:
         await self._http.aclose()
+
+
+def _sent(body: dict[str, Any]) -> SamplingParams:
+    """The sampling parameters a request was sent with (None where the server's default
+    applied: the server, not this client, knows it)."""
+    return SamplingParams(
+        **{k: body.get(k) for k in ("temperature", "top_p", "top_k")},
+        max_tokens=body.get("max_tokens"),
+    )
 
 
 class AnthropicAPIError(RuntimeError):
