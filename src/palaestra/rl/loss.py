@@ -130,14 +130,18 @@ def surrogate_backward(
     return parts
 
 
-def sample_logprobs(model: Any, sample: Trajectory, temperature: float) -> list[float]:
+def sample_logprobs(
+    model: Any, sample: Trajectory, temperature: float, *, eval_mode: bool = True
+) -> list[float]:
     """The log-probability of each token of ``sample`` under ``model`` at ``temperature``
-    (aligned with ``token_ids``; 0.0 at position 0), without gradient, in ``eval`` mode."""
+    (aligned with ``token_ids``; 0.0 at position 0), without gradient, in ``eval`` mode (or
+    in the model's own mode with ``eval_mode=False``: dropout on if it is training)."""
     import torch
 
     device = next(model.parameters()).device
     training = model.training
-    model.eval()
+    if eval_mode:
+        model.eval()
     try:
         with torch.no_grad():
             ids = torch.tensor([sample.token_ids], device=device)

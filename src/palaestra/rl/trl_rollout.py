@@ -31,7 +31,9 @@ top_k (the policy reports what it used, :mod:`palaestra.rl.behaviour`): a batch 
 fails in one line naming the turn and the fix. On the first call the TRL model's
 log-probabilities of the first episodes' tokens are compared with the ones the policy sampled
 with (their mean ``|log r|`` must stay within ``ratio_tolerance``): another checkpoint, dtype or
-chat template fails there, before any step.
+chat template fails there, before any step. The comparison runs twice, in ``eval`` mode and in
+the mode TRL's own forward passes run in (training): a model whose dropout is on there (TRL's
+``disable_dropout`` defaults to False) fails the second, with the fix named.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from typing import Any
 from palaestra.env.registry import make
 from palaestra.env.types import EpisodeStatus
 from palaestra.llm.local_hf import HFLocalPolicy
-from palaestra.rl.behaviour import check_ratio, check_sampling
+from palaestra.rl.behaviour import RatioCheckFailed, check_ratio, check_sampling
 from palaestra.rl.loss import sample_logprobs
 from palaestra.rl.trajectory import Trajectory, to_trajectory
 from palaestra.run.executor import LocalExecutor
@@ -130,22 +132,22 @@ class PalaestraRollout:
         return out
 
     def _check_ratio(self, trainer: Any, samples: list[Trajectory], temperature: float) -> None:
-        """The TRL model's logprobs of the sampled tokens must be the policy's (ratio 1)."""
+        """The TRL model's logprobs of the sampled tokens must be the policy's (ratio 1): in
+        ``eval`` mode (the same weights and template), then in the mode TRL's own forward
+        passes run in (training: dropout on unless disabled)."""
         model = trainer.accelerator.unwrap_model(trainer.model)
-        diffs = [
-            abs(now - then)
-            for sample in samples
-            if sample.logprobs is not None
-            for now, then, m in zip(
-                sample_logprobs(model, sample, temperature),
-                sample.logprobs,
-                sample.loss_mask,
-                strict=True,
+        eval_gap = _mean_gap(model, samples, temperature, eval_mode=True)
+        if eval_gap is None:
+            return
+        check_ratio(eval_gap, _policy_tokens(samples), self.ratio_tolerance)
+        gap = _mean_gap(model, samples, temperature, eval_mode=False)
+        if gap is not None and gap > self.ratio_tolerance:
+            raise RatioCheckFailed(
+                f"the TRL model's log-probabilities differ from the policy's by {gap:.3g} nats "
+                f"per token in train mode ({eval_gap:.3g} in eval mode): its dropout is on "
+                "where TRL computes them; set trl.GRPOConfig(disable_dropout=True), and load "
+                "the model with its config's dropout probabilities (attention_dropout...) at 0"
             )
-            if m
-        ]
-        if diffs:
-            check_ratio(sum(diffs) / len(diffs), len(diffs), self.ratio_tolerance)
 
     def _run(self, coro: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
@@ -184,6 +186,30 @@ class PalaestraRollout:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join()
         self._loop.close()
+
+
+def _policy_tokens(samples: list[Trajectory]) -> int:
+    return sum(sum(s.loss_mask) for s in samples if s.logprobs is not None)
+
+
+def _mean_gap(
+    model: Any, samples: list[Trajectory], temperature: float, *, eval_mode: bool
+) -> float | None:
+    """Mean ``|log r|`` of ``model`` against the sampled logprobs over the policy's tokens
+    (None when no sample carries logprobs)."""
+    diffs = [
+        abs(now - then)
+        for sample in samples
+        if sample.logprobs is not None
+        for now, then, m in zip(
+            sample_logprobs(model, sample, temperature, eval_mode=eval_mode),
+            sample.logprobs,
+            sample.loss_mask,
+            strict=True,
+        )
+        if m
+    ]
+    return sum(diffs) / len(diffs) if diffs else None
 
 
 def _task_id(prompt: Any) -> str:
