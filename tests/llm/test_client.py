@@ -3,7 +3,8 @@ import asyncio
 import pytest
 
 from palaestra.llm.client import MediatedClient
-from palaestra.llm.types import LLMRequest, LLMResponse, ToolCall
+from palaestra.llm.policies import ScriptedPolicy
+from palaestra.llm.types import LLMRequest, LLMResponse, SamplingParams, ToolCall
 
 
 async def test_mediated_client_hands_out_request_and_returns_action():
@@ -54,3 +55,15 @@ def test_response_to_message_and_token_fields():
 def test_tool_call_bad_arguments_named():
     with pytest.raises(ValueError, match="not valid JSON"):
         ToolCall(id="c", name="bash", arguments="{oops").parsed_arguments()
+
+
+async def test_a_scripted_policy_reports_the_sampling_it_was_asked_for():
+    """A scripted answer stands in for one drawn with the request's parameters; a scripted
+    response that names its own keeps them."""
+    own = SamplingParams(temperature=0.5)
+    policy = ScriptedPolicy(["a", LLMResponse(content="b", sampling=own)])
+    asked = SamplingParams(temperature=0.3, top_k=4, max_tokens=9, stop=["x"], seed=1)
+    request = LLMRequest(messages=[{"role": "user", "content": "hi"}], sampling=asked)
+    first, second = await policy.complete(request), await policy.complete(request)
+    assert first.sampling == SamplingParams(temperature=0.3, top_k=4, max_tokens=9)
+    assert second.sampling == own

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from palaestra.llm.types import LLMRequest, LLMResponse
+from palaestra.llm.types import LLMRequest, LLMResponse, SamplingParams
 
 Script = Sequence[str | LLMResponse] | Callable[[LLMRequest], str | LLMResponse]
 
@@ -17,7 +17,10 @@ class ScriptedPolicy:
     """Answers from a fixed list of responses (or a function of the request).
 
     Strings become text responses. Running past the end of the list raises, so a test that
-    expects fewer turns fails loudly instead of looping.
+    expects fewer turns fails loudly instead of looping. A response that says nothing of its
+    sampling reports the parameters the request asked for (``LLMResponse.sampling``), as a
+    policy honouring them would: a scripted answer is drawn from no distribution, but the path
+    from a scaffold's ``SamplingParams`` to a trajectory can be tested without a model.
     """
 
     name = "scripted"
@@ -38,4 +41,17 @@ class ScriptedPolicy:
                 raise RuntimeError(
                     f"scripted policy ran out of responses at request {len(self.requests) - 1}"
                 ) from None
-        return item if isinstance(item, LLMResponse) else LLMResponse(content=item)
+        response = item if isinstance(item, LLMResponse) else LLMResponse(content=item)
+        if response.sampling is None:
+            response = response.model_copy(update={"sampling": _asked(request.sampling)})
+        return response
+
+
+def _asked(sampling: SamplingParams) -> SamplingParams:
+    """The sampling parameters a request asked for, as a policy honouring them reports them."""
+    return SamplingParams(
+        temperature=sampling.temperature,
+        top_p=sampling.top_p,
+        top_k=sampling.top_k,
+        max_tokens=sampling.max_tokens,
+    )
