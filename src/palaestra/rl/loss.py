@@ -12,10 +12,12 @@ and adds its gradient. Alongside, over the mask's tokens (as sums, the trainer d
 
 * ``clipped``: tokens whose ratio the clip cut off the gradient, counted as TRL and verl do:
   ``r < 1 - eps`` with a negative advantage or ``r > 1 + eps`` with a positive one;
-* ``entropy``: the entropy of the distribution each token was drawn from (at the trainer's
-  temperature), in nats;
+* ``entropy``: the entropy of the current weights' next-token distribution at each token's
+  position (at the trainer's temperature; the behaviour policy's own for lag-0 tokens), nats;
 * ``kl``: the k3 estimate ``exp(q - p) - (q - p) - 1`` of KL(policy || reference) per token,
-  ``q`` the reference model's log-probability (the initial weights), when one is given;
+  ``p`` the current weights' log-probability (before this step's update), ``q`` the reference
+  model's (the initial weights), when one is given; the tokens are the behaviour policy's
+  samples, so at lag > 0 it is an estimate under a slightly different distribution;
 * ``lag0_tokens`` / ``lag0_abs_log_ratio``: the tokens the current weights sampled (their
   version is the trainer's) and the sum of ``|log r_t|`` over them, which should be ~0: the
   trainer's first step checks it.

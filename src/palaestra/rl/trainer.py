@@ -106,9 +106,11 @@ class StepStats:
     on-policy); at most the stream's ``max_staleness``."""
     updates: int = 0
     entropy: float = 0.0
-    """Mean entropy (nats) of the distributions the trained tokens were drawn from."""
+    """Mean entropy (nats) of the weights' next-token distribution at each trained token,
+    before this step's update (for lag-0 tokens, the distribution they were drawn from)."""
     kl: float | None = None
-    """Mean k3 estimate of KL(policy || initial weights) per trained token (``log_kl``)."""
+    """Mean k3 estimate of KL(policy || initial weights) per trained token (``log_kl``), of
+    the weights this step starts from (0 on the first update)."""
     lag0_log_ratio: float | None = None
     """Mean ``|log r|`` over trained tokens the current weights sampled (None: none did)."""
     stream: StreamStats | None = None
