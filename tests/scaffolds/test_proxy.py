@@ -49,6 +49,7 @@ async def test_non_streaming_call_becomes_a_request(proxy):
         stop="END",
         seed=5,
         logprobs=True,
+        extra_body={"top_k": 7},  # vLLM's and SGLang's extension
     )
     assert out.choices[0].message.content == "ok" and out.choices[0].finish_reason == "stop"
     assert out.model == "whatever"
@@ -64,6 +65,9 @@ async def test_non_streaming_call_becomes_a_request(proxy):
     # token ids and logprobs stay on our side, in the episode's calls
     assert ep.calls[0]["response"]["completion_token_ids"] == [7, 8, 9]
     assert ep.calls[0]["response"]["prompt_token_ids"] == [1, 2]
+    # and what it was drawn with (the scripted policy reports what it was asked for)
+    sampling = {"temperature": 0.3, "top_k": 7, "max_tokens": 64}
+    assert ep.calls[0]["response"]["sampling"] == sampling and req.sampling.top_k == 7
 
 
 async def test_token_ids_returned_when_asked_like_vllm(proxy):
