@@ -285,49 +285,27 @@ def python_calls(*calls: Mapping[str, object], compile: Sequence[str] = ()) -> d
 
 
 def function_check(
-    path: str,
-    entry: str,
-    *,
-    setup: str,
-    check: str,
-    reference: str,
-    seed: int = 0,
-    rounds: int = 3,
+    path: str, entry: str, *, setup: str, check: str, reference: str, seed: int = 0
 ) -> dict:
-    """The answer is the Python function ``entry`` of the file ``path``, judged by ``check``,
-    the source of a function ``check(candidate)`` run by the harness itself in a scope of
-    ``setup``'s names (helpers the check uses), ``random`` seeded with ``seed``: each of its
-    top-level statements that asserts on ``candidate`` is a case. The function never runs
-    beside the check: its calls are recorded now, ``check`` run on the reference's function
-    (in the ``reference`` source) in a child interpreter; in the checker the agent's function
-    answers them in one child in the jail, its values typed (tuples, sets, floats kept), and
-    the harness runs ``check`` on those values. A call the record lacks is asked of a further
-    child, up to ``rounds`` in all (see ``palaestra_calls``). The task's cases are ``[]``."""
+    """The answer is the Python function ``entry`` of the file ``path``, judged by ``check``
+    (the source of ``check(candidate)``, run by the harness in a scope of ``setup``'s names,
+    ``random`` seeded with ``seed``): the calls it makes of the ``reference`` source's function
+    are recorded now, in a child interpreter; the checker runs the agent's function on them in
+    the jail and ``check`` on its typed values (``palaestra_calls``). The cases are ``[]``."""
     answer = {"kind": "check", "file": path, "entry": entry, "setup": setup, "check": check}
-    answer.update(seed=seed, rounds=rounds)
-    answer["calls"] = recorded_calls(answer, reference)
-    return answer
-
-
-def recorded_calls(answer: Mapping[str, object], reference: str, *, timeout: float = 120) -> list:
-    """The encoded arguments of every call a :func:`function_check`'s ``check`` makes of the
-    reference's function, in order: ``palaestra_calls.record`` in a child interpreter."""
-    runtime = Path(__file__).with_name("palaestra_calls.py")
-    code = (
-        "import sys; sys.path.insert(0, sys.argv[1]); import palaestra_calls as c; c.record_main()"
-    )
-    bare = {k: v for k, v in answer.items() if k != "calls"}
-    given = json.dumps({"answer": bare, "reference": reference})
+    answer.update(seed=seed, rounds=3)
+    code = "import sys; sys.path.insert(0, sys.argv[1]); import palaestra_calls; "
     res = subprocess.run(
-        [sys.executable, "-I", "-B", "-c", code, str(runtime.parent)],
-        input=given,
+        [sys.executable, "-I", "-B", "-c", code + "palaestra_calls.record_main()"]
+        + [str(Path(__file__).parent)],
+        input=json.dumps({"answer": answer, "reference": reference}),
         capture_output=True,
         text=True,
-        timeout=timeout,
+        timeout=120,
     )
     if res.returncode != 0:
         raise RuntimeError(f"recording the reference's calls failed: {res.stderr.strip()[-800:]}")
-    return json.loads(res.stdout)
+    return dict(answer, calls=json.loads(res.stdout))
 
 
 def sqlite_query(path: str) -> dict:
