@@ -30,7 +30,8 @@ import random
 #: in the harness (below) and in the child that calls the agent's function.
 CODEC = r'''
 class Unreadable:
-    """A value that is not plain data (an object of the agent's): equal to nothing."""
+    """A value that is not plain data (an object of the agent's): equal to nothing, unequal
+    to nothing, neither true nor false (an assert on it fails, whichever way it is put)."""
 
     def __init__(self, kind):
         self.kind = kind
@@ -38,8 +39,10 @@ class Unreadable:
     def __eq__(self, other):
         return False
 
-    def __ne__(self, other):
-        return True
+    __ne__ = __eq__
+
+    def __bool__(self):
+        raise TypeError("an object of type %s is not a value the check can read" % self.kind)
 
     __hash__ = object.__hash__
 
