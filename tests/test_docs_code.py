@@ -161,14 +161,14 @@ def starts_processes(source: str) -> bool:
 def test_tasks_starts_host_processes_only_where_the_architecture_page_says() -> None:
     """``tasks/`` makes tasks; the modules that start host processes for it are the ones
     docs/architecture.md names. The runtimes shipped into a task's ``tests/`` (``palaestra_*``,
-    ``humaneval_check``) run inside the sandbox; the packs' files are task content."""
+    ``humaneval_cure``) run inside the sandbox; the packs' files are task content."""
     tasks = SRC / "palaestra" / "tasks"
     found = {
         p.relative_to(SRC / "palaestra").as_posix()
         for p in tasks.rglob("*.py")
         if "packs" not in p.relative_to(tasks).parts
         and not p.name.startswith("palaestra_")
-        and p.name != "humaneval_check.py"
+        and p.name != "humaneval_cure.py"
         and starts_processes(p.read_text())
     }
     page = (ROOT / "docs" / "architecture.md").read_text()

@@ -4,7 +4,8 @@
 Each is an episode of a real task played by an agent that does not solve it, or solves it and
 cheats on a bar: CPU spent in forks that each stay under RLIMIT_CPU (a relay) or in orphans,
 a later case's input rewritten by an earlier run, the reference's package swapped for the
-agent's own, a FIFO or a link planted where the checker reads the program's output.
+agent's own, a FIFO or a link planted where the checker reads the program's output, a
+HumanEval answer that is not data or fakes a verdict.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from palaestra.run.check import check_tasks
 from palaestra.sandbox import SandboxBackend
+from palaestra.tasks.datasets import humaneval
 from palaestra.tasks.generators import generate
 from palaestra.tasks.generators import write as write_generated
 from tests.sandbox.test_hostile_rewards import assert_no_reward, play
@@ -119,3 +122,21 @@ async def test_fifo_and_link_planted_as_outputs(backend: SandboxBackend, tmp_pat
     output = episode.end.verifier.output
     assert "FAIL trial 0: out/sorted as expected" in output, output
     assert "Hidden verifier" not in output, output  # test.sh's second line
+
+
+async def test_humaneval_answers_are_only_data(
+    backend_once: SandboxBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """HumanEval on the harness: its wrong solutions include an object equal to everything
+    (it decodes as a value equal to nothing) and a module that prints a passing verdict, tries
+    to write the reward and exits 0 at import: both score 0, the canonical solution 1."""
+    monkeypatch.setenv("PALAESTRA_CACHE_DIR", str(tmp_path / "cache"))
+    results = await check_tasks([humaneval.load("humaneval-0")], backend=backend_once)
+    assert {r.scenario: r.reward for r in results} == {
+        "oracle": 1.0,
+        "nop": 0.0,
+        "wrong:empty-body": 0.0,
+        "wrong:always-equal": 0.0,
+        "wrong:fake-verdict": 0.0,
+    }, [r.detail[-400:] for r in results]
+    assert all(r.ok for r in results)

