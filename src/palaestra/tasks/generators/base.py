@@ -48,6 +48,8 @@ from pathlib import Path
 from typing import Literal
 
 from palaestra.tasks import outcomes
+from palaestra.tasks.generators._armed import RUNTIME as ATTACK_RUNTIME
+from palaestra.tasks.generators._armed import armed
 
 Tier = Literal["easy", "medium", "hard"]
 TIERS: tuple[Tier, ...] = ("easy", "medium", "hard")
@@ -217,7 +219,7 @@ class Family:
 
     def generate(self, seed: int, difficulty: float) -> GeneratedTask:
         spec = self.spec(seed, difficulty)
-        task = self.generate_fn(spec)
+        task = armed(self.generate_fn(spec), self.category)  # issue 29's attacks, where they apply
         _validate(self, spec, task)
         return task
 
@@ -265,7 +267,7 @@ def module_version(fn: Callable[..., object]) -> str:
     for helper in sorted(Path(__file__).parent.glob("_[a-z]*.py")):  # shared: _toolchains.py
         digest.update(helper.read_bytes())
     digest.update(Path(__file__).read_bytes())
-    for runtime in (*CHECK_RUNTIME, *HARNESS_FILES):
+    for runtime in (*CHECK_RUNTIME, *HARNESS_FILES, ATTACK_RUNTIME):
         digest.update(runtime.read_bytes())
     return digest.hexdigest()[:12]
 

@@ -23,7 +23,6 @@ it fakes is an error, a pass needs the right value, which the verifier compares.
 """
 
 import os
-import stat  # os imports it: free
 import sys
 import time
 
@@ -32,6 +31,7 @@ import time
 from palaestra_fork import (
     CHILD_ENV,
     IN_CHILD_DIR,
+    MAX_PROCS,
     forkable,
     json_dumps,
     json_loads,
@@ -43,6 +43,7 @@ from palaestra_jail import (  # noqa: F401 (the checker's API: families import t
     READ_ONLY_ROOTS,
     Tree,
     close_to_runs,
+    copy_tree,
     read_only_dir,
     read_regular_bytes,
     seal,
@@ -112,7 +113,7 @@ def private_dir(prefix="check-"):
 def copy_tree_for_child(src, prefix="work-"):
     """A copy of ``src`` owned by nobody: run agent code on a copy when it may modify files."""
     dest = os.path.join(private_dir(prefix), os.path.basename(src.rstrip("/")) or "root")
-    _copy_tree(src, dest)
+    copy_tree(src, dest)
     for root, dirs, files in os.walk(dest):
         for name in dirs + files:
             os.lchown(os.path.join(root, name), NOBODY, NOBODY)
@@ -120,50 +121,14 @@ def copy_tree_for_child(src, prefix="work-"):
     return dest
 
 
-def _copy_tree(src, dest):
-    """``shutil.copytree(src, dest, symlinks=True)`` without shutil (its fnmatch imports re):
-    links are copied as links, files and directories with their mode and times; anything else
-    (a FIFO, a device) is an error, as there."""
-    os.mkdir(dest)
-    with os.scandir(src) as entries:
-        for entry in entries:
-            target = os.path.join(dest, entry.name)
-            if entry.is_symlink():
-                os.symlink(os.readlink(entry.path), target)
-            elif entry.is_dir(follow_symlinks=False):
-                _copy_tree(entry.path, target)
-            else:
-                _copy_file(entry.path, target)
-    _copy_stat(os.stat(src, follow_symlinks=False), dest)
-
-
-def _copy_file(src, dest):
-    fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(f"`{src}` is not a regular file")
-        with open(dest, "xb") as out:
-            while True:
-                chunk = os.read(fd, 1 << 20)
-                if not chunk:
-                    break
-                out.write(chunk)
-    finally:
-        os.close(fd)
-    _copy_stat(st, dest)
-
-
-def _copy_stat(st, dest):
-    os.chmod(dest, stat.S_IMODE(st.st_mode))
-    os.utime(dest, ns=(st.st_atime_ns, st.st_mtime_ns))
-
-
 def _forked_result(status, out, err, timeout, cpu_seconds):
     """run_command's result for a child of the fork server."""
     if status == "cpu":
         return ChildResult(False, stdout=out, stderr=err,
                            error=f"CPU time limit of {cpu_seconds}s exceeded")  # fmt: skip
+    if status == "procs":
+        return ChildResult(False, stdout=out, stderr=err,
+                           error=f"more than {MAX_PROCS} processes at once")  # fmt: skip
     if status == "timeout":
         return ChildResult(False, error=f"timeout after {timeout:g}s", stdout=out, stderr=err,
                            timed_out=True)  # fmt: skip
@@ -266,7 +231,7 @@ def run_python(
     out, err = _text(out), _text(err)
     res = _forked_result(status, out, err, timeout, cpu_seconds)
     res.cpu = cpu
-    if status in ("timeout", "gone", "cpu") or res.error.startswith("CPU time limit"):
+    if status in ("timeout", "gone", "cpu", "procs") or res.error.startswith("CPU time limit"):
         return res
     if res.returncode != 0:
         res.error = _last_line(err) or f"exit status {res.returncode}"

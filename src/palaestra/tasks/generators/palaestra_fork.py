@@ -28,7 +28,8 @@ import os
 import sys
 import time
 
-from palaestra_jail import Tree, read_fd
+from palaestra_jail import MAX_PROCS, Tree, read_fd, remove_leftovers  # noqa: F401
+from palaestra_jail import watch as tree_watch
 from palaestra_zygote import SOURCE as _ZYGOTE  # the server's own code
 
 NOBODY = 65534
@@ -145,8 +146,8 @@ class _Zygote:
 
     def _line(self, deadline, watch=None):
         """The next reply line's numbers; ``"timeout"`` when the deadline passed first,
-        ``"cpu"`` when ``watch`` (called every ``watch.tick`` seconds meanwhile) said the run is
-        over its CPU bar, or ``"gone"`` when the zygote died (agent code may kill it: it is
+        ``"cpu"`` / ``"procs"`` when ``watch`` (called every ``watch.tick`` seconds meanwhile)
+        said the run is over its CPU bar / has too many processes, or ``"gone"`` when the zygote died (agent code may kill it: it is
         nobody too)."""
         import select
 
@@ -156,8 +157,9 @@ class _Zygote:
             if left <= 0:
                 return "timeout"
             if not select.select([self.replies], [], [], wait)[0]:
-                if watch is not None and watch():
-                    return "cpu"
+                over = watch and watch()
+                if over:
+                    return over
                 continue
             chunk = os.read(self.replies, 64)
             if not chunk:
@@ -192,7 +194,7 @@ class _Zygote:
             os.killpg(child[0], _SIGKILL)  # on a timeout, or what it left in its session
         except (ProcessLookupError, PermissionError):
             pass
-        if status in ("timeout", "cpu") and self._line(time.monotonic() + 10) == "timeout":
+        if status in ("timeout", "cpu", "procs") and self._line(time.monotonic() + 10) == "timeout":
             self.stop()  # it did not reap the killed child: start afresh next time
         if status == "gone":
             self.stop()
@@ -315,7 +317,7 @@ def run_forked(
                    "stdout": os.path.join(tmp, "stdout"),
                    "stderr": os.path.join(tmp, "stderr")}  # fmt: skip
         tree = Tree(keep=lambda: (_zygote.pid,))
-        watch = None if cpu_seconds is None else _watch(tree, _cpu_bar(cpu_seconds))
+        watch = tree_watch(tree, None if cpu_seconds is None else _cpu_bar(cpu_seconds))
         try:
             if kind == "exec" and _suid_undumpable():
                 status, used_us = _run_exec(request, timeout, watch)
@@ -324,6 +326,7 @@ def run_forked(
         finally:
             if not service:
                 tree.kill()
+                remove_leftovers()
         cpu = (used_us + tree.reaped_us) / 1e6
         if cpu_seconds is not None and not isinstance(status, str) and cpu > _cpu_bar(cpu_seconds):
             status = "cpu"  # under each process's RLIMIT_CPU, over the bar as a tree
@@ -338,16 +341,6 @@ def run_forked(
 def _cpu_bar(cpu_seconds):
     """The CPU seconds a run may use: as its RLIMIT_CPU's soft limit, whole seconds."""
     return max(1, int(-(-cpu_seconds // 1)))
-
-
-def _watch(tree, bar):
-    """Whether ``tree`` is over ``bar`` seconds of CPU, asked every ``tick`` seconds."""
-
-    def over():
-        return tree.cpu() > bar
-
-    over.tick = min(0.1, max(0.02, bar / 50))
-    return over
 
 
 def _suid_undumpable():
@@ -398,7 +391,7 @@ def _run_exec(request, timeout, watch=None):
         os.killpg(pid, _SIGKILL)  # on a timeout, or what it left in its session
     except (ProcessLookupError, PermissionError):
         pass
-    if status in ("timeout", "cpu"):
+    if status in ("timeout", "cpu", "procs"):
         os.waitpid(pid, 0)
     return status, used_us
 
@@ -422,16 +415,23 @@ def _wait(pid, deadline, watch=None):
             if left <= 0:
                 return "timeout", 0
             if ready is not None:
-                if not select.select([ready], [], [], min(left, tick))[0] and watch and watch():
-                    return "cpu", 0
+                if not select.select([ready], [], [], min(left, tick))[0]:
+                    over = watch and watch()
+                    if over:
+                        return over, 0
             else:
                 time.sleep(min(pause, left, tick))
                 pause = min(2 * pause, 0.05)
-                if watch is not None and watch():
-                    return "cpu", 0
+                over = watch and watch()
+                if over:
+                    return over, 0
     finally:
         if ready is not None:
             os.close(ready)
+
+
+#: The directories make_private_dir made: the checker's, kept by remove_leftovers.
+MADE = set()
 
 
 def make_private_dir(prefix):
@@ -442,7 +442,9 @@ def make_private_dir(prefix):
         path = os.path.join(base, prefix + os.urandom(6).hex())
         try:
             os.mkdir(path, 0o700)  # never through a link: mkdir fails on any existing name
-            return os.path.abspath(path)
+            path = os.path.abspath(path)
+            MADE.add(path)
+            return path
         except FileExistsError:
             continue
 

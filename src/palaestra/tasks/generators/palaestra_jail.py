@@ -24,11 +24,16 @@ tree is bounded this way instead:
 * **The tree is killed when the run ends** (:meth:`Tree.kill`): every member is sent SIGKILL,
   and those the checker inherits are reaped, until none is left (a process that forks while it
   is killed only makes orphans, which the next round finds).
+* **What a run leaves in ``/tmp``, ``/var/tmp`` and ``/dev/shm``** (a FIFO, a stash of work
+  done, a link) is removed when it ends (:func:`remove_leftovers`): the next run finds none.
+* **Processes**: a run with more than ``palaestra_fork.MAX_PROCS`` at once (a fork bomb) is
+  killed, before it exhausts the sandbox's pids and the checker cannot fork.
 * **Memory**: ``RLIMIT_AS`` per process where a check gives one; the sandbox's own cgroup bounds
   the whole.
 """
 
 import os
+import stat  # os imports it: free
 
 _SIGKILL = 9
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -109,7 +114,11 @@ class Tree:
 
     def cpu(self):
         """Seconds of CPU the run's tree used so far (its live processes, and those reaped)."""
-        ticks = sum(info[2] for info in self.members().values())
+        return self.cpu_of(self.members())
+
+    def cpu_of(self, members):
+        """:meth:`cpu`, of ``members`` (what :meth:`members` gave)."""
+        ticks = sum(info[2] for info in members.values())
         return ticks / _CLOCK_TICKS + self.reaped_us / 1e6
 
     def reap(self, pid):
@@ -148,6 +157,27 @@ class Tree:
                 return
             time.sleep(pause)
             pause = min(2 * pause, 0.02)
+
+
+#: The most processes a run may have at once: a fork bomb is killed, not left to exhaust the
+#: sandbox's pids (the checker forks the next run).
+MAX_PROCS = 256
+
+
+def watch(tree, bar):
+    """``"cpu"`` when ``tree`` is over ``bar`` seconds of CPU (None: no bar), ``"procs"`` when
+    it has more than MAX_PROCS processes, else None; asked every ``tick`` seconds."""
+
+    def over():
+        members = tree.members()
+        if len(members) > MAX_PROCS:
+            return "procs"
+        if bar is not None and tree.cpu_of(members) > bar:
+            return "cpu"
+        return None
+
+    over.tick = 0.1 if bar is None else min(0.1, max(0.02, bar / 50))
+    return over
 
 
 # -- what runs may read, and what the checker reads back -------------------------------------
@@ -204,6 +234,35 @@ def read_fd(fd, limit):
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+#: Where any process may create files (sticky, world-writable): emptied of nobody's after
+#: every run.
+SHARED_TMP = ("/tmp", "/var/tmp", "/dev/shm")
+
+
+def remove_leftovers():
+    """Remove what nobody (agent code) left at the top of :data:`SHARED_TMP` (files, FIFOs,
+    links, folders, whole), never through a link, sparing the checker's own directories
+    (:data:`MADE`, some given to nobody): a run's ``/tmp`` and ``/dev/shm`` files never reach
+    the next run. Called once the run's whole tree is killed, so nothing recreates them."""
+    from palaestra_fork import MADE, NOBODY, remove_tree
+
+    for base in SHARED_TMP:
+        try:
+            entries = list(os.scandir(base))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.stat(follow_symlinks=False).st_uid != NOBODY or entry.path in MADE:
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    remove_tree(entry.path)
+                else:
+                    os.unlink(entry.path)
+            except OSError:
+                pass
 
 
 READ_ONLY_ROOTS = set()  # the directories read_only_dir made
@@ -282,3 +341,48 @@ def writable_by_runs(root):
             if open_to_runs(os.lstat(full)):
                 return full
     return None
+
+
+def copy_tree(src, dest):
+    """``shutil.copytree(src, dest, symlinks=True)`` without shutil (its fnmatch imports re):
+    links are copied as links (never followed, dangling or not), files and directories with
+    their mode and times. Anything else the agent left (a FIFO, a socket, a device node) is
+    skipped, never opened: the verdict is still computed, on the rest."""
+    os.mkdir(dest)
+    with os.scandir(src) as entries:
+        for entry in entries:
+            target = os.path.join(dest, entry.name)
+            if entry.is_symlink():
+                os.symlink(os.readlink(entry.path), target)
+            elif entry.is_dir(follow_symlinks=False):
+                copy_tree(entry.path, target)
+            elif entry.is_file(follow_symlinks=False):
+                _copy_file(entry.path, target)
+    _copy_stat(os.stat(src, follow_symlinks=False), dest)
+
+
+def _copy_file(src, dest):
+    """Copy the regular file ``src``; nothing when it is no longer one (swapped meanwhile for a
+    FIFO, a socket, a device: opened without blocking, never read)."""
+    try:
+        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError:  # a socket (ENXIO), a link swapped in (ELOOP): skipped
+        return
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return
+        with open(dest, "xb") as out:
+            while True:
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    break
+                out.write(chunk)
+    finally:
+        os.close(fd)
+    _copy_stat(st, dest)
+
+
+def _copy_stat(st, dest):
+    os.chmod(dest, stat.S_IMODE(st.st_mode))
+    os.utime(dest, ns=(st.st_atime_ns, st.st_mtime_ns))
