@@ -55,6 +55,13 @@ DEMO = [
     assistant("```bash\ncat /etc/hostname\n```"),
 ]
 
+DEMO_TWO = [
+    user(f"Print the file `/app/notes.txt`.\n\n{REPLY}"),
+    assistant("```bash\ncat /app/notes.txt\n```"),
+    user(f"Print the file `/app/list.txt`.\n\n{REPLY}"),
+    assistant("```bash\ncat /app/list.txt\n```"),
+]
+
 
 def _read(t: dict[str, str]) -> list[dict[str, str]]:
     """The first turn, done: 'Print the file' and a forced ``cat``."""
@@ -81,6 +88,7 @@ VARIANTS: dict[str, Callable[[dict[str, str]], list[dict[str, str]]]] = {
         user(f"Print the file `{t['path']}`.\n\n{REPLY}"),
     ],
     "1:demo": lambda t: [SYSTEM, *DEMO, user(f"Print the file `{t['path']}`.\n\n{REPLY}")],
+    "1:demo-two": lambda t: [SYSTEM, *DEMO_TWO, user(f"Print the file `{t['path']}`.\n\n{REPLY}")],
     "1:run-this": lambda t: [
         SYSTEM,
         user(f"Run this command:\n\n```bash\ncat {t['path']}\n```\n\n{REPLY}"),
