@@ -4,8 +4,10 @@ pack, in the same run, on the local sandbox.
 Prints figures; asserts nothing. Run: ``.venv/bin/python benchmarks/bench_harness.py`` (the
 harnesses must be installed: ``palaestra harness install``). Per scaffold: oracle and nop pass
 rates, wall time per oracle episode (sandbox, harness, verifier; the policy answers at once),
-its ratio to ``tools``', requests per oracle episode, and whether every turn carried token ids
-(a wrapper adds ids to the oracle's answers, as a vLLM policy would).
+its ratio to ``tools``', the run's wall time per oracle episode (a batch's wall time over its
+episodes: what ``-j`` episodes at a time sustain, start-up CPU and all) and its ratio, requests
+per oracle episode, and whether every turn carried token ids (a wrapper adds ids to the
+oracle's answers, as a vLLM policy would). ``--tasks N`` takes the first N tasks only.
 
 Scaffolds run one after the other, each over the same tasks at the same concurrency, so the
 machine's load is shared alike; ``--rounds`` alternates them to even out drift.
@@ -43,7 +45,7 @@ class WithIds:
         )
 
 
-async def _episodes(name: str, tasks, policy_of, concurrency: int) -> list:
+async def _episodes(name: str, tasks, policy_of, concurrency: int) -> tuple[list, float]:
     scaffold = make_scaffold(name)
     gate = asyncio.Semaphore(concurrency)
 
@@ -53,25 +55,33 @@ async def _episodes(name: str, tasks, policy_of, concurrency: int) -> list:
             episode = await rollout(env, policy_of(env.tasks), options={"task_index": i})
             return episode, time.perf_counter() - start
 
-    return await asyncio.gather(*(one(i) for i in range(len(tasks))))
+    start = time.perf_counter()
+    done = await asyncio.gather(*(one(i) for i in range(len(tasks))))
+    return done, time.perf_counter() - start
 
 
 async def main(args: argparse.Namespace) -> None:
     tasks = load_tasks(args.env)
+    if args.tasks:
+        tasks = tasks[: args.tasks]
     names = ["tools", *(n for n in args.harnesses if n in HARNESSES)]
     for name in names[1:]:
         require_installed(HARNESSES[name])
-    rows: dict[str, dict[str, list]] = {n: {"oracle": [], "nop": [], "wall": []} for n in names}
+    rows: dict[str, dict[str, list]] = {
+        n: {"oracle": [], "nop": [], "wall": [], "batch": []} for n in names
+    }
     for _ in range(args.rounds):
         for name in names:
-            oracle = await _episodes(
+            oracle, batch = await _episodes(
                 name, tasks, lambda t: WithIds(OraclePolicy.from_tasks(t)), args.concurrency
             )
-            nop = await _episodes(name, tasks, lambda t: NopPolicy(), args.concurrency)
+            nop, _ = await _episodes(name, tasks, lambda t: NopPolicy(), args.concurrency)
             rows[name]["oracle"] += [e for e, _ in oracle]
             rows[name]["nop"] += [e for e, _ in nop]
             rows[name]["wall"] += [s for _, s in oracle]
+            rows[name]["batch"].append(batch)
     base = statistics.median(rows["tools"]["wall"])
+    base_run = sum(rows["tools"]["batch"]) / len(rows["tools"]["oracle"])
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(
         f"{args.env}: {len(tasks)} tasks x {args.rounds} round(s), -j {args.concurrency}, "
@@ -79,19 +89,20 @@ async def main(args: argparse.Namespace) -> None:
     )
     print(
         f"{'scaffold':<14}{'oracle':>8}{'nop':>8}{'s/episode':>11}{'x tools':>9}"
-        f"{'requests':>10}  token ids  errors"
+        f"{'run s/ep':>10}{'x tools':>9}{'requests':>10}  token ids  errors"
     )
     for name in names:
         oracle, nop, wall = rows[name]["oracle"], rows[name]["nop"], rows[name]["wall"]
         passed = sum(e.reward == 1.0 for e in oracle) / len(oracle)
         nop_passed = sum(e.reward == 1.0 for e in nop) / len(nop)
         median = statistics.median(wall)
+        run = sum(rows[name]["batch"]) / len(oracle)  # the batch's wall over its episodes
         requests = statistics.mean(len(e.turns) for e in oracle)
         ids = all(t.action.prompt_token_ids is not None for e in oracle for t in e.turns)
         errors = [e.end.error.splitlines()[0] for e in oracle + nop if e.status == "error"]
         print(
             f"{name:<14}{passed:>8.0%}{nop_passed:>8.0%}{median:>11.2f}{median / base:>9.2f}"
-            f"{requests:>10.1f}  {'yes' if ids else 'no':<9}  {len(errors)}"
+            f"{run:>10.2f}{run / base_run:>9.2f}{requests:>10.1f}  {'yes' if ids else 'no':<9}  {len(errors)}"
         )
         for error in errors[:2]:
             print(f"    {error[:160]}")
@@ -101,6 +112,8 @@ async def main(args: argparse.Namespace) -> None:
             nop=nop_passed,
             s_per_episode=round(median, 3),
             x_tools=round(median / base, 2),
+            run_s_per_episode=round(run, 3),
+            run_x_tools=round(run / base_run, 2),
             requests=round(requests, 2),
             token_ids=ids,
         )
@@ -112,4 +125,5 @@ if __name__ == "__main__":
     parser.add_argument("--harnesses", nargs="*", default=list(HARNESSES))
     parser.add_argument("-j", "--concurrency", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--tasks", type=int, default=0, help="the first N tasks only (0: all)")
     asyncio.run(main(parser.parse_args()))
