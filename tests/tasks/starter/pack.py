@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from palaestra.env.registry import PACKS_DIR, load_tasks
+from palaestra.env.registry import load_tasks
+from palaestra.tasks.pack_cache import PACKS_DIR
 from tests.tasks.starter.wrong_solutions_a_to_d import WRONG_SOLUTIONS_A_TO_D
 from tests.tasks.starter.wrong_solutions_f_to_s import WRONG_SOLUTIONS_F_TO_S
 
