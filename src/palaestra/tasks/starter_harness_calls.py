@@ -1,0 +1,225 @@
+"""The hidden tests of the starter tasks whose answer is a Python function called in a child
+(``hs.python_calls``), as declarative harness specs; :mod:`palaestra.tasks.starter_harness`
+lists them with the program tasks and writes them. The cases and the reference that gives
+their expected values live in the task's ``tests/`` module (hidden like the rest of
+``tests/``); the values are computed here, when the spec is built, in this process."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from types import ModuleType
+
+from palaestra.tasks.generators import harness_spec as hs
+from palaestra.tasks.pack_cache import PACKS_DIR
+
+PACK = PACKS_DIR / "starter"
+
+
+def pack_module(task: str, name: str, pack: Path | None = None) -> ModuleType:
+    """The task's ``tests/<name>.py`` (an input maker, a reference), loaded from the pack."""
+    path = (pack or PACK) / task / "tests" / f"{name}.py"
+    mod = ModuleType(name)
+    mod.__file__ = str(path)
+    exec(compile(path.read_text(), str(path), "exec"), mod.__dict__)
+    return mod
+
+
+def without_runtime(files: dict[str, str | bytes]) -> dict[str, str | bytes]:
+    """``hs.tests``'s files less the runtime, which the pack gets when it is materialised."""
+    runtime = {path.name for path in hs.HARNESS_RUNTIME}
+    return {name: content for name, content in files.items() if name not in runtime}
+
+
+def shipped_cases(
+    task: str,
+    module: str,
+    *,
+    code: str,
+    answer: str,
+    timeout: int,
+    label: str = "case {i}",
+    compare: dict | None = None,
+) -> dict[str, str | bytes]:
+    """``tests/`` of a task whose cases are small enough to ship in the spec: ``module``'s
+    ``cases()`` the call's input, its ``expected`` their expected values (computed now), its
+    ``compare`` the comparison (default ``equal``); ``code`` called once in a child on them, within ``timeout``
+    seconds; ``answer`` the agent's file (a syntax error is a compile error)."""
+    maker = pack_module(task, module)
+    made = maker.cases()
+    cases = [hs.Case(label.format(i=i), want=w) for i, w in enumerate(maker.expected(made))]
+    files = hs.tests(
+        answer=hs.python_calls(hs.python_call(code, made), compile=[answer]),
+        cases=cases,
+        compare=compare or hs.compare("equal"),
+        limits=hs.limits(timeout=timeout),
+        kind="assert",
+        modules={f"{module}.py": (PACK / task / "tests" / f"{module}.py").read_text()},
+        timeout=100,
+    )
+    return without_runtime(files)
+
+
+def made_cases(
+    task: str, module: str, *, code: str, answer: str, timeout: int, label, compare=None
+) -> dict[str, str | bytes]:
+    """``tests/`` of a task whose cases ``module.cases(random.Random(module.SEED))`` makes
+    again in the checker (SHA-256 checked; other data: ``module.expected`` on it, first);
+    ``code`` called once in a child on them within ``timeout`` seconds, each result compared
+    by ``compare`` (default ``equal``) with ``module.expected``'s, computed now."""
+    maker = pack_module(task, module)
+    made = maker.cases(random.Random(maker.SEED))
+    cases = [
+        hs.Case(label(i, c), want=w)
+        for i, (c, w) in enumerate(zip(made, maker.expected(made), strict=True))
+    ]
+    call = hs.python_call(
+        code, None, make=hs.made(module, "cases", maker.SEED, [], made), reference="expected"
+    )
+    files = hs.tests(
+        answer=hs.python_calls(call, compile=[answer]),
+        cases=cases,
+        compare=compare or hs.compare("equal"),
+        limits=hs.limits(timeout=timeout),
+        kind="assert",
+        modules={f"{module}.py": (PACK / task / "tests" / f"{module}.py").read_text()},
+        timeout=100,
+    )
+    return without_runtime(files)
+
+
+#: The child's code: each case's pairs handed over as lists and tuples in turn, the input
+#: checked unmodified, a ValueError reported as such, the result's types checked (a large
+#: result reported as its length and digest, as ``intervals_cases.shown``).
+_MERGE_CALL = """\
+import copy, hashlib, json
+from intervals import merge_intervals
+
+
+def shown(case, value):
+    if len(case) <= 1000:
+        return value
+    text = json.dumps(value, separators=(",", ":"))
+    return {"intervals": len(value), "sha256": hashlib.sha256(text.encode()).hexdigest()}
+
+
+out = []
+for case in INPUT:
+    pairs = [tuple(p) if i % 2 else list(p) for i, p in enumerate(case)]
+    before = copy.deepcopy(pairs)
+    try:
+        res = merge_intervals(pairs)
+    except ValueError:
+        out.append({"error": "ValueError"})
+        continue
+    except Exception as e:
+        out.append({"error": type(e).__name__ + ": " + str(e)[:200]})
+        continue
+    ok = isinstance(res, list) and all(
+        type(p) is tuple and len(p) == 2 and all(type(x) is int for x in p) for p in res)
+    out.append({"types": ok, "unmodified": pairs == before,
+                "value": shown(case, [list(p) for p in res]) if ok else repr(res)[:200]})
+emit(out)
+"""
+
+
+def merge_intervals() -> dict[str, str | bytes]:
+    """414 cases (edge cases, 400 small random lists, one of 100 000 intervals) made again in
+    the checker from the test's seed, in one child within 20 s; each result equal to the
+    reference's. Reward 1 only when every case passes, as before."""
+    return made_cases(
+        "algorithms-easy-merge-intervals",
+        "intervals_cases",
+        code=_MERGE_CALL,
+        answer="/app/intervals.py",
+        timeout=20,
+        label=lambda i, c: f"case {i}: " + (repr(c) if len(c) <= 20 else f"<{len(c)} intervals>"),
+    )
+
+
+_ROUTE_CALL = """\
+from routing import fastest_route
+out = []
+for c in INPUT:
+    roads = [tuple(r) for r in c["roads"]]
+    try:
+        res = fastest_route(c["n"], roads, c["src"], c["dst"], c["budget"])
+        if res is None:
+            out.append({"none": 1})
+        else:
+            minutes, path = res
+            out.append({"minutes": minutes if type(minutes) is int else repr(minutes),
+                        "path": [p if type(p) is int else repr(p) for p in path]})
+    except Exception as e:
+        out.append({"error": type(e).__name__ + ": " + str(e)[:200]})
+emit(out)
+"""
+
+
+def toll_budget_route() -> dict[str, str | bytes]:
+    """303 graphs made again in the checker from the test's seed, in one child within 40 s;
+    each result checked by ``tests/route_cases.py`` (optimal minutes, a valid route within
+    the budget). Reward 1 only when every case passes, as before."""
+    return made_cases(
+        "algorithms-medium-toll-budget-route",
+        "route_cases",
+        code=_ROUTE_CALL,
+        answer="/app/routing.py",
+        timeout=40,
+        label=lambda i, c: (
+            f"case {i}: " + (repr(c) if len(c["roads"]) <= 12 else f"<{c['n']} cities>")
+        ),
+        compare=hs.compare("function", module="route_cases", fn="check"),
+    )
+
+
+_CALC_CALL = """\
+from fractions import Fraction
+import calc
+out = []
+for expr, variables in INPUT:
+    vs = None if variables is None else {k: Fraction(n, d) if d != 1 else n
+                                         for k, (n, d) in variables.items()}
+    try:
+        res = calc.evaluate(expr, vs)
+        if isinstance(res, Fraction):
+            out.append({"v": [res.numerator, res.denominator]})
+        else:
+            out.append({"x": "returned " + type(res).__name__})
+    except calc.EvalError as e:
+        pos = getattr(e, "position", None)
+        ok = isinstance(e, ValueError) and type(pos) is int
+        out.append({"e": pos} if ok else {"x": "bad EvalError"})
+    except RecursionError:
+        out.append({"x": "RecursionError"})
+    except Exception as e:
+        out.append({"x": type(e).__name__ + ": " + str(e)[:100]})
+emit(out)
+"""
+
+
+def exact_calculator() -> dict[str, str | bytes]:
+    """2,791 expressions (hand-written, random trees, their corruptions) made again in the
+    checker from the test's seed, in one child within 60 s; each result (a value, or an error
+    position) the reference's. Reward 1 only when every case passes, as before."""
+
+    def label(i: int, case: list) -> str:
+        expr = case[0]
+        return f"{i}: " + repr(expr if len(expr) < 200 else expr[:100] + f"...<{len(expr)} chars>")
+
+    return made_cases(
+        "algorithms-hard-exact-calculator",
+        "calc_cases",
+        code=_CALC_CALL,
+        answer="/app/calc.py",
+        timeout=60,
+        label=label,
+    )
+
+
+#: Task id -> the builder of its ``tests/`` harness files.
+BUILDERS = {
+    "algorithms-easy-merge-intervals": merge_intervals,
+    "algorithms-medium-toll-budget-route": toll_budget_route,
+    "algorithms-hard-exact-calculator": exact_calculator,
+}
