@@ -7,6 +7,7 @@ their expected values live in the task's ``tests/`` module (hidden like the rest
 from __future__ import annotations
 
 import random
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -21,7 +22,11 @@ def pack_module(task: str, name: str, pack: Path | None = None) -> ModuleType:
     path = (pack or PACK) / task / "tests" / f"{name}.py"
     mod = ModuleType(name)
     mod.__file__ = str(path)
-    exec(compile(path.read_text(), str(path), "exec"), mod.__dict__)
+    sys.path.insert(0, str(path.parent))  # its own imports: the task's other tests/ modules
+    try:
+        exec(compile(path.read_text(), str(path), "exec"), mod.__dict__)
+    finally:
+        sys.path.remove(str(path.parent))
     return mod
 
 
@@ -217,9 +222,81 @@ def exact_calculator() -> dict[str, str | bytes]:
     )
 
 
+#: The agent's six queries, each on the three databases (restored from the checker's dumps,
+#: in memory): SQL only, reads only (an authorizer), 10 s a query.
+_SALES_CALL = """\
+import os, sqlite3, time
+ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION,
+           getattr(sqlite3, "SQLITE_RECURSIVE", 33)}
+
+
+def gate(action, *args):
+    return sqlite3.SQLITE_OK if action in ALLOWED else sqlite3.SQLITE_DENY
+
+
+dbs = []
+for script in INPUT["dumps"]:
+    con = sqlite3.connect(":memory:")
+    con.executescript(script)
+    con.set_authorizer(gate)
+    dbs.append(con)
+out = []
+for q in INPUT["queries"]:
+    path = os.path.join("queries", q + ".sql")
+    try:
+        with open(path) as f:
+            sql = f.read()
+    except (OSError, UnicodeDecodeError):
+        out.append({"missing": "/app/" + path})
+        continue
+    results = []
+    for con in dbs:
+        deadline = time.monotonic() + 10
+        con.set_progress_handler(lambda: time.monotonic() > deadline, 10_000)
+        try:
+            rows = [[v if not isinstance(v, bytes) else "x'" + v.hex() + "'" for v in r]
+                    for r in con.execute(sql).fetchall()]
+            results.append({"rows": rows})
+        except Exception as e:
+            results.append({"error": type(e).__name__ + ": " + str(e)[:200]})
+    out.append(results)
+emit(out)
+"""
+
+
+def sales_queries() -> dict[str, str | bytes]:
+    """The six queries on the visible database and two hidden ones (``tests/make_db.py``'s
+    seeds, made again in the checker as SQL dumps, SHA-256 checked), in one child within
+    60 s; one check a query, right on all three (``tests/sales_cases.py``). Reward: the
+    fraction of the six queries right, as before."""
+    task = "data-querying-medium-sales-queries"
+    tests = PACK / task / "tests"
+    maker = pack_module(task, "sales_cases")
+    made = maker.dumps(random.Random(0), *maker.SEEDS)
+    call = hs.python_call(
+        _SALES_CALL,
+        None,
+        make=hs.made("sales_cases", "dumps", 0, maker.SEEDS, made),
+        reference="expected",
+    )
+    wants = maker.expected(made, *maker.SEEDS)
+    files = hs.tests(
+        answer=hs.python_calls(call),
+        cases=[hs.Case(w["query"], want=w) for w in wants],
+        compare=hs.compare("function", module="sales_cases", fn="check"),
+        limits=hs.limits(timeout=60),
+        kind="io",
+        modules={n: (tests / n).read_text() for n in ("sales_cases.py", "make_db.py")},
+        timeout=100,
+        reward="partial",
+    )
+    return without_runtime(files)
+
+
 #: Task id -> the builder of its ``tests/`` harness files.
 BUILDERS = {
     "algorithms-easy-merge-intervals": merge_intervals,
     "algorithms-medium-toll-budget-route": toll_budget_route,
     "algorithms-hard-exact-calculator": exact_calculator,
+    "data-querying-medium-sales-queries": sales_queries,
 }
