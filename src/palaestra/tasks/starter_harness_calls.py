@@ -234,14 +234,15 @@ def gate(action, *args):
     return sqlite3.SQLITE_OK if action in ALLOWED else sqlite3.SQLITE_DENY
 
 
+scripts, queries = INPUT
 dbs = []
-for script in INPUT["dumps"]:
+for script in scripts:
     con = sqlite3.connect(":memory:")
     con.executescript(script)
     con.set_authorizer(gate)
     dbs.append(con)
 out = []
-for q in INPUT["queries"]:
+for q in queries:
     path = os.path.join("queries", q + ".sql")
     try:
         with open(path) as f:
