@@ -28,7 +28,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import ModuleType
 
-from palaestra.tasks import starter_harness_calls, starter_harness_packages
+from palaestra.tasks import (
+    starter_harness_calls,
+    starter_harness_packages,
+    starter_harness_trees,
+)
 from palaestra.tasks.generators import harness_spec as hs
 from palaestra.tasks.starter_harness_calls import PACK, without_runtime
 
@@ -90,8 +94,10 @@ def _tests(
     checker;
     the answer is ``program`` in /app, run as ``argv`` (``{app}``, ``{in}``, and ``{k}`` for
     the case's ``k`` file)."""
-    cases = [hs.Case(label, files=files, want=_want(_reference_output(task, argv, files)))
-             for label, files in small]  # fmt: skip
+    cases = [
+        hs.Case(label, files=files, want=_want(_reference_output(task, argv, files)))
+        for label, files in small
+    ]
     module = _module(task, maker)
     for label, fn, seed, args, bar in big:
         files = getattr(module, fn)(random.Random(seed), *args)
@@ -203,17 +209,22 @@ def clickstream_report() -> dict[str, str | bytes]:
         made = hs.made("gen_events", "warehouse", seed, [seed, *size], files)
         cases.append(hs.Case(label, make=made, want=want(files)))
     files = hs.tests(
-        answer=hs.program(["python3", "-I", "{app}/report.py", *argv], out_dir=".",
-                          compile=["/app/report.py"], require="/app/report.py"),
+        answer=hs.program(
+            ["python3", "-I", "{app}/report.py", *argv],
+            out_dir=".",
+            compile=["/app/report.py"],
+            require="/app/report.py",
+        ),
         cases=cases,
         compare=hs.compare("function", module="report_compare", fn="check"),
         limits=hs.limits(timeout=20),
         kind="io",
         reference={"files": {"report.py": (tests / "reference_report.py").read_text()}},
-        modules={name: (tests / name).read_text() for name in ("gen_events.py",
-                                                                "report_compare.py")},
+        modules={
+            name: (tests / name).read_text() for name in ("gen_events.py", "report_compare.py")
+        },
         timeout=110,
-    )  # fmt: skip
+    )
     return without_runtime(files)
 
 
@@ -225,6 +236,7 @@ BUILDERS: dict[str, Callable[[], dict[str, str | bytes]]] = {
     "data-querying-hard-clickstream-report": clickstream_report,
     **starter_harness_calls.BUILDERS,
     **starter_harness_packages.BUILDERS,
+    **starter_harness_trees.BUILDERS,
 }
 
 

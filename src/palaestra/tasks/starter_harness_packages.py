@@ -6,8 +6,6 @@ computed here when the spec is built."""
 
 from __future__ import annotations
 
-import tempfile
-
 from palaestra.tasks.generators import harness_spec as hs
 from palaestra.tasks.starter_harness_calls import PACK, pack_module, shipped_cases, without_runtime
 
@@ -135,10 +133,13 @@ def inventory_csv() -> dict[str, str | bytes]:
     made = maker.cases()
     api = [hs.Case(f"export {k}", want=w) for k, w in enumerate(maker.expected(made))]
     cli = [
-        hs.Case(f"cli on export {k}", files={"export.csv": made[k]},
-                want={"stdout": maker.report(k), "files": {}})
+        hs.Case(
+            f"cli on export {k}",
+            files={"export.csv": made[k]},
+            want={"stdout": maker.report(k), "files": {}},
+        )
         for k in range(5)
-    ]  # fmt: skip
+    ]
     argv = ["python3", "-E", "-s", "-m", "inventory", "summary", "{in}/export.csv"]
     files = hs.tests(
         answer=hs.python_calls(hs.python_call(_INVENTORY_CALL, made), compile=["/app/inventory"]),
@@ -196,11 +197,15 @@ def expense_splitter() -> dict[str, str | bytes]:
         for i, (a, n) in enumerate(split, len(parse))
     ]
     cli = [
-        hs.Case(f"`{cmd}` on file {k}", files={"expenses.txt": text}, args=[cmd, "{in}/expenses.txt"],
-                want={"stdout": want[cmd], "files": {}})
+        hs.Case(
+            f"`{cmd}` on file {k}",
+            files={"expenses.txt": text},
+            args=[cmd, "{in}/expenses.txt"],
+            want={"stdout": want[cmd], "files": {}},
+        )
         for k, (text, want) in enumerate(expense_files)
         for cmd in ("balances", "settle")
-    ]  # fmt: skip
+    ]
     call = hs.python_call(_SPLITTER_CALL, {"parse": parse, "split": split})
     files = hs.tests(
         answer=hs.python_calls(call, compile=["/app/splitter"]),
@@ -336,64 +341,6 @@ def todo_due_dates() -> dict[str, str | bytes]:
     )
 
 
-#: After ``dedupe_cases.TREE`` (build, snapshot, content): each tree built in the child's
-#: own directory, dedupe.py run on it twice (as the child: nobody, in the run's jail), what
-#: it printed and left looked at without following links; then the copy of /app/shared.
-_DEDUPE_CALL = """
-import subprocess, sys, tempfile
-APP = os.getcwd()
-
-
-def run(root):
-    try:
-        p = subprocess.run([sys.executable, "-E", "-s", os.path.join(APP, "dedupe.py"), root],
-                           cwd=APP, capture_output=True, text=True, timeout=60)
-        return {"rc": p.returncode, "stdout": p.stdout, "stderr": p.stderr[-1500:]}
-    except subprocess.TimeoutExpired:
-        return {"rc": None, "stdout": "", "stderr": "timed out after 60 s"}
-
-
-out = []
-for desc in INPUT:
-    root = os.path.join(tempfile.mkdtemp(), "tree")
-    build(root, desc)
-    originals = [rel for rel, e in snapshot(root).items() if e[0] == "file"]
-    first = run(root)
-    after = snapshot(root)
-    contents = {rel: content(root, rel) for rel in originals}
-    second = run(root)
-    out.append({"first": first, "after": after, "content": contents, "second": second,
-                "again": snapshot(root)})
-shared = os.path.join(APP, "shared")
-out.append({"shared": snapshot(shared) if os.path.isdir(shared) else None})
-emit(out)
-"""
-
-
-def dedupe_tree() -> dict[str, str | bytes]:
-    """Two hidden trees (``tests/dedupe_cases.py``, from the test's seeds) deduplicated by
-    dedupe.py twice each, and /app/shared as the agent left it: 17 checks, within 90 s.
-    Reward: the fraction of the 17 passed, as before (0 without /app/dedupe.py)."""
-    task = "file-operations-medium-dedupe-tree"
-    maker = pack_module(task, "dedupe_cases")
-    with tempfile.TemporaryDirectory(prefix="palaestra-starter-") as tmp:
-        trees, wants = maker.cases(tmp)
-    answer = hs.python_calls(hs.python_call(maker.TREE + _DEDUPE_CALL, trees))
-    answer["require"] = "/app/dedupe.py"  # none: no credit, as before
-    labels = ["tree1", "tree2", "workspace"]
-    files = hs.tests(
-        answer=answer,
-        cases=[hs.Case(label, want=w) for label, w in zip(labels, wants, strict=True)],
-        compare=hs.compare("function", module="dedupe_cases", fn="check"),
-        limits=hs.limits(timeout=90),
-        kind="assert",
-        modules={"dedupe_cases.py": (PACK / task / "tests" / "dedupe_cases.py").read_text()},
-        timeout=110,
-        reward="partial",
-    )
-    return without_runtime(files)
-
-
 #: Task id -> the builder of its ``tests/`` harness files.
 BUILDERS = {
     "software-engineering-easy-env-overrides": env_overrides,
@@ -402,5 +349,4 @@ BUILDERS = {
     "debugging-medium-expense-splitter": expense_splitter,
     "debugging-hard-kvstore-recovery": kvstore_recovery,
     "software-engineering-medium-todo-due-dates": todo_due_dates,
-    "file-operations-medium-dedupe-tree": dedupe_tree,
 }
