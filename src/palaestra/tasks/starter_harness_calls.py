@@ -45,10 +45,12 @@ def shipped_cases(
     timeout: int,
     label: str = "case {i}",
     compare: dict | None = None,
+    alarm: int = 100,
 ) -> dict[str, str | bytes]:
     """``tests/`` of a task whose cases are small enough to ship in the spec: ``module``'s
     ``cases()`` the call's input, its ``expected`` their expected values (computed now), its
-    ``compare`` the comparison (default ``equal``); ``code`` called once in a child on them, within ``timeout``
+    ``compare`` the comparison (default ``equal``); ``alarm`` the checker's own limit
+    (seconds, under the task's verifier timeout); ``code`` called once in a child on them, within ``timeout``
     seconds; ``answer`` the agent's file (a syntax error is a compile error)."""
     maker = pack_module(task, module)
     made = maker.cases()
@@ -60,7 +62,7 @@ def shipped_cases(
         limits=hs.limits(timeout=timeout),
         kind="assert",
         modules={f"{module}.py": (PACK / task / "tests" / f"{module}.py").read_text()},
-        timeout=100,
+        timeout=alarm,
     )
     return without_runtime(files)
 

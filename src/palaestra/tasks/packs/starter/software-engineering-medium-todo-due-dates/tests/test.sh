@@ -6,12 +6,12 @@
 # when imported). The checker's interpreter is named by its path, not found on PATH;
 # it needs nothing but the standard library (-S: no site-packages, no .pth files).
 # palaestra_launch runs it after forking the server of its children (palaestra_fork),
-# and ends it after 100 s (an alarm: no timeout process to start).
+# and ends it after 115 s (an alarm: no timeout process to start).
 cd /tests
 for python in /usr/local/bin/python3 /usr/bin/python3; do [ -x "$python" ] && break; done
-"$python" -E -s -S -B /tests/palaestra_launch.py --alarm 100 /tests/palaestra_harness.py
+"$python" -E -s -S -B /tests/palaestra_launch.py --alarm 115 /tests/palaestra_harness.py
 status=$?
-if [ "$status" -eq 142 ]; then echo "the checker ran out of its 100 s (SIGALRM)"; fi
+if [ "$status" -eq 142 ]; then echo "the checker ran out of its 115 s (SIGALRM)"; fi
 if [ "$status" -ne 0 ] || [ ! -s /logs/verifier/reward.json ]; then
   echo "checker exited with status $status before writing a reward: reward 0"
   mkdir -p /logs/verifier
