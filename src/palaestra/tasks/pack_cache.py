@@ -22,23 +22,22 @@ from pathlib import Path
 
 from palaestra.tasks.generators import cache_dir
 from palaestra.tasks.generators.base import CHECK_RUNTIME, write_atomically, write_bytecode
-from palaestra.tasks.generators.harness_spec import HARNESS_RUNTIME, SPEC
+from palaestra.tasks.generators.harness_spec import _RUNTIME_OF, HARNESS_RUNTIME, SPEC
 
 PACKS_DIR = Path(__file__).resolve().parent / "packs"
-#: Only a spec with a PostgreSQL answer needs this runtime file (as ``harness_spec.tests``).
-_POSTGRES_ONLY = "palaestra_pg.py"
 _SKIP = ("__pycache__", "*.pyc")
 
 
 def runtime_files(spec: bytes) -> dict[str, bytes]:
     """The runtime files (name -> bytes) a task with this ``harness.bin`` runs on: the
-    checker's and the harness's, the PostgreSQL part only for a PostgreSQL answer."""
+    checker's and the harness's, those of one answer kind (PostgreSQL's, a function check's)
+    only for a spec with such an answer, as ``harness_spec.tests`` ships them."""
     value = marshal.loads(zlib.decompress(spec))
     kinds = {value["answer"]["kind"], *(p["answer"]["kind"] for p in value.get("also", ()))}
     return {
         path.name: path.read_bytes()
         for path in (*CHECK_RUNTIME, *HARNESS_RUNTIME)
-        if path.name != _POSTGRES_ONLY or "postgres" in kinds
+        if _RUNTIME_OF.get(path.name, value["answer"]["kind"]) in kinds
     }
 
 
