@@ -37,8 +37,8 @@ from peers_setup import OfflineRegistry, SetupError, docker_config, ensure_venv,
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench_env import NullBackend, exec_round_trip, per_step  # noqa: E402
 
-from palaestra.env.registry import PACKS_DIR  # noqa: E402
 from palaestra.sandbox.docker import DEFAULT_IMAGE, DockerBackend, docker_unavailable  # noqa: E402
+from palaestra.tasks.pack_cache import materialise  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 TASK = "debugging-easy-inventory-csv"
@@ -62,7 +62,7 @@ def us(seconds: list[float]) -> float:
 def prepare_task(root: Path) -> Path:
     """The starter task, built on the provisioned base image (nothing is pulled)."""
     task = root / "tasks" / TASK
-    shutil.copytree(PACKS_DIR / "starter" / TASK, task)
+    shutil.copytree(materialise("starter") / TASK, task)
     dockerfile = task / "environment" / "Dockerfile"
     lines = dockerfile.read_text().splitlines(keepends=True)
     if not lines[0].startswith("FROM "):

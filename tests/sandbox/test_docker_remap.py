@@ -24,9 +24,11 @@ from palaestra.sandbox.base import Mount, SandboxSpec
 from palaestra.sandbox.docker import DEFAULT_IMAGE, DockerBackend
 from palaestra.scaffolds import NopPolicy, OraclePolicy
 from palaestra.tasks import load_task
+from palaestra.tasks.pack_cache import materialise
 from tests.procs import REMAPPED_DOCKER_HOST, new_marker
 
-STARTER = Path(__file__).parents[2] / "src/palaestra/tasks/packs/starter"
+#: The starter pack as it runs (its cache copy, with the harness runtime).
+STARTER = materialise("starter")
 #: Where scripts/provision-docker-remap.sh writes why this machine cannot remap.
 UNAVAILABLE = Path("/var/log/palaestra/docker-remap.unavailable")
 PROVISION = "run `sudo scripts/provision-docker-remap.sh` (after scripts/provision-docker.sh)"

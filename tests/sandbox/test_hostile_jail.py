@@ -20,7 +20,7 @@ from palaestra.tasks.datasets import humaneval
 from palaestra.tasks.generators import generate
 from palaestra.tasks.generators import write as write_generated
 from tests.sandbox.test_hostile_rewards import assert_no_reward, play
-from tests.tasks.starter.pack import PACK_DIR, WRONG_SOLUTIONS
+from tests.tasks.starter.pack import LOADED_DIR, WRONG_SOLUTIONS
 from tests.tasks.starter.test_episodes import with_solution
 
 pytestmark = pytest.mark.slow  # whole episodes with real verifiers: not in the fast tier
@@ -96,12 +96,14 @@ STARTER = "optimization-easy-order-report"
 @pytest.mark.parametrize("attack", ["orphans-burn-cpu", "shrinks-the-large-input"])
 async def test_starter_cpu_bar_attacked(backend: SandboxBackend, attack: str) -> None:
     """The right report with 5.4 s of CPU spent in orphans (nobody waits for them), or the
-    original program that copies the small input over the large one from its first, untimed
-    run: both over the large case's CPU bar."""
+    original program that would copy the small input over the large one from its first,
+    untimed run (the harness gives each run its own case's inputs only): both over the large
+    case's CPU bar, counted over the run's tree."""
     script = with_solution(WRONG_SOLUTIONS[STARTER][attack], STARTER)
-    episode = await play(backend, PACK_DIR / STARTER, f"cd /app && {script}")
+    episode = await play(backend, LOADED_DIR / STARTER, f"cd /app && {script}")
     assert_no_reward(episode)
-    assert "FAIL large: report.py used more than" in episode.end.verifier.output
+    bar = "large export (20000 customers, 80000 orders) within 4 s of CPU: CPU time limit of 4s"
+    assert bar in episode.end.verifier.output
 
 
 async def test_fifo_and_link_planted_as_outputs(backend: SandboxBackend, tmp_path: Path) -> None:
@@ -110,9 +112,9 @@ async def test_fifo_and_link_planted_as_outputs(backend: SandboxBackend, tmp_pat
     check, never a checker blocked until its alarm nor a file read through the link."""
     task = "data-querying-hard-clickstream-report"
     script = with_solution(WRONG_SOLUTIONS[task]["fifo-report"], task)
-    episode = await play(backend, PACK_DIR / task, f"cd /app && {script}")
+    episode = await play(backend, LOADED_DIR / task, f"cd /app && {script}")
     assert_no_reward(episode)
-    assert "cannot read the report: not a regular file" in episode.end.verifier.output
+    assert "report.py wrote no regular file OUT_JSON" in episode.end.verifier.output
 
     inbox = generated("sort-inbox", 2, 0.2, tmp_path)
     attack = generate("sort-inbox", 2, 0.2).wrong_solutions["fifo-and-link-in-dest"]["solve.sh"]

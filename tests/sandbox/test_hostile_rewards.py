@@ -23,9 +23,9 @@ from palaestra.tasks.generators import write as write_generated
 from palaestra.tasks.source import TaskSet
 from palaestra.verify.boundary import SYSTEM_DIRS
 from tests.conftest import SUBMIT_ACTION, MakeTask, bash_action
-from tests.tasks.starter.pack import PACK_DIR
+from tests.tasks.starter.pack import LOADED_DIR
 
-STARTER = PACK_DIR / "algorithms-easy-merge-intervals"
+STARTER = LOADED_DIR / "algorithms-easy-merge-intervals"
 PERFECT = '{"reward": 1.0}'
 
 #: Python that writes a perfect reward to a path, ignoring failures.

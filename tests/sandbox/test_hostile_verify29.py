@@ -167,9 +167,9 @@ async def test_large_report_made_by_the_untimed_run(backend: SandboxBackend) -> 
     """optimization-easy-order-report: the untimed small run sees the large input beside its
     own and leaves the large report in /dev/shm for the timed run: the work is over the large
     case's bar, wherever it was done."""
-    from tests.tasks.starter.pack import PACK_DIR
+    from tests.tasks.starter.pack import LOADED_DIR
     from tests.tasks.starter.test_episodes import with_solution
 
     task = "optimization-easy-order-report"
-    episode = await play(backend, PACK_DIR / task, with_solution(STASH_THE_LARGE_REPORT, task))
+    episode = await play(backend, LOADED_DIR / task, with_solution(STASH_THE_LARGE_REPORT, task))
     assert_no_reward(episode)

@@ -27,11 +27,13 @@ from palaestra.sandbox.images import (
 )
 from palaestra.scaffolds import OraclePolicy
 from palaestra.tasks import TaskError, load_task
+from palaestra.tasks.pack_cache import materialise
 from tests.sandbox.docker_support import labelled_containers, needs_docker, unavailable_reason
 
 pytestmark = pytest.mark.slow  # whole episodes with real verifiers: not in the fast tier
 
-STARTER = Path(__file__).parents[2] / "src/palaestra/tasks/packs/starter"
+#: The starter pack as it runs (its cache copy, with the harness runtime).
+STARTER = materialise("starter")
 
 #: A task whose Dockerfile has RUN steps: the local backend can only run it from the built image.
 RUN_STEP_DOCKERFILE = """\

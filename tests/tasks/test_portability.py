@@ -24,15 +24,14 @@ from palaestra.sandbox.docker import DockerBackend
 from palaestra.scaffolds import NopPolicy, OraclePolicy
 from palaestra.tasks import generators, load_task
 from palaestra.tasks.datasets import humaneval
+from palaestra.tasks.pack_cache import materialise
 from tests.sandbox.docker_support import needs_docker
-
-STARTER = Path(__file__).parents[2] / "src/palaestra/tasks/packs/starter"
 
 
 def sample_task_dirs() -> list[Path]:
     """One task of each source: the starter pack, the generators, HumanEval."""
     return [
-        STARTER / "algorithms-easy-merge-intervals",
+        materialise("starter") / "algorithms-easy-merge-intervals",  # as it runs
         generators.materialise("bulk-rename", seed=1, difficulty=0.2),
         humaneval.load("humaneval-0").path,
     ]

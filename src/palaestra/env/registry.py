@@ -32,11 +32,11 @@ from palaestra.scaffolds.oracle import NopPolicy, OraclePolicy
 from palaestra.tasks import generators
 from palaestra.tasks.datasets import humaneval
 from palaestra.tasks.datasets import registry as harbor_registry
+from palaestra.tasks.pack_cache import materialise
 from palaestra.tasks.pool import Pool
 from palaestra.tasks.source import TaskSet
 from palaestra.tasks.synth import manifest as synth_manifest
 
-PACKS_DIR = Path(__file__).resolve().parent.parent / "tasks" / "packs"
 _ID = re.compile(r"^(?P<name>.+?)(?P<selector>:-?\d*(?::-?\d*)?|@\d+/\d+)?$")
 
 
@@ -285,8 +285,9 @@ _SHIPPED: dict[str, Callable[[], TaskSet]] = {}
 
 
 def _pack(name: str) -> Callable[[], TaskSet]:
-    """A loader for a pack shipped in the package (read once per process: packs are immutable)."""
-    loader = functools.cache(lambda: TaskSet.from_dir(PACKS_DIR / name, name=name, errors="raise"))
+    """A loader for a pack shipped in the package (read once per process: packs are immutable),
+    from its copy in the cache, which holds the harness runtime its tasks run on."""
+    loader = functools.cache(lambda: TaskSet.from_dir(materialise(name), name=name, errors="raise"))
     _SHIPPED[name] = loader
     return loader
 

@@ -340,3 +340,39 @@ async def test_a_made_call_input_of_other_data_runs_the_reference_first(tmp_path
     results = await check_tasks([load_task(task)], only=["oracle", "wrong:cube"])
     assert [r.reward for r in results] == [1.0, 0.0], [r.detail[-600:] for r in results]
     assert "the reference runs on it" in results[0].detail
+
+
+# -- a partial-credit spec -----------------------------------------------------------------------
+
+
+async def test_a_partial_credit_spec_rewards_the_fraction_of_checks(tmp_path: Path):
+    """``reward="partial"``: an answer right on one case of three gets 1/3 (the default gives
+    it 0), the reference 1, nothing 0; the builder refuses another reward."""
+    from palaestra.tasks.generators.base import Family, write_task
+
+    def task_tests(reward: str) -> dict:
+        return hs.tests(
+            answer=hs.python_calls(
+                hs.python_call("from sq import sq\nemit([sq(x) for x in INPUT])", [1, 2, 3]),
+                compile=["/app/sq.py"],
+            ),
+            cases=[hs.Case(f"sq({x})", want=x * x) for x in (1, 2, 3)],
+            compare=hs.compare("equal"),
+            reward=reward,
+        )
+
+    rewards = {}
+    for reward in ("partial", "all"):
+        task = hs.task(instruction="sq", workspace={"sq.py": _SQ.format("raise NotImplementedError")},
+                       tests=task_tests(reward), answer_path="sq.py", reference=_SQ.format("pass"),
+                       wrongs={"cube": _SQ.format("return x * x * x")}, note="x * x")  # fmt: skip
+        fam = Family(f"{reward}-demo", "algorithms", "a harness test", lambda spec, t=task: t)
+        path = write_task(fam, fam.spec(0, 0.0), task, tmp_path / reward)
+        results = await check_tasks([load_task(path)])
+        rewards[reward] = {r.scenario: r.reward for r in results}
+    assert rewards == {
+        "partial": {"oracle": 1.0, "nop": 0.0, "wrong:cube": 0.3333},
+        "all": {"oracle": 1.0, "nop": 0.0, "wrong:cube": 0.0},
+    }
+    with pytest.raises(ValueError, match="reward 'best'"):
+        task_tests("best")

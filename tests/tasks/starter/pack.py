@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from palaestra.env.registry import PACKS_DIR, load_tasks
+from palaestra.env.registry import load_tasks
+from palaestra.tasks.pack_cache import PACKS_DIR, materialise
 from tests.tasks.starter.wrong_solutions_a_to_d import WRONG_SOLUTIONS_A_TO_D
 from tests.tasks.starter.wrong_solutions_f_to_s import WRONG_SOLUTIONS_F_TO_S
 
 PACK_DIR = PACKS_DIR / "starter"
+#: The pack as it runs: its copy in the cache, with the harness runtime its spec tasks need.
+LOADED_DIR = materialise("starter")
 CATEGORIES = [
     "algorithms",
     "data-querying",

@@ -40,7 +40,10 @@ def test_task_layout_and_metadata(task_id: str) -> None:
     assert isinstance(meta["tags"], list) and meta["tags"]
     assert all(isinstance(t, str) and t for t in meta["tags"])
     assert task_id.startswith(f"{meta['category']}-{meta['difficulty']}-"), task_id
-    assert 0 < cfg["verifier"]["timeout_sec"] <= 120
+    # the optimization tasks' checkers run the original programs up to their CPU bars on one
+    # CPU: on a busy machine that takes minutes of wall time
+    limit = 300 if meta["category"] == "optimization" else 120
+    assert 0 < cfg["verifier"]["timeout_sec"] <= limit
     assert cfg["agent"]["timeout_sec"] > 0
     env = cfg["environment"]
     assert env["cpus"] >= 1 and env["memory_mb"] >= 512 and env["storage_mb"] > 0

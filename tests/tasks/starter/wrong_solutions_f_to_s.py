@@ -196,6 +196,56 @@ open("smooth.py", "w").write(s)
 PY
 grep -q 'statistics.median' smooth.py
 """,
+        # attacks (issue 29): CPU spent in orphans; the large traces replaced by a small one
+        "orphans-burn-cpu": r"""
+bash /solution/solve.sh
+python3 - <<'PY'
+s = open("smooth.py").read()
+burn = (
+    "import os as _o, sys as _s, time as _t\n"
+    "def _orphans(n=3, each=1.8):\n"
+    "    r, w = _o.pipe()\n"
+    "    for _ in range(n):\n"
+    "        if _o.fork() == 0:\n"
+    "            if _o.fork() == 0:\n"
+    "                end = _t.process_time() + each\n"
+    "                while _t.process_time() < end:\n"
+    "                    pass\n"
+    "                _o.write(w, b'x')\n"
+    "            _o._exit(0)\n"
+    "    for _ in range(n):\n"
+    "        _o.read(r, 1)\n"
+    "if _o.path.getsize(_s.argv[1]) > 1000000:\n"
+    "    _orphans()\n"
+)
+open("smooth.py", "w").write(burn + s)
+PY
+grep -q '_orphans()' smooth.py
+""",
+        "shrinks-later-inputs": r"""
+python3 - <<'PY'
+s = open("smooth.py").read()
+shrink = (
+    "import os as _o, sys as _s\n"
+    "def _shrink(top):\n"
+    "    for _root, _dirs, _files in _o.walk(top):\n"
+    "        for _f in _files:\n"
+    "            _p = _o.path.join(_root, _f)\n"
+    "            try:\n"
+    "                if _p != _s.argv[1] and _f.endswith('.txt'):\n"
+    "                    _o.unlink(_p)\n"
+    "                    _o.symlink(_s.argv[1], _p)\n"
+    "            except OSError:\n"
+    "                pass\n"
+    "if _o.path.getsize(_s.argv[1]) < 100000:\n"
+    "    _shrink(_o.path.dirname(_o.path.dirname(_s.argv[1])))\n"
+    "    for _t in ('/tmp', '/var/tmp', '/dev/shm'):\n"
+    "        _shrink(_t)\n"
+)
+open("smooth.py", "w").write(shrink + s)
+PY
+grep -q "_shrink(_t)" smooth.py
+""",
     },
     "optimization-hard-access-log-report": {
         # fixes three of the four hotspots; the first-appearance list scan stays
@@ -215,6 +265,32 @@ s = s.replace("    for req in requests:\n        prev = last_seen.get(req.ip)",
 open("analyze.py", "w").write(s)
 PY
 grep -q 'sorted(requests, key=lambda r: r.ts)' analyze.py
+""",
+        # attack (issue 29): 14 s of CPU in orphans, over the 12 s bar of the large log
+        "orphans-burn-cpu": r"""
+bash /solution/solve.sh
+python3 - <<'PY'
+s = open("analyze.py").read()
+burn = (
+    "import os as _o, sys as _s, time as _t\n"
+    "def _orphans(n=4, each=3.5):\n"
+    "    r, w = _o.pipe()\n"
+    "    for _ in range(n):\n"
+    "        if _o.fork() == 0:\n"
+    "            if _o.fork() == 0:\n"
+    "                end = _t.process_time() + each\n"
+    "                while _t.process_time() < end:\n"
+    "                    pass\n"
+    "                _o.write(w, b'x')\n"
+    "            _o._exit(0)\n"
+    "    for _ in range(n):\n"
+    "        _o.read(r, 1)\n"
+    "if _o.path.getsize(_s.argv[1]) > 5000000:\n"
+    "    _orphans()\n"
+)
+open("analyze.py", "w").write(burn + s)
+PY
+grep -q '_orphans()' analyze.py
 """,
     },
     "software-engineering-easy-env-overrides": {

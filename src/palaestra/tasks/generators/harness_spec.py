@@ -413,6 +413,7 @@ def tests(
     timeout: int = 120,
     also: Sequence[Mapping[str, Any]] = (),
     finish: tuple[str, str] | None = None,
+    reward: str = "all",
 ) -> dict[str, str | bytes]:
     """The task's ``tests/``: ``test.sh``, the harness, the spec and ``modules`` (input makers
     for :func:`made`, ``name.py`` -> source). ``reference``: ``{"files": ..., "argv": ...}``,
@@ -420,8 +421,12 @@ def tests(
     run in order after this one (a package's functions called, then its command line run).
     ``finish``: ``(module, fn)``, a function of a module in ``modules`` called with the checker
     and the spec after every check; the numbers it returns are written beside the reward
-    (CURE's test reward on HumanEval)."""
+    (CURE's test reward on HumanEval). ``reward``: ``"all"``, 1 only when every check passed, or ``"partial"``, the fraction of
+    checks passed (a partial-credit task; ``partial`` in ``reward.json`` is that fraction
+    either way)."""
     _refuse(answer, cases, reference)
+    if reward not in ("all", "partial"):
+        raise ValueError(f"reward {reward!r}: use all or partial")
     spec = {
         "answer": dict(answer),
         "cases": [c.data() for c in cases],
@@ -437,6 +442,8 @@ def tests(
         if f"{module}.py" not in (modules or {}):
             raise ValueError(f"finish names {module!r}: ship it in modules=")
         spec["finish"] = {"module": module, "fn": fn}
+    if reward == "partial":
+        spec["reward"] = "partial"
     kinds = {answer["kind"], *(p["answer"]["kind"] for p in also)}
     files: dict[str, str | bytes] = {
         "test.sh": python_test_sh("palaestra_harness.py", timeout=timeout),

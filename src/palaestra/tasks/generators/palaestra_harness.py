@@ -26,7 +26,9 @@ The spec (a dict) keys: ``answer`` (how the agent's work runs), ``cases`` (``lab
 ``cases``, ``compare``, ``limits``: the package's functions called, then its command line
 run), each run after the one before, every part's expected values fixed first; ``finish``:
 ``{"module", "fn"}``, a function of a module in ``tests/`` called with the checker and the spec
-after every check, whose numbers are written beside the reward (CURE's). ``docs/tasks.md`` documents them.
+after every check, whose numbers are written beside the reward (CURE's); ``reward``:
+``"partial"`` for a partial-credit task (the reward is the fraction of checks passed, not 1
+only when every check passed). ``docs/tasks.md`` documents them.
 """
 
 import os
@@ -403,7 +405,17 @@ def main(spec=None):
     for part, mine in zip(parts, cases):
         RUNNERS[part["answer"]["kind"]](ck, part, mine)
     after = spec.get("finish")  # numbers of the task's own beside the reward (CURE's)
-    ck.finish(getattr(_module(after["module"]), after["fn"])(ck, spec) if after else None)
+    extra = dict(getattr(_module(after["module"]), after["fn"])(ck, spec) or {}) if after else {}
+    extra.update(graded(spec, ck.passed, len(ck.results)) or {})
+    ck.finish(extra or None)
+
+
+def graded(spec, passed, total):
+    """The reward of a partial-credit spec (``reward: "partial"``): the fraction of checks
+    passed; None (1 only when every check passed) otherwise."""
+    if spec.get("reward") != "partial":
+        return None
+    return {"reward": round(passed / total, 4) if total else 0.0}
 
 
 if __name__ == "__main__":

@@ -97,6 +97,64 @@ def build(path, seed, n_users=40, n_events=900, days=10):
     con.close()
 
 
+def warehouse(rng, seed, n_users, n_events, days):
+    """{"warehouse.db": the database's bytes}, as :func:`build` makes it from ``seed`` (the
+    hidden test's checker makes the generated warehouses again with this; ``rng`` is
+    ``random.Random(seed)``, which :func:`build` starts from too)."""
+    import os
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "warehouse.db")
+        build(path, seed, n_users=n_users, n_events=n_events, days=days)
+        with open(path, "rb") as f:
+            return {"warehouse.db": f.read()}
+
+
+#: The hand-made edge-case warehouse (alias chains, offsets, 30-minute boundaries, FX gaps).
+EDGE_ROWS = {
+    "users": [("A", "DE", "2024-01-01"), ("B", "US", "2024-01-01"), ("C", "GB", "2024-01-01"),
+              ("D", "JP", "2024-01-01")],
+    "user_aliases": [("a3", "a2"), ("a1", "A"), ("a2", "a1"), ("b1", "B")],
+    "fx_rates": [("2024-03-01", "USD", 0.9), ("2024-03-04", "USD", 0.8),
+                 ("2024-03-01", "GBP", 1.2)],
+    "events": [
+        ("e01", "A", "2024-03-01T10:00:00Z", "view", None, None),
+        ("e02", "a1", "2024-03-01T11:30:00+01:00", "add_to_cart", None, None),  # +1800 s
+        ("e03", "a3", "2024-03-01 11:00:00", "purchase", "10.00", "EUR"),        # +1800 s
+        ("e04", "A", "2024-03-01T11:30:01Z", "view", None, None),                # +1801 s
+        ("e04", "A", "2024-03-01T11:30:01Z", "view", None, None),
+        ("e05", "b1", "2024-03-02T23:50:00-05:00", "add_to_cart", None, None),
+        ("e06", "B", "2024-03-03T05:00:00Z", "view", None, None),
+        ("e07", "b1", "2024-03-03T05:10:00Z", "purchase", "100.00", "USD"),    # Sunday rate
+        ("e08", "B", "2024-03-04T00:30:00+05:30", "purchase", "50.00", "USD"),  # UTC 03-03
+        ("e10b", "C", "2024-03-01T12:00:00Z", "add_to_cart", None, None),
+        ("e10a", "C", "2024-03-01T12:00:00Z", "view", None, None),  # same time: id decides
+        ("e11", "C", "2024-03-01T12:20:00Z", "purchase", "20.00", "GBP"),
+        ("e12", "nobody", "2024-03-01T12:00:00Z", "view", None, None),
+        ("e13", "C", "2024-03-02T00:10:00+02:00", "search", None, None),  # UTC 03-01 22:10
+    ],
+}
+
+
+def edge_warehouse():
+    """{"warehouse.db": the edge-case database's bytes}."""
+    import os
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "warehouse.db")
+        con = sqlite3.connect(path)
+        con.executescript(SCHEMA)
+        for table, rows in EDGE_ROWS.items():
+            marks = ", ".join("?" * len(rows[0]))
+            con.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
+        con.commit()
+        con.close()
+        with open(path, "rb") as f:
+            return {"warehouse.db": f.read()}
+
+
 def dump(db, out):
     con = sqlite3.connect(db)
     with open(out, "w") as f:

@@ -100,3 +100,11 @@ def build_report(db):
         "revenue_eur_by_country": {c: round(v, 2) for c, v in sorted(country_rev.items())},
         "users": report_users,
     }
+
+
+if __name__ == "__main__":  # as the task's report.py is run: WAREHOUSE_DB OUT_JSON
+    import json
+    import sys
+
+    with open(sys.argv[2], "w") as f:
+        json.dump(build_report(sys.argv[1]), f)

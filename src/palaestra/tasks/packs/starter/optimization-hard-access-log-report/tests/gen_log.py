@@ -1,4 +1,5 @@
-"""Synthetic access logs (the workspace sample and the hidden inputs come from here)."""
+"""Synthetic access logs (the workspace sample and the hidden inputs come from here; the hidden
+test's checker makes the large log again with :func:`make`)."""
 
 import datetime as dt
 import random
@@ -6,8 +7,8 @@ import random
 RESOURCES = ["items", "users", "orders", "carts", "search", "health", "img", "reviews"]
 
 
-def write(out_path, seed, n_lines, n_clients):
-    rng = random.Random(seed)
+def make(rng, n_lines, n_clients):
+    """{"access.log": text} drawn from ``rng``."""
     clients = [f"10.{rng.randrange(256)}.{rng.randrange(256)}.{rng.randrange(256)}"
                for _ in range(n_clients)]
     t = dt.datetime(2024, 5, 1, tzinfo=dt.timezone.utc)
@@ -38,8 +39,12 @@ def write(out_path, seed, n_lines, n_clients):
                                line.replace(f" {status} ", " ??? "),
                                line.replace("T", " ", 1)])
         lines.append(line)
+    return {"access.log": "\n".join(lines) + "\n"}
+
+
+def write(out_path, seed, n_lines, n_clients):
     with open(out_path, "w") as f:
-        f.write("\n".join(lines) + "\n")
+        f.write(make(random.Random(seed), n_lines, n_clients)["access.log"])
 
 
 if __name__ == "__main__":
