@@ -107,3 +107,14 @@ def leaks(text: str, words: list[str], original_lines: list[str]) -> str | None:
         if len(line.strip()) > 8 and line.strip() in text:
             return line.strip()
     return None
+
+
+def unusable(text: str, failing: list[str]) -> str | None:
+    """Why a rewritten instruction cannot replace the template (empty, or naming none of the
+    failing tests, so the agent is not told what to run), or None."""
+    if not text.strip():
+        return "is empty"
+    names = {t.split("::")[-1].split("[")[0] for t in failing}
+    if not any(name and name in text for name in names):
+        return "names none of the failing tests"
+    return None
