@@ -32,9 +32,9 @@ WRITER_MAX_TOKENS = 768
 class PolicyWriter:
     """Asks a policy (``openai:MODEL``, ``hf:MODEL``) to rewrite each instruction, greedily.
 
-    Every request runs on this writer's own event loop: a policy's HTTP client is bound to the
-    loop it first ran on, so a loop per call (``asyncio.run``) broke every call after the first.
-    Call from a thread with no running loop; :meth:`close` when done."""
+    Every request runs on this writer's own event loop, so that the policy (its HTTP client,
+    an ``hf:`` policy's worker thread) lives on one loop and is closed on it by :meth:`close`.
+    Call from a thread with no running loop."""
 
     def __init__(self, name: str, *, max_tokens: int = WRITER_MAX_TOKENS) -> None:
         self.policy = make_policy(name)
