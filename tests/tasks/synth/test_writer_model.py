@@ -66,8 +66,10 @@ async def test_real_writer_rewrites_or_keeps_the_template_with_the_reason(
                 await asyncio.to_thread(writer.close)
             answers = _answers(episode.calls)
             episode.calls.clear()
-            assert len(manifest.tasks) == 1 and len(answers) <= 1  # one HTTP call per task
-            answers += [""] * (1 - len(answers))  # none: the call failed (a timeout)
+            # One call per task; more when the client timed out and asked again (a loaded CPU):
+            # what the writer got is the last answer (the proxy serves an episode's calls in turn).
+            assert len(manifest.tasks) == 1
+            answers = answers[-1:] or [""]
             project = await asyncio.to_thread(fetch, str(root), tmp_path / f"{name}-project")
             _check(project, manifest, outs[name], answers, said)
             if bait:

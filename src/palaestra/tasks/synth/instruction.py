@@ -110,11 +110,11 @@ def leaks(text: str, words: list[str], original_lines: list[str]) -> str | None:
 
 
 def unusable(text: str, failing: list[str]) -> str | None:
-    """Why a rewritten instruction cannot replace the template (empty, or naming none of the
-    failing tests, so the agent is not told what to run), or None."""
+    """Why a rewritten instruction cannot replace the template (empty, or quoting no failing
+    test's id, so the agent is not told what to run: SmolLM2-135M answered with a made-up
+    Python file naming only a test function), or None."""
     if not text.strip():
         return "is empty"
-    names = {t.split("::")[-1].split("[")[0] for t in failing}
-    if not any(name and name in text for name in names):
-        return "names none of the failing tests"
+    if not any(test in text for test in failing):
+        return "quotes no failing test's id"
     return None
