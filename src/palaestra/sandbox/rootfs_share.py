@@ -73,7 +73,8 @@ def closest_export(cache: Path, layers: list[str], *, exclude: str = "") -> Path
 def share_files(tree: Path, base: Path) -> int:
     """Replace each regular file of ``tree`` that is equal to ``base``'s at the same path by a
     hard link to it; return the bytes no longer stored twice. Blocking. A file whose
-    counterpart cannot take another link (the filesystem's limit) stays a copy."""
+    counterpart cannot take another link (the filesystem's limit) or went meanwhile stays a
+    copy."""
     saved = 0
     for directory, _dirs, files in os.walk(tree):
         rel = os.path.relpath(directory, tree)
@@ -84,7 +85,7 @@ def share_files(tree: Path, base: Path) -> int:
                 try:
                     _link_over(theirs, mine)
                 except OSError as exc:
-                    if exc.errno in (errno.EMLINK, errno.EXDEV, errno.EEXIST):
+                    if exc.errno in (errno.EMLINK, errno.EXDEV, errno.EEXIST, errno.ENOENT):
                         continue
                     raise
                 saved += os.lstat(mine).st_size
