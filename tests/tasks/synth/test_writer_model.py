@@ -75,8 +75,10 @@ async def test_real_writer_rewrites_or_keeps_the_template_with_the_reason(
             if bait:
                 for answer in answers:  # the model took the bait: the guard refused it
                     if "tinycalc/core.py" in answer:
-                        assert "tinycalc/core.py" not in str(manifest.stats["writer"])
-                        assert any("gives away" in why for why in _reasons(manifest))
+                        assert any(why.startswith("gives away") for why in _reasons(manifest))
+                        for bug in manifest.tasks:
+                            written = (outs[name] / bug.id / "instruction.md").read_text()
+                            assert "tinycalc/core.py" not in written
 
 
 def _reasons(manifest) -> list[str]:
