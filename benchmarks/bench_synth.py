@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import stat
 import statistics
 import subprocess
 import sys
@@ -98,13 +99,30 @@ def image_layer_bytes(image: str) -> int:
     return max(0, sizes[0] - sizes[1])
 
 
-def rootfs_bytes(image: str) -> int:
-    """The local backend's export of the image (shared by the project's tasks)."""
+def rootfs_bytes(image: str) -> tuple[int, int]:
+    """The local backend's export of the image (shared by the project's tasks): the bytes only
+    it holds, and those it shares as hard links with other exports (the base's files)."""
+    from palaestra.sandbox.images import rootfs_cache_dir
+
     out = subprocess.run(
         ["docker", "image", "inspect", "-f", "{{.Id}}", image], capture_output=True, text=True
     )
     image_id = out.stdout.strip().removeprefix("sha256:")
-    return du(Path.home() / ".cache" / "palaestra" / "rootfs" / image_id) if image_id else 0
+    export = rootfs_cache_dir() / image_id
+    return own_and_shared(export) if image_id and export.is_dir() else (0, 0)
+
+
+def own_and_shared(tree: Path) -> tuple[int, int]:
+    """Bytes on disk of the inodes all of whose links are inside ``tree``, and of the rest."""
+    seen: dict[tuple[int, int], list[int]] = {}  # inode -> [links seen, links, blocks]
+    for path in [tree, *tree.rglob("*")]:
+        st = path.lstat()
+        links = 1 if stat.S_ISDIR(st.st_mode) else st.st_nlink  # a directory's count its subdirs
+        entry = seen.setdefault((st.st_dev, st.st_ino), [0, links, st.st_blocks])
+        entry[0] += 1
+    own = sum(b for n, links, b in seen.values() if n >= links)
+    total = sum(b for _, _, b in seen.values())
+    return own * 512, (total - own) * 512
 
 
 def measure(out: Path) -> dict:
@@ -115,6 +133,7 @@ def measure(out: Path) -> dict:
     source = du_many([work / "source"])
     with_tasks = du_many([work / "source", *tasks])
     n = max(1, len(tasks))
+    own, shared = rootfs_bytes(stats["image"])
     tried = stats["candidates"] + stats["pairs_tried"]
     seconds = sum(stats["step_seconds"].values())
     return {
@@ -131,7 +150,8 @@ def measure(out: Path) -> dict:
         "source_mb": round(source / 1e6, 2),
         "venv_mb": round(du(work / "venv") / 1e6, 1),
         "image_layer_mb": round(image_layer_bytes(stats["image"]) / 1e6, 1),
-        "rootfs_mb": round(rootfs_bytes(stats["image"]) / 1e6, 1),
+        "rootfs_own_mb": round(own / 1e6, 1),
+        "rootfs_shared_mb": round(shared / 1e6, 1),
         "task_kb": round((with_tasks - source) / n / 1e3, 1),
         "manifest_bytes_per_task": round((out / "manifest.json").stat().st_size / n),
     }

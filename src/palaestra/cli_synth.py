@@ -18,16 +18,46 @@ from rich.markup import escape
 
 from palaestra.cli_errors import fail
 from palaestra.env.registry import check_policy, make_policy
-from palaestra.llm.types import LLMRequest
+from palaestra.llm.types import LLMRequest, SamplingParams
 from palaestra.tasks.synth import SynthError
-from palaestra.tasks.synth.instruction import Rewriter
 from palaestra.tasks.synth.pipeline import Options, synthesise
 
 console = Console(highlight=False)
 
 
-def _writer(name: str) -> Rewriter:
-    """A rewriter asking the policy ``name`` (``openai:MODEL``) once per instruction."""
+#: Tokens a writer may spend on one instruction (an issue's text; a template is ~300).
+WRITER_MAX_TOKENS = 768
+
+
+class PolicyWriter:
+    """Asks a policy (``openai:MODEL``, ``hf:MODEL``) to rewrite each instruction, greedily.
+
+    Every request runs on this writer's own event loop, so that the policy (its HTTP client,
+    an ``hf:`` policy's worker thread) lives on one loop and is closed on it by :meth:`close`.
+    Call from a thread with no running loop."""
+
+    def __init__(self, name: str, *, max_tokens: int = WRITER_MAX_TOKENS) -> None:
+        self.policy = make_policy(name)
+        self.max_tokens = max_tokens
+        self._loop = asyncio.new_event_loop()
+
+    def __call__(self, prompt: str) -> str:
+        request = LLMRequest(
+            messages=[{"role": "user", "content": prompt}],
+            sampling=SamplingParams(max_tokens=self.max_tokens, temperature=0.0),
+        )
+        response = self._loop.run_until_complete(self.policy.complete(request))
+        return response.content or ""
+
+    def close(self) -> None:
+        aclose = getattr(self.policy, "aclose", None)
+        if aclose is not None:
+            self._loop.run_until_complete(aclose())
+        self._loop.close()
+
+
+def _writer(name: str) -> PolicyWriter:
+    """The ``--writer`` policy, checked: a model, never ``oracle`` or ``nop``."""
     try:
         check_policy(name)
     except ValueError as e:
@@ -36,14 +66,7 @@ def _writer(name: str) -> Rewriter:
         raise typer.BadParameter(
             "the writer must be a model: openai:MODEL or hf:MODEL", param_hint="--writer"
         )
-    policy = make_policy(name)
-
-    def rewrite(prompt: str) -> str:
-        request = LLMRequest(messages=[{"role": "user", "content": prompt}])
-        response = asyncio.run(policy.complete(request))
-        return response.content or ""
-
-    return rewrite
+    return PolicyWriter(name)
 
 
 def synth(
@@ -76,6 +99,7 @@ def synth(
     """Turn a real Python project into validated SWE-style bug-fix tasks (Harbor format)."""
     if candidates < 1 or jobs < 1 or not 0 <= pairs <= 1:
         raise typer.BadParameter("--candidates and -j take N >= 1, --pairs a share in [0, 1]")
+    rewrite = _writer(writer) if writer else None
     options = Options(
         seed=seed,
         candidates=candidates,
@@ -83,7 +107,7 @@ def synth(
         workers=jobs,
         image=image,
         max_tasks=max_tasks,
-        rewrite=_writer(writer) if writer else None,
+        rewrite=rewrite,
     )
     live = console.is_terminal
 
@@ -100,6 +124,9 @@ def synth(
         )
     except SynthError as e:
         fail(str(e))
+    finally:
+        if rewrite is not None:
+            rewrite.close()
     stats = manifest.stats
     dropped = ", ".join(f"{n} {why}" for why, n in sorted(stats["dropped"].items())) or "none"
     console.print(

@@ -260,6 +260,28 @@ async def test_max_tokens_gives_length_finish(policy):
     )
 
 
+async def test_an_aborted_batch_ends_at_the_next_token(model_dir):
+    """Closing the policy (or the interpreter exiting) sets its abort event; a batch in flight
+    stops at its next token instead of generating up to max_tokens (minutes on a slow CPU)."""
+    policy = HFLocalPolicy(model_dir, default_max_tokens=64)
+    asked = []
+
+    class AfterThree:  # the event, set once three tokens are out
+        def is_set(self) -> bool:
+            asked.append(1)
+            return len(asked) >= 3
+
+        def set(self) -> None:
+            pass
+
+    policy._abort = AfterThree()  # type: ignore[assignment]
+    response = await policy.complete(ask("long", seed=1))
+    assert len(response.completion_token_ids) == 3 and response.finish_reason == "length"
+    policy._abort = threading.Event()
+    await policy.aclose()
+    assert policy._abort.is_set()
+
+
 async def test_load_weights_bumps_version_and_changes_the_model(policy, model_dir):
     before = await policy.complete(ask("w", seed=5, max_tokens=8))
     state = AutoModelForCausalLM.from_pretrained(model_dir).state_dict()

@@ -16,6 +16,7 @@ import pytest
 from palaestra import CodeEnv
 from palaestra.env.sandbox_spec import prepare_sandbox_spec
 from palaestra.run import rollout
+from palaestra.sandbox import SandboxSpec
 from palaestra.sandbox.base import SandboxError
 from palaestra.sandbox.docker import DEFAULT_IMAGE, DockerBackend, docker_socket
 from palaestra.sandbox.images import (
@@ -25,9 +26,11 @@ from palaestra.sandbox.images import (
     export_rootfs,
     rootfs_cache_dir,
 )
+from palaestra.sandbox.local import LocalBackend
 from palaestra.scaffolds import OraclePolicy
 from palaestra.tasks import TaskError, load_task
 from palaestra.tasks.pack_cache import materialise
+from tests.sandbox.conftest import new_run_id
 from tests.sandbox.docker_support import labelled_containers, needs_docker, unavailable_reason
 
 pytestmark = pytest.mark.slow  # whole episodes with real verifiers: not in the fast tier
@@ -163,8 +166,47 @@ async def test_export_rootfs_is_cached_by_image_id(rootfs_dir: Path) -> None:
     marker.write_text("x")
     again = await export_rootfs(DEFAULT_IMAGE)
     assert again.path == rootfs.path and marker.exists()  # reused, not exported again
-    left = await asyncio.to_thread(lambda: [p.name for p in rootfs_dir.iterdir()])
-    assert left == [rootfs.path.name]  # no partial export left
+    left = await asyncio.to_thread(lambda: sorted(p.name for p in rootfs_dir.iterdir()))
+    assert left == [rootfs.path.name, rootfs.path.name + ".layers"]  # no partial export left
+
+
+@needs_docker
+async def test_exports_on_one_base_store_its_files_once(tmp_path: Path, rootfs_dir: Path) -> None:
+    """Two images on one base: the second export's base files are hard links to the first's,
+    what its own layer changed is its own, and a sandbox writing over a shared file changes
+    neither export."""
+    tags = []
+    for name, step in (("a", "echo a > /a.txt"), ("b", "echo 99 >> /etc/debian_version")):
+        context = tmp_path / name
+        context.mkdir()
+        (context / "Dockerfile").write_text(f"FROM debian:bookworm-slim\nRUN {step}\n")
+        tags.append(await build_image(context))
+    first, second = [await export_rootfs(tag) for tag in tags]
+    dash = [os.stat(root.path / "usr/bin/dash") for root in (first, second)]
+    assert dash[0].st_ino == dash[1].st_ino and dash[0].st_nlink >= 2
+    version = [root.path / "etc/debian_version" for root in (first, second)]
+    assert os.stat(version[0]).st_ino != os.stat(version[1]).st_ino
+    assert version[1].read_text().endswith("99\n") and "99" not in version[0].read_text()
+    assert (first.path / "a.txt").exists() and not (second.path / "a.txt").exists()
+
+    def disk(root: Path, without: Path | None = None) -> int:  # hard links counted once
+        theirs = (
+            {(s.st_dev, s.st_ino) for s in map(os.lstat, without.rglob("*"))} if without else set()
+        )
+        mine = {(s.st_dev, s.st_ino): s.st_blocks for s in map(os.lstat, root.rglob("*"))}
+        return 512 * sum(blocks for key, blocks in mine.items() if key not in theirs)
+
+    # The second export adds only what its layer changed, and its directories.
+    assert disk(second.path, without=first.path) * 5 < disk(first.path)
+    backend = LocalBackend(run_id=new_run_id(), state_dir=tmp_path / "state")
+    try:
+        async with await backend.create(SandboxSpec(rootfs=second.path)) as sandbox:
+            res = await sandbox.exec("echo planted > /usr/bin/dash && cat /usr/bin/dash")
+            assert res.stdout == "planted\n", res
+    finally:
+        await backend.aclose()
+    assert b"planted" not in (first.path / "usr/bin/dash").read_bytes()
+    assert os.stat(second.path / "usr/bin/dash").st_ino == dash[0].st_ino
 
 
 # -- tasks end to end ----------------------------------------------------------------------------

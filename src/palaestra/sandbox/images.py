@@ -8,7 +8,8 @@
   (:attr:`SandboxSpec.rootfs`), cached by image id under ``$PALAESTRA_ROOTFS_DIR`` (default
   ``~/.cache/palaestra/rootfs/<image id>/``). The export is unpacked next to its final place and
   renamed into it once complete, so a reader never sees half a tree and an interrupted export
-  is redone. Sandboxes share it read-only.
+  is redone. Sandboxes share it read-only. Exports of images on a common base share that
+  base's files as hard links (:mod:`palaestra.sandbox.rootfs_share`): the base is stored once.
 
 Together they let a task whose Dockerfile has ``RUN`` steps run on the local backend: Docker
 builds the layer once, then every episode starts at local-sandbox speed.
@@ -37,6 +38,12 @@ from palaestra.sandbox.docker import docker_socket, ensure_image
 from palaestra.sandbox.docker_janitor import OWNER_LABEL, owner_label
 from palaestra.sandbox.dockerfile import parse_dockerfile
 from palaestra.sandbox.janitor import RUN_ID_LABEL
+from palaestra.sandbox.rootfs_share import (
+    closest_export,
+    layers_file,
+    record_layers,
+    share_files,
+)
 
 TASK_IMAGE_PREFIX = "palaestra/task-"
 CONTEXT_HASH_LABEL = "palaestra.context_hash"
@@ -234,21 +241,30 @@ def _tail(log: list[str]) -> str:
 async def export_rootfs(image: str) -> Rootfs:
     """The root filesystem of ``image`` as a host directory, cached by image id."""
     async with _client() as docker:
-        config = _image_config(await ensure_image(docker, image))
+        image_info = await ensure_image(docker, image)
+        config = _image_config(image_info)
         target = rootfs_cache_dir() / config.image_id.removeprefix("sha256:")
+        layers = list(image_info.get("RootFS", {}).get("Layers") or [])
         if await asyncio.to_thread(target.is_dir):
+            if layers and not await asyncio.to_thread(layers_file(target).exists):
+                await asyncio.to_thread(record_layers, target, layers)  # an older export's
             return Rootfs(target, config)
         await asyncio.to_thread(target.parent.mkdir, parents=True, exist_ok=True)
         partial = target.parent / f".{target.name}.{secrets.token_hex(4)}.partial"
         await asyncio.to_thread(partial.mkdir)
         try:
             await _export_into(docker, config.image_id, partial)
+            base = await asyncio.to_thread(closest_export, target.parent, layers)
+            if base is not None:  # the files of the layers in common are stored once
+                await asyncio.to_thread(share_files, partial, base)
             try:
                 await asyncio.to_thread(os.rename, partial, target)
             except OSError:
                 if not await asyncio.to_thread(target.is_dir):
                     raise
                 # another process finished the same export first: keep theirs
+            if layers:
+                await asyncio.to_thread(record_layers, target, layers)
         finally:
             await asyncio.to_thread(shutil.rmtree, partial, ignore_errors=True)
     return Rootfs(target, config)

@@ -49,7 +49,11 @@ def test_a_leaking_rewrite_keeps_the_template(tmp_path) -> None:
     by_key = {site.key: site}
     said: list[str] = []
     for leaky in ("The bug is in pkg/core.py.", "Look at `if v > 10:` please."):
-        assert _rewritten(project, bug, by_key, lambda _, t=leaky: t, said.append) == ""
-    assert len(said) == 2 and all("template kept" in line for line in said)
-    good = "Running the test fails with assert 3 == 2; it should pass."
-    assert _rewritten(project, bug, by_key, lambda prompt: good, said.append) == good + "\n"
+        text, why = _rewritten(project, bug, by_key, lambda _, t=leaky: t, said.append)
+        assert text == "" and why is not None and why.startswith("gives away")
+    for useless, reason in (("", "is empty"), ("test_x fails.", "quotes no failing test's id")):
+        assert _rewritten(project, bug, by_key, lambda _, t=useless: t, said.append) == ("", reason)
+    assert len(said) == 4 and all("template kept" in line for line in said)
+    good = "Running tests/test_a.py::test_x fails with assert 3 == 2; it should pass."
+    answer = _rewritten(project, bug, by_key, lambda prompt: good, said.append)
+    assert answer == (good + "\n", None)

@@ -4,7 +4,7 @@ the distribution it was drawn from. Runs in the policy's worker thread."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -74,22 +74,36 @@ def generate(
     eos_ids: set[int],
     record: Sequence[str] = (),
     record_tokens: ActivationTokens = "last",
+    abort: Callable[[], bool] | None = None,
 ) -> None:
     """Sample every row's completion (its ``tokens``, ``logprobs`` and ``finish``),
     left-padded in one batch with a KV cache; with ``record``, also the activations of those
-    modules (:mod:`.activations`) in each row's ``activations``."""
+    modules (:mod:`.activations`) in each row's ``activations``. ``abort`` is asked after each
+    token: when it says True the batch ends there (``finish`` "length"), so that closing the
+    policy never waits for a long completion on a slow CPU."""
     if not record:
-        _generate(model, tokenizer, rows, device=device, pad_id=pad_id, eos_ids=eos_ids)
+        _generate(
+            model, tokenizer, rows, device=device, pad_id=pad_id, eos_ids=eos_ids, abort=abort
+        )
         return
     with ActivationRecorder(model, record, record_tokens) as recorder:
-        _generate(model, tokenizer, rows, device=device, pad_id=pad_id, eos_ids=eos_ids)
+        _generate(
+            model, tokenizer, rows, device=device, pad_id=pad_id, eos_ids=eos_ids, abort=abort
+        )
     per_row = recorder.rows([len(r.prompt_ids) for r in rows], [len(r.tokens) for r in rows])
     for row, activations in zip(rows, per_row, strict=True):
         row.activations = activations
 
 
 def _generate(
-    model: Any, tokenizer: Any, rows: list[Row], *, device: Any, pad_id: int, eos_ids: set[int]
+    model: Any,
+    tokenizer: Any,
+    rows: list[Row],
+    *,
+    device: Any,
+    pad_id: int,
+    eos_ids: set[int],
+    abort: Callable[[], bool] | None = None,
 ) -> None:
     import torch
 
@@ -135,7 +149,7 @@ def _generate(
                     r.finish, done[i] = "stop", True
                 elif len(r.tokens) >= r.max_new:
                     r.finish, done[i] = "length", True
-            if all(done):
+            if all(done) or (abort is not None and abort()):
                 return
             position = position + 1
             mask = torch.cat([mask, mask.new_ones((len(rows), 1))], dim=1)

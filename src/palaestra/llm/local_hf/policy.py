@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import random
+import threading
+import weakref
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -23,6 +25,18 @@ from palaestra.llm.local_hf.loading import (
     require_local_extra,
 )
 from palaestra.llm.types import LLMRequest, LLMResponse, SamplingParams, Usage
+
+#: Open policies: their batches in flight are stopped when the interpreter exits, before its
+#: executors' threads are joined (else a SIGTERM-ed eval waits for a whole completion).
+_live: weakref.WeakSet[HFLocalPolicy] = weakref.WeakSet()
+
+
+def _abort_all() -> None:
+    for policy in list(_live):
+        policy._abort.set()
+
+
+threading._register_atexit(_abort_all)  # runs before the executors' threads are joined
 
 
 class HFLocalPolicy:
@@ -78,6 +92,9 @@ class HFLocalPolicy:
         self._model: Any = None
         self._tokenizer: Any = None
         self._closed = False
+        # Set on close (and at interpreter exit): a batch in flight stops at its next token.
+        self._abort = threading.Event()
+        _live.add(self)
 
     # -- loading (worker thread) -----------------------------------------------------------
 
@@ -137,6 +154,7 @@ class HFLocalPolicy:
         if self._closed:
             return
         self._closed = True
+        self._abort.set()
         await self._batcher.aclose()
         await asyncio.to_thread(self._executor.shutdown, True)
 
@@ -213,6 +231,7 @@ class HFLocalPolicy:
             eos_ids=self._eos_ids,
             record=self.record_activations,
             record_tokens=self.activation_tokens,
+            abort=self._abort.is_set,
         )
 
     def _finish(self, row: Row, version: int, tools: bool) -> LLMResponse:

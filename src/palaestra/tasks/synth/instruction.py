@@ -107,3 +107,14 @@ def leaks(text: str, words: list[str], original_lines: list[str]) -> str | None:
         if len(line.strip()) > 8 and line.strip() in text:
             return line.strip()
     return None
+
+
+def unusable(text: str, failing: list[str]) -> str | None:
+    """Why a rewritten instruction cannot replace the template (empty, or quoting no failing
+    test's id, so the agent is not told what to run: SmolLM2-135M answered with a made-up
+    Python file naming only a test function), or None."""
+    if not text.strip():
+        return "is empty"
+    if not any(test in text for test in failing):
+        return "quotes no failing test's id"
+    return None

@@ -130,19 +130,22 @@ def synthesise(
     say(f"  kept {sum(o.kept for o in doubles)} of {len(jobs)}")
 
     start = time.monotonic()
-    bugs = []
-    for outcome in [o for o, _ in kept] + [o for o in doubles if o.kept]:
-        bug = Bug(
+    bugs = [
+        Bug(
             task_id(project.short, outcome.sites),
             outcome.sites,
             outcome.fail_to_pass,
             outcome.pass_to_pass,
             outcome.messages,
         )
-        if options.rewrite is not None:
-            bug.instruction = _rewritten(project, bug, by_key, options.rewrite, say)
-        bugs.append(bug)
+        for outcome in [o for o, _ in kept] + [o for o in doubles if o.kept]
+    ]
     bugs = bugs[: options.max_tasks] if options.max_tasks is not None else bugs
+    template_kept: dict[str, str] = {}  # bug id -> why the writer's text was refused
+    for bug in bugs if options.rewrite is not None else []:
+        bug.instruction, why = _rewritten(project, bug, by_key, options.rewrite, say)
+        if why is not None:
+            template_kept[bug.id] = why
     say(f"tasks: writing {len(bugs)} to {out}")
     for bug in bugs:
         write_atomically(
@@ -178,23 +181,36 @@ def synthesise(
             "image": image,
         },
     )
+    if options.rewrite is not None:
+        manifest.stats["writer"] = {
+            "rewritten": len(bugs) - len(template_kept),
+            "template_kept": template_kept,
+        }
     manifest.save(out / "manifest.json")
     return manifest
 
 
-def _rewritten(project, bug: Bug, by_key, rewrite: text.Rewriter, say: Say) -> str:
-    """The writer policy's text, unless it gives the answer away (then the template's)."""
+def _rewritten(
+    project, bug: Bug, by_key, rewrite: text.Rewriter, say: Say
+) -> tuple[str, str | None]:
+    """The writer policy's text and None, unless it gives the answer away or is unusable: then
+    "" (the template's text) and the reason."""
     sites = [by_key[k] for k in bug.sites]
     template = instruction_of(project, bug, sites)
     try:
         answer = rewrite(text.REWRITE_PROMPT.format(instruction=template)).strip()
     except Exception as e:  # noqa: BLE001 - a failing writer leaves the template's text
-        say(f"  writer failed for {bug.id} ({type(e).__name__}: {e}); template kept")
-        return ""
+        why = f"writer failed ({type(e).__name__}: {e})"
+        say(f"  {why} for {bug.id}; template kept")
+        return "", why
     words = text.forbidden(sorted({s.path for s in sites}), project.import_root)
     originals = [(project.root / s.path).read_text().splitlines()[s.line - 1] for s in sites]
-    leak = text.leaks(answer, words, originals) if answer else "nothing"
+    leak = text.leaks(answer, words, originals)
     if leak is not None:
-        say(f"  writer's text for {bug.id} gives away {leak!r}; template kept")
-        return ""
-    return answer + "\n"
+        why = f"gives away {leak!r}"
+    else:
+        why = text.unusable(answer, bug.fail_to_pass)
+    if why is not None:
+        say(f"  writer's text for {bug.id} {why}; template kept")
+        return "", why
+    return answer + "\n", None
