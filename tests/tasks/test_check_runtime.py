@@ -88,6 +88,26 @@ res = run_python("import time\nwhile True: pass", None, cwd="/tmp/app", cpu_seco
 out["cpu"] = res.error
 res = run_python("import time\ntime.sleep(30)", None, cwd="/tmp/app", timeout=1)
 out["timeout"] = [res.timed_out, res.error]
+# fork bombs, through the server and through exec (the shell's ends at once, its tree does
+# not): each is bounded by its RLIMIT_NPROC, frozen and killed when its run ends
+def nobody_left():
+    left = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/status" % pid) as f:
+                if any(l.split()[1] == "65534" for l in f if l.startswith("Uid:")):
+                    left.append(int(pid))
+        except (OSError, IndexError):
+            pass
+    return [p for p in left if p != palaestra_fork._zygote.pid]
+BOMB = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+res = run_python(BOMB, None, cwd="/tmp/app", timeout=60)
+out["bomb"] = [res.ok, res.error, nobody_left()]
+res = run_command(["sh", "-c", "b() { b | b & }; b; sleep 1"], cwd="/tmp/app", timeout=60)
+out["bomb_exec"] = [res.ok, nobody_left()]
+res = run_python("import resource\nemit(resource.getrlimit(resource.RLIMIT_NPROC))", None,
+                 cwd="/tmp/app")
+out["nproc"] = res.value
 # a child forks a process that leaves its session and stays (no exec): kill_nobody_processes
 # must find it
 STAY = '''
@@ -376,6 +396,19 @@ def test_nothing_of_nobody_outlives_kill_nobody_processes(results: dict) -> None
     assert results["stayed_outside"]  # (without the jail it outlives its run)
     assert results["left"] == []
     assert results["after"] == "after"
+
+
+def test_a_fork_bomb_is_bounded_and_killed_with_its_run(results: dict) -> None:
+    """A fork bomb (every process forks while it can), forked from the server or a shell's
+    from exec, fails its run and leaves no process of nobody's when its run ends: its
+    ``RLIMIT_NPROC`` bounds it, the watch sees it past ``MAX_PROCS``, its tree is frozen and
+    killed. A run's ``RLIMIT_NPROC`` is finite: nobody's processes and ``2 * MAX_PROCS``."""
+    ok, error, left = results["bomb"]
+    assert not ok and error == "more than 256 processes at once", results["bomb"]
+    assert left == []
+    assert results["bomb_exec"][1] == [], results["bomb_exec"]
+    soft, hard = results["nproc"]
+    assert soft == hard and 512 < soft < 512 + 64, results["nproc"]
 
 
 def test_precomputed_values_round_trip_through_the_tests_directory(tmp_path: Path) -> None:

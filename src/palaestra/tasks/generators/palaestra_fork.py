@@ -28,7 +28,7 @@ import os
 import sys
 import time
 
-from palaestra_jail import MAX_PROCS, Tree, read_fd, remove_leftovers  # noqa: F401
+from palaestra_jail import MAX_PROCS, Tree, nproc_limit, read_fd, remove_leftovers  # noqa: F401
 from palaestra_jail import watch as tree_watch
 from palaestra_zygote import SOURCE as _ZYGOTE  # the server's own code
 
@@ -168,11 +168,11 @@ class _Zygote:
         line, self.buffer = self.buffer.split(b"\n", 1)
         return [int(x) for x in line.split()]
 
-    def run(self, request, timeout, watch=None):
+    def run(self, request, timeout, watch=None, kill=None):
         """``(status, cpu_us)``: the child's wait status and the CPU it and the descendants it
         waited for used (microseconds); or ``("timeout", 0)`` / ``("cpu", 0)`` (then it was
-        killed), or ``("gone", 0)`` when its end was not learned (the zygote died; the next
-        request starts another)."""
+        killed: ``kill()`` ends its tree first), or ``("gone", 0)`` when its end was not
+        learned (the zygote died; the next request starts another)."""
         import marshal
 
         data = marshal.dumps(request)
@@ -194,6 +194,8 @@ class _Zygote:
             os.killpg(child[0], _SIGKILL)  # on a timeout, or what it left in its session
         except (ProcessLookupError, PermissionError):
             pass
+        if isinstance(status, str) and kill is not None:
+            kill()  # before waiting for the server's reply: a fork bomb takes every CPU
         if status in ("timeout", "cpu", "procs") and self._line(time.monotonic() + 10) == "timeout":
             self.stop()  # it did not reap the killed child: start afresh next time
         if status == "gone":
@@ -313,16 +315,17 @@ def run_forked(
         args = [os.path.join(tmp, a[len(IN_CHILD_DIR):]) if a.startswith(IN_CHILD_DIR) else a
                 for a in args]  # fmt: skip
         request = {"kind": kind, "target": target, "args": args, "env": environ, "cwd": cwd,
-                   "cpu": cpu_seconds, "stdin": os.path.join(tmp, "stdin") if stdin else None,
+                   "cpu": cpu_seconds, "nproc": nproc_limit(), "stdin": os.path.join(tmp, "stdin") if stdin else None,
                    "stdout": os.path.join(tmp, "stdout"),
                    "stderr": os.path.join(tmp, "stderr")}  # fmt: skip
         tree = Tree(keep=lambda: (_zygote.pid,))
         watch = tree_watch(tree, None if cpu_seconds is None else _cpu_bar(cpu_seconds))
+        kill = None if service else tree.kill
         try:
             if kind == "exec" and _suid_undumpable():
-                status, used_us = _run_exec(request, timeout, watch)
+                status, used_us = _run_exec(request, timeout, watch, kill)
             else:
-                status, used_us = _zygote.run(request, timeout, watch)
+                status, used_us = _zygote.run(request, timeout, watch, kill)
         finally:
             if not service:
                 tree.kill()
@@ -354,7 +357,7 @@ def _suid_undumpable():
         return False
 
 
-def _run_exec(request, timeout, watch=None):
+def _run_exec(request, timeout, watch=None, kill=None):
     """A program that is not Python, run as ``_ZYGOTE``'s children run (nobody, a session of
     its own, files of its directory as stdin/stdout/stderr), forked straight from this process
     into exec: a fork of the server would cost the server's start, and nothing of this process
@@ -366,6 +369,9 @@ def _run_exec(request, timeout, watch=None):
             os.setgroups([])
             os.setgid(NOBODY)
             os.setuid(NOBODY)  # from here on not dumpable until the exec (_suid_undumpable)
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_NPROC, (request["nproc"], request["nproc"]))
             for fd, name, flags in ((0, request["stdin"] or os.devnull, os.O_RDONLY),
                                     (1, request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_EXCL),
                                     (2, request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_EXCL)):  # fmt: skip
@@ -374,8 +380,6 @@ def _run_exec(request, timeout, watch=None):
                 os.close(opened)
             os.chdir(request["cwd"])
             if request["cpu"] is not None:
-                import resource
-
                 soft = max(1, int(-(-request["cpu"] // 1)))
                 resource.setrlimit(resource.RLIMIT_CPU, (soft, soft + 1))
             os.execvpe(request["target"], [request["target"]] + request["args"], request["env"])
@@ -391,8 +395,13 @@ def _run_exec(request, timeout, watch=None):
         os.killpg(pid, _SIGKILL)  # on a timeout, or what it left in its session
     except (ProcessLookupError, PermissionError):
         pass
+    if isinstance(status, str) and kill is not None:
+        kill()  # reaps it too (this process's child)
     if status in ("timeout", "cpu", "procs"):
-        os.waitpid(pid, 0)
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
     return status, used_us
 
 

@@ -35,7 +35,8 @@ tree is bounded this way instead:
 import os
 import stat  # os imports it: free
 
-_SIGKILL = 9
+_SIGKILL, _SIGSTOP, _SIGCONT = 9, 19, 18  # Linux's
+_NOBODY = 65534
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _subreaper = None
 
@@ -84,6 +85,7 @@ class Tree:
         become_subreaper()
         self.me = os.getpid()
         self.keep = keep
+        self.everything = everything
         self.before = frozenset() if everything else frozenset(os.listdir("/proc"))
         self.reaped_us = 0  # CPU of the members this process reaped, in microseconds
 
@@ -134,10 +136,12 @@ class Tree:
     def kill(self, limit=10.0):
         """Kill every process of the tree and reap those this process inherited; returns once
         none is left (or after ``limit`` seconds: what is left is killed at the checker's end
-        with every process of nobody's)."""
+        with every process of nobody's). The tree is frozen first (:meth:`freeze`): a fork
+        bomb's processes are killed at once, not one round of forks after another."""
         import time
 
         deadline, pause = time.monotonic() + limit, 0.0005
+        self.freeze(min(deadline, time.monotonic() + 2.0))
         keep = set(self.keep()) if callable(self.keep) else set(self.keep)
         while True:
             members = self.members()
@@ -158,21 +162,88 @@ class Tree:
             time.sleep(pause)
             pause = min(2 * pause, 0.02)
 
+    def freeze(self, deadline):
+        """Send SIGSTOP to every member of the tree until a pass finds each of them stopped (or
+        a zombie), or ``deadline`` (a process in a vfork, say, stays running). A process with
+        SIGSTOP pending makes no child (the kernel restarts a fork a signal interrupts), so
+        once every member is stopped none can be made, and the SIGKILL round that follows ends
+        the whole tree; the processes a bomb forked meanwhile hold their pids (and count
+        against its ``RLIMIT_NPROC``: see :func:`nproc_limit`) until then.
+
+        The first pass stops every process made since the run started, unread: a bomb's
+        hundreds of processes spinning on failed forks leave this process too little CPU to
+        read each one's ``/proc`` first. Those that turn out not to be the run's (a server's
+        process serving it) are continued."""
+        import time
+
+        keep = set(self.keep()) if callable(self.keep) else set(self.keep)
+        blanket = set()
+        if not self.everything:
+            for name in os.listdir("/proc"):
+                if name.isdigit() and name not in self.before and int(name) not in keep:
+                    blanket.add(int(name))
+                    _signal(int(name), _SIGSTOP)
+        signalled = set(blanket)
+        try:
+            while time.monotonic() < deadline:
+                running = False
+                for pid, (_, state, _) in self.members().items():
+                    if state in (b"T", b"t", b"Z", b"X", b"x"):
+                        continue
+                    running = True  # new, its SIGSTOP still pending, or continued: (again)
+                    if pid not in signalled or state != b"D":
+                        _signal(pid, _SIGSTOP)
+                        signalled.add(pid)
+                if not running:
+                    return
+                time.sleep(0.0005)
+        finally:
+            if blanket:
+                for pid in blanket - set(self.members()):
+                    _signal(pid, _SIGCONT)
+
+
+def _signal(pid, sig):
+    try:
+        os.kill(pid, sig)
+    except OSError:
+        pass
+
 
 #: The most processes a run may have at once: a fork bomb is killed, not left to exhaust the
 #: sandbox's pids (the checker forks the next run).
 MAX_PROCS = 256
 
 
+def nproc_limit():
+    """The ``RLIMIT_NPROC`` of a run (nobody's processes, which the kernel counts per user):
+    those nobody has now (the fork server, a service a check started) and ``2 * MAX_PROCS``.
+    A fork bomb's forks then fail once it has that many: the watch sees it past ``MAX_PROCS``
+    and its tree is frozen at that size (:meth:`Tree.freeze`), never at the sandbox's pids
+    limit. Where the sandbox shares the kernel's count of nobody with processes it cannot see
+    (Docker without a user namespace), those eat into the margin."""
+    count = 0
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open("/proc/" + name + "/status", "rb") as f:
+                    uid = next(line for line in f if line.startswith(b"Uid:")).split()[1]
+                count += int(uid) == _NOBODY
+            except (OSError, StopIteration, ValueError, IndexError):
+                pass
+    return count + 2 * MAX_PROCS
+
+
 def watch(tree, bar):
     """``"cpu"`` when ``tree`` is over ``bar`` seconds of CPU (None: no bar), ``"procs"`` when
-    it has more than MAX_PROCS processes, else None; asked every ``tick`` seconds."""
+    more than MAX_PROCS processes were made since it started (its own, or what it had a
+    server start: counted from ``/proc``'s listing alone, as a bomb's processes leave this
+    process too little CPU to read each one's), else None; asked every ``tick`` seconds."""
 
     def over():
-        members = tree.members()
-        if len(members) > MAX_PROCS:
+        if len(set(os.listdir("/proc")).difference(tree.before)) > MAX_PROCS:
             return "procs"
-        if bar is not None and tree.cpu_of(members) > bar:
+        if bar is not None and tree.cpu() > bar:
             return "cpu"
         return None
 

@@ -180,6 +180,8 @@ def run(req, kept):
     if req["cpu"] is not None:
         soft = max(1, int(-(-req["cpu"] // 1)))
         resource.setrlimit(resource.RLIMIT_CPU, (soft, soft + 1))
+    if req.get("nproc"):  # nobody's processes: a fork bomb's forks fail past it
+        resource.setrlimit(resource.RLIMIT_NPROC, (req["nproc"], req["nproc"]))
     os.environ.clear()
     os.environ.update(req["env"])
     kind, target = req["kind"], req["target"]
