@@ -21,13 +21,15 @@ tree is bounded this way instead:
   process the checker reaped (the orphans). A program that forks before each second of CPU and
   waits for its child (RLIMIT_CPU resets at every fork) is counted whole. Each process keeps its
   own ``RLIMIT_CPU`` too.
-* **The tree is killed when the run ends** (:meth:`Tree.kill`): every member is sent SIGKILL,
-  and those the checker inherits are reaped, until none is left (a process that forks while it
-  is killed only makes orphans, which the next round finds).
+* **The tree is killed when the run ends**, times out or crosses a bar (:meth:`Tree.kill`):
+  it is frozen first (every process made since the run started is sent SIGSTOP, those not of
+  the tree continued; a stopped process forks no more), then every member is sent SIGKILL,
+  and those the checker inherits are reaped, until none is left.
 * **What a run leaves in ``/tmp``, ``/var/tmp`` and ``/dev/shm``** (a FIFO, a stash of work
   done, a link) is removed when it ends (:func:`remove_leftovers`): the next run finds none.
 * **Processes**: a run with more than ``palaestra_fork.MAX_PROCS`` at once (a fork bomb) is
-  killed, before it exhausts the sandbox's pids and the checker cannot fork.
+  killed, before it exhausts the sandbox's pids and the checker cannot fork; its
+  ``RLIMIT_NPROC`` (:func:`nproc_limit`) stops its forks at twice that.
 * **Memory**: ``RLIMIT_AS`` per process where a check gives one; the sandbox's own cgroup bounds
   the whole.
 """
