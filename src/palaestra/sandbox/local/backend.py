@@ -39,6 +39,7 @@ from palaestra.sandbox.local.layout import (
     writable_binds,
     writable_dirs,
 )
+from palaestra.sandbox.local.mountns import mount_points
 from palaestra.sandbox.local.pool import WarmPools
 from palaestra.sandbox.local.sandbox import LocalSandbox, admit, in_thread
 from palaestra.sandbox.local.snapshot import LocalSnapshot
@@ -176,11 +177,12 @@ class LocalBackend(SandboxBackend):
         )
         self._open.add(sandbox)
         _live.add(sandbox)
-        preparing = asyncio.ensure_future(asyncio.to_thread(prepare, spec, sandbox_dir, meta))
+        preparing = asyncio.ensure_future(asyncio.to_thread(_prepare, spec, sandbox_dir, meta))
         child: concurrent.futures.Future[tuple[int, int] | None] = concurrent.futures.Future()
         admitting: asyncio.Future[SandboxMeta | None] | None = None
         try:
-            sandbox._limits = limits = await await_to_the_end(preparing)
+            sandbox._limits, host_mounts = await await_to_the_end(preparing)
+            limits = sandbox._limits
             root = sandbox_dir / "root" if spec.rootfs is not None else None
             binds = writable_binds(sandbox_dir, writable)
             sources = bind_sources(spec, sandbox_dir)
@@ -195,14 +197,14 @@ class LocalBackend(SandboxBackend):
             admitting = asyncio.ensure_future(
                 asyncio.to_thread(_fill_and_admit, fill_args, child, sandbox_dir, meta, limits)
             )
-            command = bwrap_command(spec, root, binds, sources, limits)
+            command = bwrap_command(spec, root, binds, sources, limits, host_mounts)
             await sandbox._start(command, child, admitting)
             sandbox._meta = admitting.result()
         except BaseException:
             if not child.done():
                 child.set_result(None)  # the thread waiting for bwrap's pids ends
             if preparing.done() and not preparing.cancelled() and not preparing.exception():
-                sandbox._limits = preparing.result()  # cancelled meanwhile: release them too
+                sandbox._limits = preparing.result()[0]  # cancelled meanwhile: release them too
             if admitting is not None:  # what it makes must be there before close removes it
                 await _finished(admitting)
             await sandbox.close()
@@ -243,6 +245,18 @@ class LocalBackend(SandboxBackend):
     def _closed(self, sandbox: LocalSandbox) -> None:
         self._open.discard(sandbox)
         _live.discard(sandbox)
+
+
+def _prepare(
+    spec: SandboxSpec, sandbox_dir: Path, meta: SandboxMeta
+) -> tuple[SandboxLimits, list[str] | None]:
+    """:func:`~.layout.prepare`, then the host's mount points, read once its own mounts are
+    made (:mod:`.mountns`; None when unreadable: nothing is detached). Blocking."""
+    limits = prepare(spec, sandbox_dir, meta)
+    try:
+        return limits, mount_points()
+    except OSError:
+        return limits, None
 
 
 def _fill_and_admit(

@@ -37,6 +37,8 @@ from palaestra.sandbox._channel import HELPER_DIR_IN_SANDBOX, sandbox_path
 from palaestra.sandbox.base import SandboxSpec, is_within
 from palaestra.sandbox.helper_runtime import helper_argv
 from palaestra.sandbox.limits import SandboxLimits
+from palaestra.sandbox.local.mountns import ALWAYS_NEEDED, detachable
+from palaestra.sandbox.local.mountns import bind_sources as mount_sources
 from palaestra.sandbox.local.seccomp import seccomp_fd
 
 #: Host directories bound read-only at the same place (symlinks are recreated as symlinks);
@@ -112,6 +114,8 @@ class BwrapCommand:
     argv: list[str]
     pass_fds: list[int]
     userns_block: int
+    #: The host's mounts bwrap does without (:mod:`.mountns`): the launcher detaches them.
+    detach: tuple[str, ...] = ()
 
     def close_fds(self) -> None:
         for fd in self.pass_fds:
@@ -125,10 +129,13 @@ def bwrap_command(
     writable: list[tuple[Path, str]],
     sources: list[Path],
     limits: SandboxLimits,
+    host_mounts: list[str] | None = None,
 ) -> BwrapCommand:
     """The command for a sandbox whose files ``prepare`` and ``fill`` make: ``root`` is its overlay (with
     a root filesystem), ``writable`` the host directories bound writable at their targets,
-    ``sources`` where to find the helper's runtime and then each of the spec's mounts.
+    ``sources`` where to find the helper's runtime and then each of the spec's mounts;
+    ``host_mounts`` the host's mount points (:func:`.mountns.mount_points`), of which those
+    the command does not use are named in its ``detach``.
     Opens descriptors: on an error they are closed before it propagates."""
     block_r, block_w = os.pipe()
     fds: list[int] = [block_r]
@@ -185,7 +192,11 @@ def bwrap_command(
         for fd in (*fds, block_w):
             os.close(fd)
         raise
-    return BwrapCommand([*argv, "--", *helper_argv(config)], fds, block_w)
+    detach: tuple[str, ...] = ()
+    if host_mounts is not None:
+        needed = [*ALWAYS_NEEDED, *mount_sources(argv)] + ([str(root)] if root else [])
+        detach = tuple(detachable(host_mounts, needed))
+    return BwrapCommand([*argv, "--", *helper_argv(config)], fds, block_w, detach)
 
 
 @functools.cache

@@ -151,6 +151,7 @@ class LocalSandbox(ChannelSandbox):
                 pass_fds=(info_w, *limits.pass_fds, *command.pass_fds),
                 limit=_STREAM_LIMIT,
                 uid=id_base(),
+                detach=command.detach,
             )
         )
         try:
