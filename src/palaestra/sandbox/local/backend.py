@@ -29,7 +29,7 @@ from palaestra.sandbox.janitor import (
     reclaim_leftovers,
 )
 from palaestra.sandbox.limits import SandboxLimits, favor_dynamic_moves
-from palaestra.sandbox.local.bwrap import bwrap_command
+from palaestra.sandbox.local.bwrap import BwrapCommand, bwrap_command
 from palaestra.sandbox.local.layout import (
     bind_sources,
     files_to_copy,
@@ -194,10 +194,12 @@ class LocalBackend(SandboxBackend):
                 # touches none before its maps are written, which waits for them).
                 await in_thread(fill, *fill_args)
                 fill_args = None
-            admitting = asyncio.ensure_future(
-                asyncio.to_thread(_fill_and_admit, fill_args, child, sandbox_dir, meta, limits)
-            )
             command = bwrap_command(spec, root, binds, sources, limits, host_mounts)
+            admitting = asyncio.ensure_future(
+                asyncio.to_thread(
+                    _fill_and_admit, fill_args, child, sandbox_dir, meta, limits, command
+                )
+            )
             await sandbox._start(command, child, admitting)
             sandbox._meta = admitting.result()
         except BaseException:
@@ -265,12 +267,13 @@ def _fill_and_admit(
     sandbox_dir: Path,
     meta: SandboxMeta,
     limits: SandboxLimits,
+    command: BwrapCommand,
 ) -> SandboxMeta | None:
     """One thread for what a start does beside bwrap's: :func:`~.layout.fill` (unless made
     already), then :func:`~.sandbox.admit`. Blocking."""
     if fill_args is not None:
         fill(*fill_args)
-    return admit(child, sandbox_dir, meta, limits)
+    return admit(child, sandbox_dir, meta, limits, command.userns_block)
 
 
 async def _finished(work: asyncio.Future[Any]) -> None:
