@@ -26,7 +26,7 @@ from pathlib import Path
 from palaestra.sandbox import SandboxSpec
 from palaestra.sandbox.helper_runtime import helper_runtime, setids_argv
 from palaestra.sandbox.limits import SandboxLimits
-from palaestra.sandbox.local.bwrap import bwrap_command
+from palaestra.sandbox.local.bwrap import bwrap_command, unused_mounts
 from palaestra.sandbox.local.layout import writable_binds, writable_dirs
 from palaestra.sandbox.local.mountns import mount_points
 from palaestra.sandbox.local.userns import id_base, write_id_maps
@@ -37,9 +37,8 @@ def start(sandbox_dir: Path, detached: bool) -> tuple[float, float]:
     """(wall, cpu) seconds of one bwrap start to its exit."""
     spec = SandboxSpec()
     binds = writable_binds(sandbox_dir, writable_dirs(spec))
-    command = bwrap_command(
-        spec, None, binds, [helper_runtime()], SandboxLimits(""), mount_points()
-    )
+    detach = unused_mounts(sandbox_dir, [helper_runtime()], mount_points())
+    command = bwrap_command(spec, None, binds, [helper_runtime()], SandboxLimits(""), detach)
     argv = command.argv[: command.argv.index("--")] + ["--", "true"]
     info_r, info_w = os.pipe()
     detach = command.detach if detached else ()

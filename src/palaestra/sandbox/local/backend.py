@@ -29,7 +29,7 @@ from palaestra.sandbox.janitor import (
     reclaim_leftovers,
 )
 from palaestra.sandbox.limits import SandboxLimits, favor_dynamic_moves
-from palaestra.sandbox.local.bwrap import BwrapCommand, bwrap_command
+from palaestra.sandbox.local.bwrap import BwrapCommand, bwrap_command, unused_mounts
 from palaestra.sandbox.local.layout import (
     bind_sources,
     files_to_copy,
@@ -181,7 +181,7 @@ class LocalBackend(SandboxBackend):
         child: concurrent.futures.Future[tuple[int, int] | None] = concurrent.futures.Future()
         admitting: asyncio.Future[SandboxMeta | None] | None = None
         try:
-            sandbox._limits, host_mounts = await await_to_the_end(preparing)
+            sandbox._limits, detach = await await_to_the_end(preparing)
             limits = sandbox._limits
             root = sandbox_dir / "root" if spec.rootfs is not None else None
             binds = writable_binds(sandbox_dir, writable)
@@ -194,7 +194,7 @@ class LocalBackend(SandboxBackend):
                 # touches none before its maps are written, which waits for them).
                 await in_thread(fill, *fill_args)
                 fill_args = None
-            command = bwrap_command(spec, root, binds, sources, limits, host_mounts)
+            command = bwrap_command(spec, root, binds, sources, limits, detach)
             admitting = asyncio.ensure_future(
                 asyncio.to_thread(
                     _fill_and_admit, fill_args, child, sandbox_dir, meta, limits, command
@@ -251,14 +251,16 @@ class LocalBackend(SandboxBackend):
 
 def _prepare(
     spec: SandboxSpec, sandbox_dir: Path, meta: SandboxMeta
-) -> tuple[SandboxLimits, list[str] | None]:
-    """:func:`~.layout.prepare`, then the host's mount points, read once its own mounts are
-    made (:mod:`.mountns`; None when unreadable: nothing is detached). Blocking."""
+) -> tuple[SandboxLimits, tuple[str, ...]]:
+    """:func:`~.layout.prepare`, then the host's mounts bwrap does without, from the mount
+    table as it is once the sandbox's own mounts are made (:mod:`.mountns`; none when it
+    cannot be read). Blocking."""
     limits = prepare(spec, sandbox_dir, meta)
+    sources = [Path(os.path.realpath(source)) for source in bind_sources(spec, sandbox_dir)]
     try:
-        return limits, mount_points()
+        return limits, unused_mounts(sandbox_dir, sources, mount_points())
     except OSError:
-        return limits, None
+        return limits, ()
 
 
 def _fill_and_admit(

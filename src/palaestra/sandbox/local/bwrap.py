@@ -129,13 +129,12 @@ def bwrap_command(
     writable: list[tuple[Path, str]],
     sources: list[Path],
     limits: SandboxLimits,
-    host_mounts: list[str] | None = None,
+    detach: tuple[str, ...] = (),
 ) -> BwrapCommand:
     """The command for a sandbox whose files ``prepare`` and ``fill`` make: ``root`` is its overlay (with
     a root filesystem), ``writable`` the host directories bound writable at their targets,
     ``sources`` where to find the helper's runtime and then each of the spec's mounts;
-    ``host_mounts`` the host's mount points (:func:`.mountns.mount_points`), of which those
-    the command does not use are named in its ``detach``.
+    ``detach`` the host's mounts it does without (:func:`unused_mounts`).
     Opens descriptors: on an error they are closed before it propagates."""
     block_r, block_w = os.pipe()
     fds: list[int] = [block_r]
@@ -192,11 +191,19 @@ def bwrap_command(
         for fd in (*fds, block_w):
             os.close(fd)
         raise
-    detach: tuple[str, ...] = ()
-    if host_mounts is not None:
-        needed = [*ALWAYS_NEEDED, *mount_sources(argv)] + ([str(root)] if root else [])
-        detach = tuple(detachable(host_mounts, needed))
     return BwrapCommand([*argv, "--", *helper_argv(config)], fds, block_w, detach)
+
+
+def unused_mounts(
+    sandbox_dir: Path, sources: list[Path], host_mounts: list[str]
+) -> tuple[str, ...]:
+    """The mounts of ``host_mounts`` that the command of a sandbox in ``sandbox_dir`` (whose
+    writable directories and root filesystem live there) binding ``sources`` (the helper's
+    runtime, the spec's mounts) does not use (see :mod:`.mountns`). Blocking the first time
+    (the system directories' binds)."""
+    needed = [*ALWAYS_NEEDED, *mount_sources((*system_dir_args(), *proc_cover_args()))]
+    needed += [str(sandbox_dir), *map(str, sources)]
+    return tuple(detachable(host_mounts, needed))
 
 
 @functools.cache
