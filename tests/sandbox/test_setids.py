@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from palaestra.sandbox.helper_runtime import _SETIDS_C, SETIDS, helper_runtime, setids_argv
+from palaestra.sandbox.mounts import mount, unmount
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="changing ids needs root")
 
@@ -72,3 +73,37 @@ def test_it_compiles_without_warnings() -> None:
     flags = ["-std=gnu11", "-O2", "-Wall", "-Wextra", "-Werror", "-fsyntax-only"]
     res = subprocess.run(["cc", *flags, str(_SETIDS_C)], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
+
+
+def test_detached_mounts_are_gone_for_the_program_only(tmp_path: Path) -> None:
+    gone, kept = tmp_path / "gone", tmp_path / "kept"
+    made = []
+    try:
+        for path in (gone, kept):
+            path.mkdir()
+            mount("tmpfs", path, "tmpfs", "size=1m")
+            made.append(path)
+        not_a_mount = str(tmp_path)  # passed over
+        res = subprocess.run(
+            [*setids_argv(2_000_000_123, (str(gone), not_a_mount)), "cat", "/proc/self/mountinfo"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert f" {gone} " not in res.stdout and f" {kept} " in res.stdout
+        assert f" {gone} " in Path("/proc/self/mountinfo").read_text()  # the host keeps it
+    finally:
+        for path in reversed(made):
+            unmount(str(path))
+
+
+def test_a_detach_list_without_its_end_runs_nothing(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    launcher = str(helper_runtime() / SETIDS)
+    res = subprocess.run(
+        [launcher, "--detach", "/sys", "2000000123", "touch", str(marker)],
+        capture_output=True,
+        text=True,
+    )
+    assert res.returncode == 127 and "usage" in res.stderr
+    assert not marker.exists()

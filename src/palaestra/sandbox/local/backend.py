@@ -29,7 +29,7 @@ from palaestra.sandbox.janitor import (
     reclaim_leftovers,
 )
 from palaestra.sandbox.limits import SandboxLimits, favor_dynamic_moves
-from palaestra.sandbox.local.bwrap import bwrap_command
+from palaestra.sandbox.local.bwrap import BwrapCommand, bwrap_command, unused_mounts
 from palaestra.sandbox.local.layout import (
     bind_sources,
     files_to_copy,
@@ -39,6 +39,7 @@ from palaestra.sandbox.local.layout import (
     writable_binds,
     writable_dirs,
 )
+from palaestra.sandbox.local.mountns import mount_points
 from palaestra.sandbox.local.pool import WarmPools
 from palaestra.sandbox.local.sandbox import LocalSandbox, admit, in_thread
 from palaestra.sandbox.local.snapshot import LocalSnapshot
@@ -176,11 +177,12 @@ class LocalBackend(SandboxBackend):
         )
         self._open.add(sandbox)
         _live.add(sandbox)
-        preparing = asyncio.ensure_future(asyncio.to_thread(prepare, spec, sandbox_dir, meta))
+        preparing = asyncio.ensure_future(asyncio.to_thread(_prepare, spec, sandbox_dir, meta))
         child: concurrent.futures.Future[tuple[int, int] | None] = concurrent.futures.Future()
         admitting: asyncio.Future[SandboxMeta | None] | None = None
         try:
-            sandbox._limits = limits = await await_to_the_end(preparing)
+            sandbox._limits, detach = await await_to_the_end(preparing)
+            limits = sandbox._limits
             root = sandbox_dir / "root" if spec.rootfs is not None else None
             binds = writable_binds(sandbox_dir, writable)
             sources = bind_sources(spec, sandbox_dir)
@@ -192,17 +194,19 @@ class LocalBackend(SandboxBackend):
                 # touches none before its maps are written, which waits for them).
                 await in_thread(fill, *fill_args)
                 fill_args = None
+            command = bwrap_command(spec, root, binds, sources, limits, detach)
             admitting = asyncio.ensure_future(
-                asyncio.to_thread(_fill_and_admit, fill_args, child, sandbox_dir, meta, limits)
+                asyncio.to_thread(
+                    _fill_and_admit, fill_args, child, sandbox_dir, meta, limits, command
+                )
             )
-            command = bwrap_command(spec, root, binds, sources, limits)
             await sandbox._start(command, child, admitting)
             sandbox._meta = admitting.result()
         except BaseException:
             if not child.done():
                 child.set_result(None)  # the thread waiting for bwrap's pids ends
             if preparing.done() and not preparing.cancelled() and not preparing.exception():
-                sandbox._limits = preparing.result()  # cancelled meanwhile: release them too
+                sandbox._limits = preparing.result()[0]  # cancelled meanwhile: release them too
             if admitting is not None:  # what it makes must be there before close removes it
                 await _finished(admitting)
             await sandbox.close()
@@ -245,18 +249,33 @@ class LocalBackend(SandboxBackend):
         _live.discard(sandbox)
 
 
+def _prepare(
+    spec: SandboxSpec, sandbox_dir: Path, meta: SandboxMeta
+) -> tuple[SandboxLimits, tuple[str, ...]]:
+    """:func:`~.layout.prepare`, then the host's mounts bwrap does without, from the mount
+    table as it is once the sandbox's own mounts are made (:mod:`.mountns`; none when it
+    cannot be read). Blocking."""
+    limits = prepare(spec, sandbox_dir, meta)
+    sources = [Path(os.path.realpath(source)) for source in bind_sources(spec, sandbox_dir)]
+    try:
+        return limits, unused_mounts(sandbox_dir, sources, mount_points())
+    except OSError:
+        return limits, ()
+
+
 def _fill_and_admit(
     fill_args: tuple[Any, ...] | None,
     child: concurrent.futures.Future[tuple[int, int] | None],
     sandbox_dir: Path,
     meta: SandboxMeta,
     limits: SandboxLimits,
+    command: BwrapCommand,
 ) -> SandboxMeta | None:
     """One thread for what a start does beside bwrap's: :func:`~.layout.fill` (unless made
     already), then :func:`~.sandbox.admit`. Blocking."""
     if fill_args is not None:
         fill(*fill_args)
-    return admit(child, sandbox_dir, meta, limits)
+    return admit(child, sandbox_dir, meta, limits, command.userns_block)
 
 
 async def _finished(work: asyncio.Future[Any]) -> None:

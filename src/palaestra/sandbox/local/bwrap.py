@@ -37,6 +37,8 @@ from palaestra.sandbox._channel import HELPER_DIR_IN_SANDBOX, sandbox_path
 from palaestra.sandbox.base import SandboxSpec, is_within
 from palaestra.sandbox.helper_runtime import helper_argv
 from palaestra.sandbox.limits import SandboxLimits
+from palaestra.sandbox.local.mountns import ALWAYS_NEEDED, detachable
+from palaestra.sandbox.local.mountns import bind_sources as mount_sources
 from palaestra.sandbox.local.seccomp import seccomp_fd
 
 #: Host directories bound read-only at the same place (symlinks are recreated as symlinks);
@@ -112,6 +114,8 @@ class BwrapCommand:
     argv: list[str]
     pass_fds: list[int]
     userns_block: int
+    #: The host's mounts bwrap does without (:mod:`.mountns`): the launcher detaches them.
+    detach: tuple[str, ...] = ()
 
     def close_fds(self) -> None:
         for fd in self.pass_fds:
@@ -125,10 +129,12 @@ def bwrap_command(
     writable: list[tuple[Path, str]],
     sources: list[Path],
     limits: SandboxLimits,
+    detach: tuple[str, ...] = (),
 ) -> BwrapCommand:
     """The command for a sandbox whose files ``prepare`` and ``fill`` make: ``root`` is its overlay (with
     a root filesystem), ``writable`` the host directories bound writable at their targets,
-    ``sources`` where to find the helper's runtime and then each of the spec's mounts.
+    ``sources`` where to find the helper's runtime and then each of the spec's mounts;
+    ``detach`` the host's mounts it does without (:func:`unused_mounts`).
     Opens descriptors: on an error they are closed before it propagates."""
     block_r, block_w = os.pipe()
     fds: list[int] = [block_r]
@@ -185,7 +191,19 @@ def bwrap_command(
         for fd in (*fds, block_w):
             os.close(fd)
         raise
-    return BwrapCommand([*argv, "--", *helper_argv(config)], fds, block_w)
+    return BwrapCommand([*argv, "--", *helper_argv(config)], fds, block_w, detach)
+
+
+def unused_mounts(
+    sandbox_dir: Path, sources: list[Path], host_mounts: list[str]
+) -> tuple[str, ...]:
+    """The mounts of ``host_mounts`` that the command of a sandbox in ``sandbox_dir`` (whose
+    writable directories and root filesystem live there) binding ``sources`` (the helper's
+    runtime, the spec's mounts) does not use (see :mod:`.mountns`). Blocking the first time
+    (the system directories' binds)."""
+    needed = [*ALWAYS_NEEDED, *mount_sources((*system_dir_args(), *proc_cover_args()))]
+    needed += [str(sandbox_dir), *map(str, sources)]
+    return tuple(detachable(host_mounts, needed))
 
 
 @functools.cache

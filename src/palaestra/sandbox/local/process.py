@@ -87,12 +87,17 @@ class PipedProcess:
 
 
 async def start_piped(
-    argv: list[str], *, pass_fds: tuple[int, ...], limit: int, uid: int | None = None
+    argv: list[str],
+    *,
+    pass_fds: tuple[int, ...],
+    limit: int,
+    uid: int | None = None,
+    detach: tuple[str, ...] = (),
 ) -> Any:
     """Start ``argv`` in a process group of its own, its stdin, stdout and stderr piped, as
-    ``uid`` (and the group of that number, no supplementary groups) when given: a
-    :class:`PipedProcess`, or asyncio's ``Process`` where pidfds are missing. Raises OSError
-    when it cannot be started.
+    ``uid`` (and the group of that number, no supplementary groups) when given, in a mount
+    namespace without the mounts at ``detach`` (with ``uid`` only): a :class:`PipedProcess`,
+    or asyncio's ``Process`` where pidfds are missing. Raises OSError when it cannot be started.
 
     The ids are changed by a launcher exec'd first (the runtime bundle's static
     ``palaestra-setids``, else ``setpriv``: :func:`~palaestra.sandbox.helper_runtime.
@@ -100,7 +105,7 @@ async def start_piped(
     copies this process's page tables (about 4 ms a start for a process of a few hundred MiB),
     where the launcher costs one exec."""
     if uid is not None:
-        argv = [*setids_argv(uid), *argv]
+        argv = [*setids_argv(uid, detach), *argv]
     if not _pidfds():
         return await asyncio.create_subprocess_exec(
             *argv,

@@ -131,11 +131,12 @@ class LocalSandbox(ChannelSandbox):
         admitted: asyncio.Future[None],
     ) -> None:
         """Launch bwrap as the sandbox's root uid; hand its pid and its child's to ``child``,
-        which a thread waits on (:func:`admit`: the ids mapped, the cgroups joined, the record
-        written, once the sandbox's files are made); let the child go on once ``admitted``
-        (that thread) is over, and wait for the helper's greeting. Takes ``command``'s
-        descriptors (closed here, whatever happens); ``child`` is always resolved (None when
-        the start failed first), so the thread never waits for good."""
+        which a thread waits on (:func:`admit`: the ids mapped, the cgroups joined, the child
+        let go on, the record written, once the sandbox's files are made); wait for
+        ``admitted`` (that thread) and for the helper's greeting. Takes ``command``'s
+        descriptors (closed here, whatever happens, once the thread is over); ``child`` is
+        always resolved (None when the start failed first), so the thread never waits for
+        good."""
         info_r, info_w = os.pipe()
         limits = self._limits
         assert limits is not None
@@ -151,6 +152,7 @@ class LocalSandbox(ChannelSandbox):
                 pass_fds=(info_w, *limits.pass_fds, *command.pass_fds),
                 limit=_STREAM_LIMIT,
                 uid=id_base(),
+                detach=command.detach,
             )
         )
         try:
@@ -185,7 +187,6 @@ class LocalSandbox(ChannelSandbox):
             _, cancelled = await outcome(admitted)  # its failure propagates from here
             if cancelled is not None:
                 raise cancelled
-            os.write(command.userns_block, b"1")
         finally:
             if not child.done():
                 child.set_result(None)
@@ -398,12 +399,14 @@ def admit(
     sandbox_dir: Path,
     meta: SandboxMeta,
     limits: SandboxLimits,
+    userns_block: int,
 ) -> SandboxMeta | None:
     """Once :meth:`LocalSandbox._start` hands over bwrap's pid and its child's (waiting for
     them: run in a thread), map the sandbox's ids into the child's user namespace, move it into
-    the sandbox's cgroups (before the helper runs: everything it starts inherits both) and
-    record bwrap's pid in meta.json; the record, or None when the start failed first.
-    Blocking."""
+    the sandbox's cgroups (before the helper runs: everything it starts inherits both), let it
+    go on (a byte on ``userns_block``, from here rather than after a hop back to the event
+    loop), then record bwrap's pid in meta.json; the record, or None when the start failed
+    first. Blocking. ``userns_block`` stays open until this returns (the caller waits)."""
     pids = child.result()
     if pids is None:
         return None
@@ -412,7 +415,8 @@ def admit(
         write_id_maps(child_pid)
         if limits.cgroups:
             limits.add_process(child_pid)
-    except ProcessLookupError:
+        os.write(userns_block, b"1")
+    except (ProcessLookupError, BrokenPipeError):
         pass  # bwrap's child died at once: the channel reports why
     except OSError as exc:
         raise SandboxError(f"cannot set up sandbox {meta.sandbox_id}'s namespace: {exc}") from exc
