@@ -31,6 +31,7 @@ from types import ModuleType
 from palaestra.tasks import (
     starter_harness_calls,
     starter_harness_packages,
+    starter_harness_state,
     starter_harness_trees,
 )
 from palaestra.tasks.generators import harness_spec as hs
@@ -237,6 +238,7 @@ BUILDERS: dict[str, Callable[[], dict[str, str | bytes]]] = {
     **starter_harness_calls.BUILDERS,
     **starter_harness_packages.BUILDERS,
     **starter_harness_trees.BUILDERS,
+    **starter_harness_state.BUILDERS,
 }
 
 

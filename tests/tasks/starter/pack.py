@@ -41,3 +41,12 @@ PARTIAL_CREDIT = {
 }
 
 WRONG_SOLUTIONS: dict[str, dict[str, str]] = {**WRONG_SOLUTIONS_A_TO_D, **WRONG_SOLUTIONS_F_TO_S}
+#: Hostile wrong solutions (issue 29: what the agent leaves is read without following links,
+#: regular files only): each scores exactly 0, partial credit or not, and its checker ends on
+#: its own (no timeout, no missing reward) however the agent's files block a plain reader.
+HOSTILE: set[tuple[str, str]] = {
+    ("data-querying-easy-library-loans", "answers-link-to-root-file"),
+    ("file-operations-easy-archive-logs", "fifo-in-archive"),
+    ("file-operations-easy-archive-logs", "links-in-archive"),
+    ("file-operations-easy-archive-logs", "archive-is-a-link"),
+}

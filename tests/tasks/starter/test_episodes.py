@@ -13,7 +13,14 @@ from palaestra.llm import ScriptedPolicy
 from palaestra.run import rollout
 from palaestra.scaffolds import NopPolicy, OraclePolicy
 from tests.conftest import SUBMIT_ACTION, bash_action
-from tests.tasks.starter.pack import PACK_DIR, PARTIAL_CREDIT, TASK_IDS, TASKS, WRONG_SOLUTIONS
+from tests.tasks.starter.pack import (
+    HOSTILE,
+    PACK_DIR,
+    PARTIAL_CREDIT,
+    TASK_IDS,
+    TASKS,
+    WRONG_SOLUTIONS,
+)
 
 pytestmark = pytest.mark.slow  # whole episodes with real verifiers: not in the fast tier
 
@@ -37,7 +44,7 @@ async def run_episode(task_id: str, policy) -> tuple[float, dict]:
     output = end.verifier.output if end.verifier is not None else ""
     log = f"status={end.status} error={end.error}\n{output[-4000:]}"
     assert end.status != "error", log
-    return episode.reward, episode.info
+    return episode.reward, dict(episode.info, verifier_output=output)
 
 
 SCENARIOS = (
@@ -62,7 +69,11 @@ async def test_scenario(task_id: str, scenario: str) -> None:
         applied = info["executions"][0]
         # a solution (reference or deliberately wrong) that does not even apply proves nothing
         assert applied["exit_code"] == 0, f"the wrong solution failed to apply: {applied}"
-        if task_id in PARTIAL_CREDIT:
+        if (task_id, scenario.removeprefix("wrong:")) in HOSTILE:
+            out = info["verifier_output"]
+            assert "ran out of" not in out and "before writing a reward" not in out, out[-2000:]
+            assert reward == 0, f"a hostile solution must score 0, got {reward}"
+        elif task_id in PARTIAL_CREDIT:
             assert reward < 1, f"a wrong solution must not get full credit, got {reward}"
         else:
             assert reward == 0, f"a wrong solution must score 0, got {reward}"

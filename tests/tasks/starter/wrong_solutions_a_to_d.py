@@ -155,6 +155,14 @@ json.dump({
 }, open("answers.json", "w"))
 PY
 """,
+        # hostile (issue 29): the right answers kept in a file only root may read, answers.json
+        # a link to it (the checker reads as root: a followed link would score 1)
+        "answers-link-to-root-file": r"""
+bash /solution/solve.sh >/dev/null
+mkdir -p /tmp/kept && chmod 700 /tmp/kept
+mv answers.json /tmp/kept/answers.json && chmod 600 /tmp/kept/answers.json
+ln -s /tmp/kept/answers.json answers.json
+""",
     },
     "data-querying-medium-sales-queries": {
         # plausible first drafts: inner joins drop empty regions/categories, COUNT(*) after the

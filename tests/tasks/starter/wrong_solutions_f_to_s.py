@@ -41,6 +41,25 @@ PY
         "copy-not-move": r"""
 sed 's/mv -n --/cp --/' /solution/solve.sh | bash
 """,
+        # hostile (issue 29): the right layout, and a FIFO in it that a plain open would block on
+        "fifo-in-archive": r"""
+bash /solution/solve.sh >/dev/null
+mkfifo archive/unsorted/pending.log
+""",
+        # hostile: every filed file a link to its right bytes kept elsewhere, readable by root only
+        "links-in-archive": r"""
+bash /solution/solve.sh >/dev/null
+mkdir -p /tmp/kept && chmod 700 /tmp/kept
+find archive -type f | while read -r f; do
+  k="/tmp/kept/$(echo "$f" | tr / _)"
+  mv "$f" "$k" && chmod 600 "$k" && ln -s "$k" "$f"
+done
+""",
+        # hostile: the right layout kept elsewhere, /app/archive a link to it
+        "archive-is-a-link": r"""
+bash /solution/solve.sh >/dev/null
+mkdir -p /tmp/kept && mv archive /tmp/kept/archive && ln -s /tmp/kept/archive archive
+""",
     },
     "file-operations-medium-dedupe-tree": {
         # the reference, but the keeper is the first path in os.walk order, links are absolute

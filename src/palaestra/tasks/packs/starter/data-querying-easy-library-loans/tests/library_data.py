@@ -1,7 +1,8 @@
 """Deterministic generator of the library data set (the workspace CSVs were written by it).
 
-The verifier regenerates the rows from here and computes the answers in plain Python, so
-nothing the agent changes in /app can influence the expected answers.
+The hidden test's expected answers are computed from here in plain Python when its spec is
+built (``palaestra.tasks.starter_harness_state``), so nothing the agent changes in /app can
+influence them.
 """
 
 import csv
