@@ -185,7 +185,11 @@ def baseline(environment: ProjectVenv, project: Project, tree: Path, work: Path)
             fix="pick a project whose tests run offline with pytest",
         )
     broken = sorted({e["nodeid"] for e in first.errors})
-    files = [f for f in files if f not in broken]
+    if broken:
+        # pytest runs no test at all after a collection error: without the files that cannot
+        # be collected (a test module importing what the venv lacks), the traced run again
+        files = [f for f in files if f not in broken]
+        first = run_pytest(environment, project, tree, files, trace=True, timeout=1800)
     second = run_pytest(environment, project, tree, files, timeout=1800)
     passed = set(first.passing()) & set(second.passing())
     flaky = set(first.passing()) ^ set(second.passing())
