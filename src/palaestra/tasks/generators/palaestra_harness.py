@@ -208,21 +208,14 @@ def run_program(ck, spec, cases):
     if answer.get("compile"):
         ck.compile_python(*answer["compile"])
     work = build(ck, answer, limits)
-    past_limit = None
     for case in cases:
         if work is None:
             ck.error(case["label"], "the program did not build")
-            continue
-        if past_limit and spec.get("reward") != "partial":
-            # all or nothing: the reward is 0 already; more runs at the limit would only
-            # spend the verifier's time (a slow program times the whole verifier out)
-            ck.error(case["label"], "not run: an earlier case went past " + past_limit)
             continue
         cpu = case.get("cpu", limits.get("cpu"))
         res, files = run_case(answer["argv"], work, case, spec, cpu)
         if not _ran(res, answer.get("status")):
             ck.error(case["label"], res.error or res.stderr[-300:])
-            past_limit = past_limit or _limit_passed(res)
             continue
         got = {"stdout": res.stdout, "files": files}
         if answer.get("trees"):
@@ -236,17 +229,6 @@ def run_program(ck, spec, cases):
         if answer.get("stderr"):
             got["stderr"] = res.stderr.strip()[-answer["stderr"] :]
         compare(ck, case["label"], case["want"], got, spec["compare"])
-
-
-def _limit_passed(res):
-    """Which limit a run went past (its wall time, its CPU bar, the process cap), or None."""
-    if res.timed_out or res.error == "timeout":
-        return "its time limit"
-    if res.error.startswith("CPU time limit"):
-        return "its CPU bar"
-    if res.error.startswith("more than"):
-        return "the process cap"
-    return None
 
 
 def _ran(res, status):
