@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from tests.sandbox.test_hostile_jail_ends import EXHAUST, _task
-from tests.sandbox.test_hostile_rewards import play
+# the hostile tests' task and episode runner, from the repository's tests/ (run from a checkout)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.sandbox.test_hostile_jail_ends import EXHAUST, _task  # noqa: E402
+from tests.sandbox.test_hostile_rewards import play  # noqa: E402
 
 from palaestra.sandbox import SandboxBackend
 
