@@ -72,7 +72,9 @@ def _wrong(task, name: str | list[str] | None) -> list[str]:
     if isinstance(name, list):
         return name
     root = task.path / "wrong_solutions"
-    names = [name] if name else sorted(p.name for p in root.iterdir())
+    # the family's own wrong solutions, not the attacks added beside them (they error on purpose)
+    own = sorted(p.name for p in root.iterdir() if not p.name.startswith("attack-"))
+    names = [name] if name else own
     return [bash_action((root / names[0] / "solve.sh").read_text()), SUBMIT_ACTION]
 
 
