@@ -198,8 +198,11 @@ def _program(rest=()):
 def tamper(source, rest):
     argv, cwd = _program(rest)
     paths = [a for a in argv[1:] if a.startswith("/") and os.path.exists(a)]
-    ours = {os.path.realpath(p) for p in [cwd, os.environ.get("HOME", "/"),
-                                           os.environ.get("TMPDIR", "/")] if p != "/"}  # fmt: skip
+    ours = {
+        os.path.realpath(p)
+        for p in [cwd, os.environ.get("HOME", "/"), os.environ.get("TMPDIR", "/")]
+        if p != "/"
+    }
     cases = {os.path.dirname(p) for p in paths}
     ours |= {os.path.realpath(c) for c in cases}
     app = os.path.dirname(os.path.realpath(source))
@@ -275,8 +278,11 @@ def plant(mode, names, rest):
             outputs += [os.path.join(here, f) for f in sorted(files)]
     outputs = [p for p in outputs if os.path.isfile(p) and not os.path.islink(p)]
     stash = None
-    for place in (os.path.join(case, ".palaestra-stash"), "/dev/shm/.palaestra-stash",
-                  "/tmp/.palaestra-stash"):  # fmt: skip
+    for place in (
+        os.path.join(case, ".palaestra-stash"),
+        "/dev/shm/.palaestra-stash",
+        "/tmp/.palaestra-stash",
+    ):
         try:
             os.makedirs(place, exist_ok=True)
             stash = place

@@ -127,8 +127,9 @@ def _forked_result(status, out, err, timeout, cpu_seconds):
         return ChildResult(False, stdout=out, stderr=err,
                            error=f"CPU time limit of {cpu_seconds}s exceeded")  # fmt: skip
     if status == "procs":
-        return ChildResult(False, stdout=out, stderr=err,
-                           error=f"more than {MAX_PROCS} processes at once")  # fmt: skip
+        return ChildResult(
+            False, stdout=out, stderr=err, error=f"more than {MAX_PROCS} processes at once"
+        )
     if status == "timeout":
         return ChildResult(False, error=f"timeout after {timeout:g}s", stdout=out, stderr=err,
                            timed_out=True)  # fmt: skip
