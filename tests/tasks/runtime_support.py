@@ -9,13 +9,17 @@ from palaestra.sandbox.base import Sandbox
 from palaestra.tasks.generators.base import CHECK_RUNTIME
 
 
-async def run_with_runtime(sandbox: Sandbox, script: str, directory: str = "/tmp/rt") -> dict:
-    """Run ``script`` beside the runtime in ``directory``; the JSON object its last line of
-    output holds."""
+async def run_with_runtime(
+    sandbox: Sandbox, script: str, directory: str = "/tmp/rt", alarm: int | None = None
+) -> dict:
+    """Run ``script`` beside the runtime in ``directory`` (``alarm``: launched with
+    ``--alarm``, as test.sh launches a checker); the JSON object its last line of output
+    holds."""
     for path in CHECK_RUNTIME:
         await sandbox.upload(path, f"{directory}/{path.name}")
     await sandbox.write_file(f"{directory}/run.py", script)
-    launch = ["python3", "-E", "-s", "-S", "-B", "palaestra_launch.py", "run.py"]
+    alarmed = ["--alarm", str(alarm)] if alarm is not None else []
+    launch = ["python3", "-E", "-s", "-S", "-B", "palaestra_launch.py", *alarmed, "run.py"]
     res = await sandbox.exec(launch, cwd=directory, timeout=120)
     assert res.ok, res.output
     return json.loads(res.stdout.strip().splitlines()[-1])

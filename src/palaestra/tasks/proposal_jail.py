@@ -84,6 +84,7 @@ RUNTIME = frozenset(
         "palaestra_jail.py",
         "palaestra_zygote.py",
         "palaestra_launch.py",
+        "palaestra_budget.py",
     }
 )
 _FIX = "run the agent's code only through palaestra_check.run_command / run_python"

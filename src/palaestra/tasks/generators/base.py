@@ -85,6 +85,7 @@ CHECK_RUNTIME = (
             "palaestra_jail.py",
             "palaestra_zygote.py",
             "palaestra_launch.py",
+            "palaestra_budget.py",
         )
     ),
 )

@@ -26,6 +26,8 @@ import os
 import sys
 import time
 
+import palaestra_budget
+
 # No json, subprocess, tempfile or shutil (~20 ms of imports, json's re and enum most) on the
 # common paths: palaestra_fork has what they gave. Nor signal (enum again): Linux's numbers.
 from palaestra_fork import (
@@ -170,6 +172,27 @@ def _reference_guard(reference, code_dir):
     _reference_dirs.add(root)
 
 
+def _granted(reference, timeout, cpu_seconds):
+    """A run's bounds within the checker's budget (``palaestra_budget``; references aside)."""
+    if reference:
+        return timeout, cpu_seconds, None
+    return palaestra_budget.grant(timeout, cpu_seconds)
+
+
+def _spent(reference, res, asked, granted):
+    """Count an agent run against the budget; a run stopped at a bound the budget lowered
+    says so (not its own bar's error)."""
+    if reference:
+        return
+    over = res.error.startswith("CPU time limit")
+    palaestra_budget.spend(granted[1], res.cpu, over)
+    why = palaestra_budget.cut(asked[1], granted[1]) if over else None
+    if res.timed_out:
+        why = palaestra_budget.cut(asked[0], granted[0])
+    if why:
+        res.error = why
+
+
 def run_command(
     argv,
     *,
@@ -195,6 +218,10 @@ def run_command(
     program (this interpreter on a script, ``-m`` or ``-c``) is forked from it, anything else
     is executed from such a fork (found on ``env``'s PATH)."""
     _reference_guard(reference, cwd)
+    asked = timeout, cpu_seconds
+    timeout, cpu_seconds, refused = _granted(reference, timeout, cpu_seconds)
+    if refused:
+        return ChildResult(False, error=refused)
     environ = dict(CHILD_ENV)
     environ.update(env or {})
     how = forkable(argv, environ) or ("exec", argv[0], list(argv[1:]))
@@ -202,6 +229,7 @@ def run_command(
                                           cpu_seconds=cpu_seconds, service=service)  # fmt: skip
     res = _forked_result(status, _text(out), _text(err), timeout, cpu_seconds)
     res.cpu = cpu
+    _spent(reference, res, asked, (timeout, cpu_seconds))
     if how[0] == "exec" and res.returncode == 127 and res.stderr.startswith("cannot start "):
         res.error = _last_line(res.stderr)  # it never ran: as Popen's OSError said it
     return res
@@ -223,6 +251,10 @@ def run_python(
     The child is forked from the fork server (see ``palaestra_fork``), as if started by
     ``python -I -B -c``; ``reference`` as for :func:`run_command` (``path`` no run may write)."""
     _reference_guard(reference, path or cwd)
+    asked = timeout, cpu_seconds
+    timeout, cpu_seconds, refused = _granted(reference, timeout, cpu_seconds)
+    if refused:
+        return ChildResult(False, error=refused)
     names = [IN_CHILD_DIR + "input.json", IN_CHILD_DIR + "output.json", path or cwd]
     how = ("code", _CHILD + "\n" + code, names)
     status, out, err, (raw,), cpu = run_forked(how, CHILD_ENV, cwd=cwd, timeout=timeout,
@@ -232,7 +264,9 @@ def run_python(
     out, err = _text(out), _text(err)
     res = _forked_result(status, out, err, timeout, cpu_seconds)
     res.cpu = cpu
-    if status in ("timeout", "gone", "cpu", "procs") or res.error.startswith("CPU time limit"):
+    stopped = status in ("timeout", "gone", "cpu", "procs") or res.error.startswith("CPU time")
+    _spent(reference, res, asked, (timeout, cpu_seconds))
+    if stopped:
         return res
     if res.returncode != 0:
         res.error = _last_line(err) or f"exit status {res.returncode}"

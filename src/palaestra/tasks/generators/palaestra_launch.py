@@ -1,7 +1,8 @@
 """Runs a generated task's hidden tests (stdlib only, Python 3.8+; shipped in ``tests/``
 beside ``palaestra_check.py``): ``python3 -E -s -S -B palaestra_launch.py test_hidden.py [args]``
 runs the script as ``python3 -E -s -S -B test_hidden.py [args]`` would; with ``--alarm SECONDS``
-first, the checker is killed (SIGALRM, status 142) once they passed, as ``timeout`` would.
+first, the checker is killed (SIGALRM, status 142) once they passed, as ``timeout`` would,
+and the agent's runs are bounded to end before it (``palaestra_budget``).
 
 Before it reads the script, it forks the fork server of the checker's children
 (:func:`palaestra_fork.prefork_server`): a fork of this fresh interpreter, which has read
@@ -14,6 +15,7 @@ script's is used here as imports use the others'.
 import os
 import sys
 
+import palaestra_budget
 import palaestra_fork
 
 
@@ -35,6 +37,7 @@ def main():
         import _signal  # not signal: its enums import enum and re
 
         _signal.alarm(int(args[1]))  # SIGALRM ends this process (status 142), not its forks
+        palaestra_budget.arm(int(args[1]))  # the agent's runs end in time for a verdict
         args = args[2:]
     if not args:
         sys.stderr.write(
