@@ -50,24 +50,13 @@ def grant(timeout, cpu_seconds):
     if deadline is not None:
         wall = deadline - time.monotonic()
         if wall < 1:
-            return (
-                timeout,
-                cpu_seconds,
-                (
-                    f"not run: the checker's {_state['seconds']} s are spent (earlier runs took them)"
-                ),
-            )
+            why = f"the checker's {_state['seconds']} s are spent"
+            return timeout, cpu_seconds, f"not run: {why} (earlier runs took them)"
         timeout = min(timeout, wall) if timeout is not None else wall
     if cpu_seconds is not None and left is not None:
         if left < 1:
-            return (
-                timeout,
-                cpu_seconds,
-                (
-                    f"not run: the {_state['cpu']} s of CPU the checker gives the agent's runs "
-                    "are spent (earlier runs took them)"
-                ),
-            )
+            why = f"the {_state['cpu']} s of CPU the checker gives the agent's runs are spent"
+            return timeout, cpu_seconds, f"not run: {why} (earlier runs took them)"
         cpu_seconds = min(cpu_seconds, int(left))
     return timeout, cpu_seconds, None
 
