@@ -61,8 +61,10 @@ def replies(request) -> dict[str, str]:
     "sabotage",
     [
         f'd={PIPES}; rm "$d/in" && mkdir "$d/in"',  # the client's writes fail
-        # a line over 4 MiB, written while the client reads (it reads during a call only)
-        f'd={PIPES}; (head -c 4300000 /dev/zero | tr "\\0" a; echo) >"$d/out" 2>&1 </dev/null &',
+        # a line over 4 MiB, written while the client reads (it reads during a call only):
+        # its first 32 KiB at once (the pipe holds them), so that they come before any reply
+        f'd={PIPES}; head -c 32768 /dev/zero | tr "\\0" a >"$d/out"; '
+        f'(head -c 4300000 /dev/zero | tr "\\0" a; echo) >"$d/out" 2>&1 </dev/null &',
     ],
     ids=["pipe-swapped-for-a-directory", "oversized-line"],
 )

@@ -254,6 +254,9 @@ class RayExecutor:
         lost: BaseException | None = None
         for _ in range(self.options.max_lost + 1):
             actor = min(self._actors, key=lambda a: a.rank)
+            if actor.back is not None and not actor.back.done():
+                # none answers (the best one restarts): wait for it, not a loss at once
+                await asyncio.wait({actor.back}, timeout=self.options.unavailable_after_s)
             actor.load += 1
             ref = actor.handle.run.remote(seed, options, max_cost_usd)
             result = asyncio.ensure_future(_result(ref))
@@ -335,10 +338,23 @@ class RayExecutor:
                 await asyncio.to_thread(ray.shutdown)
 
 
-async def _answers(handle: Any) -> None:
-    """Return once a restarted actor answers (or is found gone for good)."""
-    with contextlib.suppress(Exception):
-        await _node(handle)
+async def _answers(handle: Any, within: float = 300.0) -> None:
+    """Return once a restarted actor answers, is found gone for good, or ``within`` seconds
+    passed. A restart takes a while (longer on a loaded node): until it is done, each ask is
+    answered at once with "the actor is restarting", so ask again."""
+    from ray.exceptions import ActorDiedError
+
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            await _node(handle)
+            return
+        except ActorDiedError:
+            return
+        except Exception:  # noqa: BLE001 - unavailable (restarting) or unreachable: ask again
+            if time.monotonic() > deadline:
+                return
+            await asyncio.sleep(0.5)
 
 
 async def _ping(handle: Any, timeout: float) -> bool:
