@@ -16,14 +16,17 @@ import hashlib
 import os
 import subprocess
 import sys
+from collections.abc import Collection
 from pathlib import Path
 
 import pytest
 
-from palaestra.run.check import check_tasks
+from palaestra.run.check import check_tasks, scenarios
 from palaestra.tasks import generators as g
 from palaestra.tasks import load_task
+from palaestra.tasks.generators import _armed
 from tests.tasks.family_facts import python_families
+from tests.tasks.test_generator_attacks import EXPECTED as ATTACKS
 
 FAMILIES = [f.name for f in g.families()]
 #: The fast tier's families: the first of each category; every family in the full suite.
@@ -34,6 +37,27 @@ EACH_FAMILY = [
 ]
 PYTHON_FAMILIES = python_families()
 FIRST_SEED = {"easy": 0, "medium": 7, "hard": 14}
+#: ``attack-fork-relay`` spends all the CPU the checker gives the agent's runs (a third of its
+#: alarm, 30-70 s a task: every run relays forks up to its bar until that budget is spent),
+#: and what it proves, a CPU bar over the process tree, is the jail's and its hook's whatever
+#: the family (``tests/sandbox/test_hostile_jail.py`` plays the class on both backends). So
+#: the tiers play it on a sample: the fast tier on the optimization category's task, the slow
+#: tier on one task of the last such family of each category; every family's in
+#: ``benchmarks/bench_generators.py``. The other attacks cost what a wrong answer does.
+RELAY = "wrong:" + _armed.RELAY
+
+
+def _relaying(category: str) -> list[str]:
+    """The category's Python families whose tasks carry the fork-relay attack."""
+    return [
+        f.name
+        for f in g.families(category)
+        if f.name in PYTHON_FAMILIES and _armed.RELAY in ATTACKS.get(f.name, ())
+    ]
+
+
+RELAY_SAMPLE = {_relaying(c)[-1] for c in g.CATEGORIES if _relaying(c)}
+FAST_RELAY = {next(f.name for f in g.families("optimization") if f.name in PYTHON_FAMILIES)}
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -67,9 +91,16 @@ def sample_tasks(family: str):
     ]
 
 
-async def assert_strong(tasks) -> None:
-    """The reference scores 1.0, doing nothing and every wrong solution (at least three) 0.0."""
-    results = await check_tasks(tasks, concurrency=4)
+async def assert_strong(tasks, relay: Collection[str] = ()) -> None:
+    """The reference scores 1.0, doing nothing and every wrong solution (at least three) 0.0;
+    the fork-relay attack is played on the tasks whose ids are in ``relay`` only (see
+    :data:`RELAY_SAMPLE`)."""
+    others = sorted({s for task in tasks for s in scenarios(task)} - {RELAY})
+    results = await check_tasks(tasks, concurrency=4, only=others)
+    relayed = [task for task in tasks if task.id in relay]
+    if relayed:
+        results += await check_tasks(relayed, concurrency=4, only=[RELAY])
+        assert {r.task_id for r in results if r.scenario == RELAY} == set(relay)
     bad = [
         f"{r.task_id} {r.scenario}: expected {r.expected}, got {r.reward} ({r.status})\n"
         f"{r.detail[-800:]}"
@@ -209,7 +240,9 @@ def test_exported_directory_round_trips(tmp_path: Path):
 @pytest.mark.slow
 @pytest.mark.parametrize("family", PYTHON_FAMILIES)
 async def test_sample_oracle_passes_nop_and_wrong_solutions_fail(family: str):
-    await assert_strong(sample_tasks(family))
+    tasks = sample_tasks(family)
+    relay = [tasks[FAMILIES.index(family) % 3].id] if family in RELAY_SAMPLE else []
+    await assert_strong(tasks, relay)
 
 
 async def test_one_task_of_one_family_a_category_is_strong():
@@ -220,4 +253,5 @@ async def test_one_task_of_one_family_a_category_is_strong():
         family = next(f.name for f in g.families(category) if f.name in PYTHON_FAMILIES)
         tier = g.TIERS[i % 3]
         tasks.append(g.load_generated(family, 1, g.tier_difficulty(tier, 1)))
-    await assert_strong(tasks)
+    relay = [t.id for t in tasks if g.parse_task_id(t.id)[0] in FAST_RELAY]
+    await assert_strong(tasks, relay)
