@@ -6,6 +6,8 @@ in the checker the reference, run there first, decides whenever a digest differs
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import marshal
 import random
 import shutil
@@ -113,3 +115,34 @@ async def test_python_families_error_without_their_cases(family: str, data: str,
     results = await check_tasks(tasks, only=["oracle"])
     assert [r.reward for r in results] == [1.0, 0.0, 0.0], [r.detail[-300:] for r in results]
     assert [bool(r.rewards.get("checks_total")) for r in results] == [True, False, False]
+
+
+def _made_again(tests: Path, make: dict) -> object:
+    """What the checker's ``_made`` gives: the task's input module called as it calls it."""
+    spec = importlib.util.spec_from_file_location(make["module"], tests / f"{make['module']}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, make["fn"])(random.Random(make["seed"]), *make.get("args", ()))
+
+
+@pytest.mark.parametrize("family", [f.name for f in g.families()])
+def test_inputs_made_again_in_the_checker_match_the_generators(family: str, monkeypatch):
+    """Each input the checker makes again from its seed has the digest the generator recorded,
+    by the shipped rule (``palaestra_compare.made_stale``): else the reference runs again in
+    every verification. build-order's call input, a dict, was digested one way by the
+    generator and another by the checker (the reference ran at every verification)."""
+    monkeypatch.syspath_prepend(str(Path(hs.__file__).parent))
+    compare = importlib.import_module("palaestra_compare")
+    for difficulty in (0.5, 0.9):
+        tests = g.materialise(family, 0, difficulty) / "tests"
+        if not (tests / HARNESS).is_file():
+            continue
+        monkeypatch.syspath_prepend(str(tests))
+        spec = _spec(tests.parent)
+        for part in [spec, *spec.get("also", ())]:
+            answer = part["answer"]
+            makes = [c["make"] for c in part["cases"] if c.get("make")]
+            makes += [c["make"] for c in [answer, *answer.get("calls", ())] if c.get("make")]
+            for make in makes:
+                assert not compare.made_stale(_made_again(tests, make), make), (family, make)

@@ -21,6 +21,13 @@ def digest(files):
     return h.hexdigest()
 
 
+def made_stale(made, make):
+    """Whether an input made again in the checker differs from the generator's (``make``, of
+    ``harness_spec.made``: a dict, a case's files or a call's input, is digested as it is,
+    any other value as ``{"": it}``)."""
+    return digest(made if isinstance(made, dict) else {"": made}) != make["sha256"]
+
+
 def lines(text):
     """What the ``lines`` comparison sees of an output: its lines, right-stripped."""
     return [line.rstrip() for line in text.strip("\n").splitlines()]
