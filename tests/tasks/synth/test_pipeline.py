@@ -39,7 +39,7 @@ def synthesised(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, M
 def test_kept_bugs_are_tasks_with_failing_tests(synthesised) -> None:
     _, out, manifest = synthesised
     stats = manifest.stats
-    assert stats["reliable_tests"] == 9 and stats["flaky_tests"] == 0
+    assert stats["reliable_tests"] == 15 and stats["flaky_tests"] == 0
     assert len(manifest.tasks) >= 10
     assert stats["kept"] == len(manifest.tasks)
     assert stats["candidates"] + stats["pairs_tried"] == len(manifest.tasks) + sum(

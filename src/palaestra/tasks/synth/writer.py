@@ -34,9 +34,10 @@ from palaestra.tasks.synth.project import Project
 from palaestra.tasks.synth.testrun import PLUGIN, PYTEST_OPTIONS
 
 HERE = Path(__file__).parent
-#: Raised when what a task directory holds changes (2: the verifier runs pytest as nobody):
+#: Raised when what a task directory holds changes (2: the verifier runs pytest as nobody; 3:
+#: with PYTHONHASHSEED=0, as the baseline ran it, so that test ids made from a set match):
 #: tasks cached from a manifest by an older writer are written afresh, not reused.
-WRITER_FORMAT = 2
+WRITER_FORMAT = 3
 VERDICT = HERE / "palaestra_synth_verdict.py"
 PATCHER = HERE / "palaestra_synth_patch.py"
 _SKIP_DIRS = {"__pycache__", ".git", ".hg", ".svn", ".tox", ".nox", ".mypy_cache"}
@@ -155,7 +156,7 @@ def test_sh(files: list[str], import_root: str = "") -> str:
         cd "$work/app" || cd /
         PYTHONPATH="$run:{pythonpath}" PALAESTRA_SYNTH_SELECT="$run/selected.txt" \\
           PALAESTRA_SYNTH_REPORT="$work/report.json" HOME="$work/home" TMPDIR="$work/tmp" \\
-          PYTHONDONTWRITEBYTECODE=1 timeout -s KILL 800 \\
+          PYTHONDONTWRITEBYTECODE=1 PYTHONHASHSEED=0 timeout -s KILL 800 \\
           setpriv --reuid=65534 --regid=65534 --clear-groups --no-new-privs \\
           {VENV}/bin/python -B -m pytest {options} {targets} > /logs/verifier/pytest.log 2>&1
         cd /
