@@ -22,6 +22,7 @@ from palaestra.scaffolds import NopPolicy, OraclePolicy
 from palaestra.tasks import load_task
 from palaestra.tasks.synth.manifest import Manifest
 from palaestra.tasks.synth.pipeline import Options, synthesise
+from palaestra.tasks.synth.portable import unportable
 from tests.sandbox.docker_support import requires_docker
 from tests.tasks.synth.project_fixture import CORE, make_project
 
@@ -253,3 +254,16 @@ async def test_agent_code_run_by_the_verifier_cannot_set_the_reward(synthesised,
     said = {r.scenario: r.detail for r in results}
     assert all("HOSTILE CODE RAN" in said[f"wrong:{name}"] for name in HOSTILE), detail
     assert "no sound pytest report" in said["wrong:symlinked-report"], detail
+
+
+def test_tasks_whose_test_ids_the_image_names_otherwise_are_dropped(synthesised) -> None:
+    """The pipeline collected tinycalc's tests in its image (its ids follow a set's order:
+    the same there, with PYTHONHASHSEED=0, as in the baseline) and dropped no task; a task
+    naming an id the image does not collect would be dropped."""
+    _, manifest = synthesised
+    assert manifest.stats["unportable_ids"] == 0 and manifest.tasks
+    every = {t for b in manifest.tasks for t in b.fail_to_pass + b.pass_to_pass}
+    assert unportable(manifest.tasks, every) == []
+    first = manifest.tasks[0]
+    missing = every - {first.fail_to_pass[0]}
+    assert first.id in unportable(manifest.tasks, missing)

@@ -8,11 +8,14 @@ Steps, each reported through ``say`` and each resumable (its result is kept unde
 3. baseline: the suite twice, the reliable tests, the coverage map (:mod:`.testrun`);
 4. candidates: sites a test reaches, tried one by one (:mod:`.validate`);
 5. pairs: two-site bugs from kept ones;
-6. tasks: each kept bug written as a Harbor task (:mod:`.writer`), and ``manifest.json``.
+6. tasks: each kept bug written as a Harbor task (:mod:`.writer`), and ``manifest.json``;
+   with an image, a bug whose tests the image's interpreter names otherwise is dropped
+   (:mod:`.portable`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
 import time
@@ -25,7 +28,8 @@ from palaestra.tasks.generators.base import write_atomically
 from palaestra.tasks.synth import instruction as text
 from palaestra.tasks.synth.environment import build_image, build_venv, image_tag
 from palaestra.tasks.synth.manifest import Bug, Manifest, instruction_of, write_bug
-from palaestra.tasks.synth.project import fetch
+from palaestra.tasks.synth.portable import collected, unportable
+from palaestra.tasks.synth.project import Project, fetch
 from palaestra.tasks.synth.testrun import baseline as run_baseline
 from palaestra.tasks.synth.validate import Progress, all_sites, check_pair, choose, pairs, run
 
@@ -140,6 +144,8 @@ def synthesise(
         )
         for outcome in [o for o, _ in kept] + [o for o in doubles if o.kept]
     ]
+    unported = _unportable(project, image, bugs, say) if options.image else []
+    bugs = [b for b in bugs if b.id not in unported]
     bugs = bugs[: options.max_tasks] if options.max_tasks is not None else bugs
     template_kept: dict[str, str] = {}  # bug id -> why the writer's text was refused
     for bug in bugs if options.rewrite is not None else []:
@@ -172,6 +178,7 @@ def synthesise(
             "candidates": len(chosen),
             "pairs_tried": len(jobs),
             "kept": len(bugs),
+            "unportable_ids": len(unported),
             "dropped": dict(Counter(o.status for o in every if not o.kept)),
             "kept_by_mutator": dict(
                 Counter(s.mutator for b in bugs for s in [by_key[k] for k in b.sites])
@@ -188,6 +195,17 @@ def synthesise(
         }
     manifest.save(out / "manifest.json")
     return manifest
+
+
+def _unportable(
+    project: Project, image: str, bugs: list[Bug], say: Callable[[str], None]
+) -> list[str]:
+    """The bugs whose tests name an id the image's interpreter does not (:mod:`.portable`)."""
+    say("tests: the ids the verifier's interpreter collects, in the image")
+    dropped = unportable(bugs, asyncio.run(collected(project, image)))
+    if dropped:
+        say(f"  {len(dropped)} tasks dropped: their tests' ids differ in the image")
+    return dropped
 
 
 def _rewritten(
