@@ -31,7 +31,8 @@ async def collected(project: Project, image: str, *, timeout: float = 600.0) -> 
     from palaestra.sandbox.images import export_rootfs
     from palaestra.tasks.synth.testrun import PYTEST_OPTIONS
 
-    options = [o for o in PYTEST_OPTIONS if o != "palaestra_synth_pytest"]
+    at = PYTEST_OPTIONS.index("palaestra_synth_pytest")  # its report plugin: not needed here
+    options = [*PYTEST_OPTIONS[: at - 1], *PYTEST_OPTIONS[at + 1 :]]
     pythonpath = f"{SOURCE}/{project.import_root}" if project.import_root else SOURCE
     rootfs = await export_rootfs(image)  # as the task's sandbox runs on it (local backend)
     spec = SandboxSpec(rootfs=rootfs.path, env=dict(rootfs.config.env), workdir="/tmp")
@@ -39,9 +40,9 @@ async def collected(project: Project, image: str, *, timeout: float = 600.0) -> 
     try:
         async with await backend.create(spec) as sandbox:
             await sandbox.upload(Path(project.root), SOURCE)
-            argv = [f"{VENV}/bin/python", "-B", "-m", "pytest", "--collect-only", "-q"]
+            argv = [f"{VENV}/bin/python", "-B", "-m", "pytest", "--collect-only"]
             res = await sandbox.exec(
-                [*argv, *_plugins_off(options), *project.tests],
+                [*argv, *options, *project.tests],
                 cwd=SOURCE,
                 env={"PYTHONPATH": pythonpath, "PYTHONHASHSEED": "0", "HOME": "/tmp"},
                 timeout=timeout,
@@ -52,15 +53,6 @@ async def collected(project: Project, image: str, *, timeout: float = 600.0) -> 
     if not ids:
         raise RuntimeError(f"pytest collected nothing in {image}: {res.output[-500:]}")
     return ids
-
-
-def _plugins_off(options: list[str]) -> list[str]:
-    """``-p no:...`` pairs of the baseline's options (its own plugin left out)."""
-    out = []
-    for flag, value in zip(options, options[1:], strict=False):
-        if flag == "-p" and value.startswith("no:"):
-            out += [flag, value]
-    return out
 
 
 def unportable(bugs: Iterable, ids: set[str]) -> list[str]:
