@@ -15,17 +15,17 @@ records how many). Run as root on a machine that can build the images::
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 
+from palaestra.run.synth_ids import collect
 from palaestra.tasks.synth.manifest import SHIPPED, Materialised, shipped, shipped_manifest
-from palaestra.tasks.synth.portable import collected, unportable
+from palaestra.tasks.synth.portable import unportable
 
 
 def fix(name: str, write: bool) -> int:
     manifest = shipped_manifest(name)
     project, image, _ = Materialised(manifest).prepare()
-    dropped = set(unportable(manifest.tasks, asyncio.run(collected(project, image))))
+    dropped = set(unportable(manifest.tasks, collect(project, image)))
     print(f"{name}: {len(dropped)} of {len(manifest.tasks)} tasks name ids the image does not")
     if dropped and write:
         manifest.tasks = [b for b in manifest.tasks if b.id not in dropped]

@@ -17,6 +17,7 @@ from palaestra.env.code_env import CodeEnv
 from palaestra.env.sandbox_spec import prepare_sandbox_spec
 from palaestra.run.check import check_tasks
 from palaestra.run.rollout import rollout
+from palaestra.run.synth_ids import collect
 from palaestra.sandbox import make_backend
 from palaestra.scaffolds import NopPolicy, OraclePolicy
 from palaestra.tasks import load_task
@@ -79,7 +80,7 @@ def synthesised(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Manifes
     out = tmp_path_factory.mktemp("out")
     for path in (out, *out.parents):  # local sandboxes' unprivileged uid reaches the tasks
         path.chmod(path.stat().st_mode | 0o011)
-    options = Options(candidates=24, pairs=0.5, image=True)
+    options = Options(candidates=24, pairs=0.5, image=True, collect=collect)
     return out, synthesise(str(root), out, options, say=lambda _: None)
 
 

@@ -15,7 +15,6 @@ Steps, each reported through ``say`` and each resumable (its result is kept unde
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import re
 import time
@@ -28,7 +27,7 @@ from palaestra.tasks.generators.base import write_atomically
 from palaestra.tasks.synth import instruction as text
 from palaestra.tasks.synth.environment import build_image, build_venv, image_tag
 from palaestra.tasks.synth.manifest import Bug, Manifest, instruction_of, write_bug
-from palaestra.tasks.synth.portable import collected, unportable
+from palaestra.tasks.synth.portable import unportable
 from palaestra.tasks.synth.project import Project, fetch
 from palaestra.tasks.synth.testrun import baseline as run_baseline
 from palaestra.tasks.synth.validate import Progress, all_sites, check_pair, choose, pairs, run
@@ -46,6 +45,10 @@ class Options:
     image: bool = True
     max_tasks: int | None = None
     rewrite: text.Rewriter | None = None
+    collect: Callable[[Project, str], set[str]] | None = None
+    """The test ids the image's interpreter collects from the project's original tests
+    (``palaestra.run.synth_ids.collect``); a bug whose tests name another is dropped. None:
+    not checked."""
 
 
 def _work_dir(out: Path, source: str) -> Path:
@@ -144,7 +147,7 @@ def synthesise(
         )
         for outcome in [o for o, _ in kept] + [o for o in doubles if o.kept]
     ]
-    unported = _unportable(project, image, bugs, say) if options.image else []
+    unported = _unportable(project, image, bugs, options.collect, say) if options.collect else []
     bugs = [b for b in bugs if b.id not in unported]
     bugs = bugs[: options.max_tasks] if options.max_tasks is not None else bugs
     template_kept: dict[str, str] = {}  # bug id -> why the writer's text was refused
@@ -178,7 +181,7 @@ def synthesise(
             "candidates": len(chosen),
             "pairs_tried": len(jobs),
             "kept": len(bugs),
-            "unportable_ids": len(unported),
+            "unportable_ids": len(unported) if options.collect else None,
             "dropped": dict(Counter(o.status for o in every if not o.kept)),
             "kept_by_mutator": dict(
                 Counter(s.mutator for b in bugs for s in [by_key[k] for k in b.sites])
@@ -198,11 +201,15 @@ def synthesise(
 
 
 def _unportable(
-    project: Project, image: str, bugs: list[Bug], say: Callable[[str], None]
+    project: Project,
+    image: str,
+    bugs: list[Bug],
+    collect: Callable[[Project, str], set[str]],
+    say: Say,
 ) -> list[str]:
     """The bugs whose tests name an id the image's interpreter does not (:mod:`.portable`)."""
     say("tests: the ids the verifier's interpreter collects, in the image")
-    dropped = unportable(bugs, asyncio.run(collected(project, image)))
+    dropped = unportable(bugs, collect(project, image))
     if dropped:
         say(f"  {len(dropped)} tasks dropped: their tests' ids differ in the image")
     return dropped
