@@ -19,7 +19,7 @@ from rich.markup import escape
 from palaestra.cli_errors import fail
 from palaestra.env.registry import check_policy, make_policy
 from palaestra.llm.types import LLMRequest, SamplingParams
-from palaestra.run.synth_ids import collect
+from palaestra.run.synth_vet import vet
 from palaestra.tasks.synth import SynthError
 from palaestra.tasks.synth.pipeline import Options, synthesise
 
@@ -109,7 +109,7 @@ def synth(
         image=image,
         max_tasks=max_tasks,
         rewrite=rewrite,
-        collect=collect if image else None,
+        vet=vet if image else None,
     )
     live = console.is_terminal
 

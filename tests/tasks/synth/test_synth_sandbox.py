@@ -17,7 +17,7 @@ from palaestra.env.code_env import CodeEnv
 from palaestra.env.sandbox_spec import prepare_sandbox_spec
 from palaestra.run.check import check_tasks
 from palaestra.run.rollout import rollout
-from palaestra.run.synth_ids import collect
+from palaestra.run.synth_vet import vet
 from palaestra.sandbox import make_backend
 from palaestra.scaffolds import NopPolicy, OraclePolicy
 from palaestra.tasks import load_task
@@ -80,7 +80,7 @@ def synthesised(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Manifes
     out = tmp_path_factory.mktemp("out")
     for path in (out, *out.parents):  # local sandboxes' unprivileged uid reaches the tasks
         path.chmod(path.stat().st_mode | 0o011)
-    options = Options(candidates=24, pairs=0.5, image=True, collect=collect)
+    options = Options(candidates=24, pairs=0.5, image=True, vet=vet)
     return out, synthesise(str(root), out, options, say=lambda _: None)
 
 
@@ -262,7 +262,7 @@ def test_tasks_whose_test_ids_the_image_names_otherwise_are_dropped(synthesised)
     the same there, with PYTHONHASHSEED=0, as in the baseline) and dropped no task; a task
     naming an id the image does not collect would be dropped."""
     _, manifest = synthesised
-    assert manifest.stats["unportable_ids"] == 0 and manifest.tasks
+    assert manifest.stats["dropped_in_image"] == {} and manifest.tasks
     every = {t for b in manifest.tasks for t in b.fail_to_pass + b.pass_to_pass}
     assert unportable(manifest.tasks, every) == []
     first = manifest.tasks[0]

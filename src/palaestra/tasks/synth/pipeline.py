@@ -9,8 +9,8 @@ Steps, each reported through ``say`` and each resumable (its result is kept unde
 4. candidates: sites a test reaches, tried one by one (:mod:`.validate`);
 5. pairs: two-site bugs from kept ones;
 6. tasks: each kept bug written as a Harbor task (:mod:`.writer`), and ``manifest.json``;
-   with an image, a bug whose tests the image's interpreter names otherwise is dropped
-   (:mod:`.portable`).
+   with an image, a bug whose tests do not pass on the original source where its verifier
+   runs them is dropped (``Options.vet``).
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from palaestra.tasks.generators.base import write_atomically
 from palaestra.tasks.synth import instruction as text
 from palaestra.tasks.synth.environment import build_image, build_venv, image_tag
 from palaestra.tasks.synth.manifest import Bug, Manifest, instruction_of, write_bug
-from palaestra.tasks.synth.portable import unportable
 from palaestra.tasks.synth.project import Project, fetch
 from palaestra.tasks.synth.testrun import baseline as run_baseline
 from palaestra.tasks.synth.validate import Progress, all_sites, check_pair, choose, pairs, run
@@ -45,10 +44,9 @@ class Options:
     image: bool = True
     max_tasks: int | None = None
     rewrite: text.Rewriter | None = None
-    collect: Callable[[Project, str], set[str]] | None = None
-    """The test ids the image's interpreter collects from the project's original tests
-    (``palaestra.run.synth_ids.collect``); a bug whose tests name another is dropped. None:
-    not checked."""
+    vet: Callable[[Project, str, list[Bug]], dict[str, str]] | None = None
+    """``{bug id: why}`` of the bugs to drop, their tests run where their verifier runs
+    (``palaestra.run.synth_vet.vet``: in the image, on the original source). None: not run."""
 
 
 def _work_dir(out: Path, source: str) -> Path:
@@ -147,8 +145,8 @@ def synthesise(
         )
         for outcome in [o for o, _ in kept] + [o for o in doubles if o.kept]
     ]
-    unported = _unportable(project, image, bugs, options.collect, say) if options.collect else []
-    bugs = [b for b in bugs if b.id not in unported]
+    vetoed = _vetoed(project, image, bugs, options.vet, say) if options.vet else {}
+    bugs = [b for b in bugs if b.id not in vetoed]
     bugs = bugs[: options.max_tasks] if options.max_tasks is not None else bugs
     template_kept: dict[str, str] = {}  # bug id -> why the writer's text was refused
     for bug in bugs if options.rewrite is not None else []:
@@ -181,7 +179,7 @@ def synthesise(
             "candidates": len(chosen),
             "pairs_tried": len(jobs),
             "kept": len(bugs),
-            "unportable_ids": len(unported) if options.collect else None,
+            "dropped_in_image": dict(Counter(vetoed.values())) if options.vet else None,
             "dropped": dict(Counter(o.status for o in every if not o.kept)),
             "kept_by_mutator": dict(
                 Counter(s.mutator for b in bugs for s in [by_key[k] for k in b.sites])
@@ -200,19 +198,19 @@ def synthesise(
     return manifest
 
 
-def _unportable(
+def _vetoed(
     project: Project,
     image: str,
     bugs: list[Bug],
-    collect: Callable[[Project, str], set[str]],
+    vet: Callable[[Project, str, list[Bug]], dict[str, str]],
     say: Say,
-) -> list[str]:
-    """The bugs whose tests name an id the image's interpreter does not (:mod:`.portable`)."""
-    say("tests: the ids the verifier's interpreter collects, in the image")
-    dropped = unportable(bugs, collect(project, image))
-    if dropped:
-        say(f"  {len(dropped)} tasks dropped: their tests' ids differ in the image")
-    return dropped
+) -> dict[str, str]:
+    """The bugs to drop, vetted where their verifier runs (:attr:`Options.vet`)."""
+    say("image: each task's tests on the original source, as its verifier runs them")
+    vetoed = vet(project, image, bugs)
+    for why, n in sorted(Counter(vetoed.values()).items()):
+        say(f"  {n} tasks dropped: {why}")
+    return vetoed
 
 
 def _rewritten(
