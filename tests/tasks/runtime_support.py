@@ -3,9 +3,12 @@ in a directory of a sandbox, the script launched through ``palaestra_launch.py``
 
 from __future__ import annotations
 
+import asyncio
 import json
 
+from palaestra.sandbox import SandboxSpec
 from palaestra.sandbox.base import Sandbox
+from palaestra.sandbox.local import LocalBackend
 from palaestra.tasks.generators.base import CHECK_RUNTIME
 
 
@@ -23,3 +26,17 @@ async def run_with_runtime(
     res = await sandbox.exec(launch, cwd=directory, timeout=120)
     assert res.ok, res.output
     return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def run_in_a_local_sandbox(script: str, alarm: int | None = None) -> dict:
+    """:func:`run_with_runtime` in a fresh local sandbox, from synchronous code (a fixture)."""
+
+    async def run() -> dict:
+        backend = LocalBackend()
+        try:
+            async with await backend.create(SandboxSpec()) as sandbox:
+                return await run_with_runtime(sandbox, script, alarm=alarm)
+        finally:
+            await backend.aclose()
+
+    return asyncio.run(run())

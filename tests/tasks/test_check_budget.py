@@ -8,13 +8,9 @@ still reported, in time."""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
-from palaestra.sandbox import SandboxSpec
-from palaestra.sandbox.local import LocalBackend
-from tests.tasks.runtime_support import run_with_runtime
+from tests.tasks.runtime_support import run_in_a_local_sandbox
 
 SCRIPT = r"""
 import time
@@ -47,15 +43,7 @@ print(json_dumps(out))
 
 @pytest.fixture(scope="module")
 def results() -> dict:
-    async def run() -> dict:
-        backend = LocalBackend()
-        try:
-            async with await backend.create(SandboxSpec()) as sandbox:
-                return await run_with_runtime(sandbox, SCRIPT, alarm=90)
-        finally:
-            await backend.aclose()
-
-    return asyncio.run(run())
+    return run_in_a_local_sandbox(SCRIPT, alarm=90)
 
 
 def test_the_launcher_arms_the_budget_with_its_alarm(results: dict) -> None:

@@ -5,7 +5,6 @@ leave nothing behind; the server the launcher forks holds nothing of the checker
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
@@ -14,10 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from palaestra.sandbox import SandboxSpec
-from palaestra.sandbox.local import LocalBackend
 from palaestra.tasks.generators.base import CHECK_RUNTIME, PRECOMPUTED, precomputed
-from tests.tasks.runtime_support import run_with_runtime
+from tests.tasks.runtime_support import run_in_a_local_sandbox
 
 #: Runs in the sandbox, as root, from the runtime's directory; prints one JSON object.
 SCRIPT = r"""
@@ -250,15 +247,7 @@ print(json_dumps(out))
 
 @pytest.fixture(scope="module")
 def results() -> dict:
-    async def run() -> dict:
-        backend = LocalBackend()
-        try:
-            async with await backend.create(SandboxSpec()) as sandbox:
-                return await run_with_runtime(sandbox, SCRIPT)
-        finally:
-            await backend.aclose()
-
-    return asyncio.run(run())
+    return run_in_a_local_sandbox(SCRIPT)
 
 
 @pytest.mark.slow
