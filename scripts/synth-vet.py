@@ -30,11 +30,9 @@ def fix(name: str, write: bool) -> int:
     vetoed = vet(project, image, manifest.tasks)
     why = dict(Counter(vetoed.values()))
     print(f"{name}: {len(vetoed)} of {len(manifest.tasks)} tasks fail in the image {why}")
-    earlier = manifest.stats.pop("unportable_ids", 0)  # counted by this script's first form
-    if (vetoed or earlier) and write:
+    if vetoed and write:
         manifest.tasks = [b for b in manifest.tasks if b.id not in vetoed]
-        merged = Counter(manifest.stats.get("dropped_in_image") or {})
-        merged += Counter({"unportable-ids": earlier}) + Counter(vetoed.values())
+        merged = Counter(manifest.stats.get("dropped_in_image") or {}) + Counter(vetoed.values())
         manifest.stats["dropped_in_image"] = dict(merged)
         manifest.stats["kept"] = len(manifest.tasks)
         manifest.save(SHIPPED / f"{name}.json.gz")

@@ -17,13 +17,12 @@ from palaestra.env.code_env import CodeEnv
 from palaestra.env.sandbox_spec import prepare_sandbox_spec
 from palaestra.run.check import check_tasks
 from palaestra.run.rollout import rollout
-from palaestra.run.synth_vet import vet
+from palaestra.run.synth_vet import unportable, vet
 from palaestra.sandbox import make_backend
 from palaestra.scaffolds import NopPolicy, OraclePolicy
 from palaestra.tasks import load_task
 from palaestra.tasks.synth.manifest import Manifest
 from palaestra.tasks.synth.pipeline import Options, synthesise
-from palaestra.tasks.synth.portable import unportable
 from tests.sandbox.docker_support import requires_docker
 from tests.tasks.synth.project_fixture import CORE, make_project
 

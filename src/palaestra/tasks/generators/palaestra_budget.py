@@ -37,11 +37,6 @@ def arm(seconds, cpu=None):
     _state["cpu_left"] = float(_state["cpu"])
 
 
-def disarm():
-    """Nothing bounded (the state of a checker without an alarm)."""
-    _state.update(deadline=None, cpu_left=None, seconds=None, cpu=None)
-
-
 def grant(timeout, cpu_seconds):
     """``(timeout, cpu_seconds, refusal)`` for a run of agent code about to start: its own
     bounds clipped to what is left, and ``refusal`` (a reason, then the run is not started)
