@@ -177,7 +177,7 @@ def access_log() -> dict[str, str | bytes]:
         big=[
             ("3000 lines", "make", 5, [3000, 400], None),
             ("8000 lines", "make", 6, [8000, 900], None),
-            ("150000 lines", "make", 424242, [150_000, 50_000], 12),
+            ("150000 lines", "make", 424242, [150_000, 50_000], 4),
         ],
         maker="gen_log",
     )

@@ -285,7 +285,7 @@ open("analyze.py", "w").write(s)
 PY
 grep -q 'sorted(requests, key=lambda r: r.ts)' analyze.py
 """,
-        # attack (issue 29): 14 s of CPU in orphans, over the 12 s bar of the large log
+        # attack (issue 29): 14 s of CPU in orphans, over the 4 s bar of the large log
         "orphans-burn-cpu": r"""
 bash /solution/solve.sh
 python3 - <<'PY'
