@@ -126,7 +126,8 @@ out["stayed"] = os.path.exists("/proc/%d" % stayed)
 from palaestra_jail import Tree
 STAY_OUTSIDE = STAY.replace("emit(pid)", "emit(pid)\nos.kill(os.getppid(), 9)")
 palaestra_fork.Tree, real_tree = (lambda keep: type("NoJail", (), {
-    "kill": lambda self: None, "reaped_us": 0, "cpu": lambda self: 0.0})()), palaestra_fork.Tree
+    "kill": lambda self: None, "reaped_us": 0, "peak": 0, "cpu": lambda self: 0.0,
+    "note_maxrss": lambda self, kb: None})()), palaestra_fork.Tree
 stayed = run_python(STAY_OUTSIDE, None, cwd="/tmp/app")
 palaestra_fork.Tree = real_tree
 out["stayed_outside"] = [p for p in os.listdir("/proc") if p.isdigit() and

@@ -309,9 +309,15 @@ def _calls_task(tmp_path: Path) -> Path:
         # right on the first call; the second call's own CPU bar stops it
         "slow-on-negatives": _SQ.format("while x < 0:\n        pass"),
     }
-    task = hs.task(instruction="sq", workspace={"sq.py": _SQ.format("raise NotImplementedError")},
-                   tests=tests, answer_path="sq.py", reference=_SQ.format("pass"), wrongs=wrongs,
-                   note="x * x")  # fmt: skip
+    task = hs.task(
+        instruction="sq",
+        workspace={"sq.py": _SQ.format("raise NotImplementedError")},
+        tests=tests,
+        answer_path="sq.py",
+        reference=_SQ.format("pass"),
+        wrongs=wrongs,
+        note="x * x",
+    )
     fam = Family("calls-demo", "algorithms", "a harness test", lambda spec: task)
     return write_task(fam, fam.spec(0, 0.0), task, tmp_path / "calls-demo")
 
@@ -376,3 +382,65 @@ async def test_a_partial_credit_spec_rewards_the_fraction_of_checks(tmp_path: Pa
     }
     with pytest.raises(ValueError, match="reward 'best'"):
         task_tests("best")
+
+
+# -- a memory bar --------------------------------------------------------------------------------
+
+#: The answer's function first spreads 150 MB over three forks (50 MB each, under the bar
+#: alone), then answers right: or grows one list of 100 MB for an instant.
+_HOGS = {
+    "spread": textwrap.dedent(
+        """\
+        import os, time
+        kids = []
+        for _ in range(3):
+            pid = os.fork()
+            if pid == 0:
+                block = b"x" * (50 << 20)
+                time.sleep(1)
+                os._exit(0)
+            kids.append(pid)
+        for pid in kids:
+            os.waitpid(pid, 0)"""
+    ),
+    "burst": 'block = b"x" * (100 << 20)\ndel block',
+}
+
+
+async def test_a_memory_bar_is_over_the_run_s_whole_tree(tmp_path: Path):
+    """``hs.limits(memory_mb=64)``: the reference passes under it, the right answer reached
+    by memory spread over forks (each under the bar) or held for an instant fails (docs/trust.md
+    says how a tree's memory is measured)."""
+    from palaestra.tasks.generators.base import Family, write_task
+
+    tests = hs.tests(
+        answer=hs.python_calls(
+            hs.python_call("from sq import sq\nemit([sq(x) for x in INPUT])", [1, 2, 3]),
+            compile=["/app/sq.py"],
+        ),
+        cases=[hs.Case(f"sq({x})", want=x * x) for x in (1, 2, 3)],
+        compare=hs.compare("equal"),
+        limits=hs.limits(memory_mb=64),
+    )
+    wrongs = {
+        name: _SQ.format(textwrap.indent(body, "    ").strip()) for name, body in _HOGS.items()
+    }
+    task = hs.task(
+        instruction="sq",
+        workspace={"sq.py": _SQ.format("raise NotImplementedError")},
+        tests=tests,
+        answer_path="sq.py",
+        reference=_SQ.format("pass"),
+        wrongs=wrongs,
+        note="x * x",
+    )
+    fam = Family("memory-demo", "algorithms", "a harness test", lambda spec: task)
+    path = write_task(fam, fam.spec(0, 0.0), task, tmp_path / "memory")
+    results = await check_tasks([load_task(path)])
+    got = {r.scenario: (r.reward, "memory limit of 64 MB exceeded" in r.detail) for r in results}
+    assert got == {
+        "oracle": (1.0, False),
+        "nop": (0.0, False),
+        "wrong:spread": (0.0, True),
+        "wrong:burst": (0.0, True),
+    }, [r.detail[-600:] for r in results]

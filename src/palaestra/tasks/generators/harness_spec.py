@@ -357,8 +357,8 @@ def limits(
     memory_mb: int | None = None,
     build_timeout: float = 240,
 ) -> dict:
-    """Wall time of a run, CPU seconds over its process tree (a case's ``cpu`` overrides),
-    memory."""
+    """Wall time of a run, CPU seconds over its process tree (a case's ``cpu`` overrides), MB
+    of memory its tree may hold (``palaestra_jail``)."""
     return {"timeout": timeout, "cpu": cpu, "memory_mb": memory_mb, "build_timeout": build_timeout}
 
 

@@ -319,6 +319,7 @@ def caller(src, answer, limits):
             cwd=work,
             timeout=limits.get("timeout", 60),
             cpu_seconds=limits.get("cpu"),
+            memory_mb=limits.get("memory_mb"),
         )
         close_to_runs([work])  # nothing this round left is seen by the next
         return _answers(res)

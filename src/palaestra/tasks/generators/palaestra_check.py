@@ -74,9 +74,11 @@ del sys.argv[1:]
 class ChildResult:
     """What a child run gave: ``ok`` with ``value`` (whatever it passed to ``emit``), or
     ``error`` (an exception line, ``timeout``, ``no output``...); ``cpu``: the seconds of CPU
-    its whole process tree used."""
+    its whole process tree used; ``memory_mb``: the most memory its tree was seen to hold
+    (measured only for a run with a memory bar, see ``palaestra_jail``)."""
 
     cpu = 0.0
+    memory_mb = 0.0
 
     def __init__(self, ok, value=None, error="", stdout="", stderr="", returncode=None,
                  timed_out=False):  # fmt: skip
@@ -123,8 +125,11 @@ def copy_tree_for_child(src, prefix="work-"):
     return dest
 
 
-def _forked_result(status, out, err, timeout, cpu_seconds):
+def _forked_result(status, out, err, timeout, cpu_seconds, memory_mb=None):
     """run_command's result for a child of the fork server."""
+    if status == "memory":
+        error = f"memory limit of {memory_mb} MB exceeded"
+        return ChildResult(False, stdout=out, stderr=err, error=error)
     if status == "cpu":
         return ChildResult(False, stdout=out, stderr=err,
                            error=f"CPU time limit of {cpu_seconds}s exceeded")  # fmt: skip
@@ -203,12 +208,15 @@ def run_command(
     cpu_seconds=None,
     reference=False,
     service=False,
+    memory_mb=None,
 ):
     """Run ``argv`` as nobody in ``cwd``; return ``ChildResult`` with stdout/stderr/returncode.
 
     ``cpu_seconds`` is a CPU-time bar (whole seconds) over the command's whole process tree
     (``palaestra_jail``), each process's RLIMIT_CPU too: use it, not ``timeout``, for
     performance requirements; CPU time hardly moves when the machine is busy, wall time does.
+    ``memory_mb``: a bar on the memory the tree holds (MB; how it is measured, and what that
+    misses: ``palaestra_jail``), the tree killed past it.
     Every process the command leaves is killed when it ends.
     ``reference``: the run gives expected values (see ``_reference_guard``): before any agent
     run, from a ``cwd`` no run may write. ``service``: the command starts a server that later
@@ -225,10 +233,18 @@ def run_command(
     environ = dict(CHILD_ENV)
     environ.update(env or {})
     how = forkable(argv, environ) or ("exec", argv[0], list(argv[1:]))
-    status, out, err, _, cpu = run_forked(how, environ, cwd=cwd, timeout=timeout, stdin=stdin,
-                                          cpu_seconds=cpu_seconds, service=service)  # fmt: skip
-    res = _forked_result(status, _text(out), _text(err), timeout, cpu_seconds)
-    res.cpu = cpu
+    status, out, err, _, cpu, memory = run_forked(
+        how,
+        environ,
+        cwd=cwd,
+        timeout=timeout,
+        stdin=stdin,
+        cpu_seconds=cpu_seconds,
+        service=service,
+        memory_mb=memory_mb,
+    )
+    res = _forked_result(status, _text(out), _text(err), timeout, cpu_seconds, memory_mb)
+    res.cpu, res.memory_mb = cpu, memory
     _spent(reference, res, asked, (timeout, cpu_seconds))
     if how[0] == "exec" and res.returncode == 127 and res.stderr.startswith("cannot start "):
         res.error = _last_line(res.stderr)  # it never ran: as Popen's OSError said it
@@ -244,12 +260,14 @@ def run_python(
     path=None,
     cpu_seconds=None,
     reference=False,
+    memory_mb=None,
 ):
     """Run Python ``code`` as nobody with ``INPUT`` bound to ``input_value`` (JSON) and
     ``emit(value)`` to return a JSON value; ``path`` (default ``cwd``) is put first on sys.path.
 
     The child is forked from the fork server (see ``palaestra_fork``), as if started by
-    ``python -I -B -c``; ``reference`` as for :func:`run_command` (``path`` no run may write)."""
+    ``python -I -B -c``; ``reference``, ``cpu_seconds`` and ``memory_mb`` as for
+    :func:`run_command` (``path`` no run may write)."""
     _reference_guard(reference, path or cwd)
     asked = timeout, cpu_seconds
     timeout, cpu_seconds, refused = _granted(reference, timeout, cpu_seconds)
@@ -257,14 +275,23 @@ def run_python(
         return ChildResult(False, error=refused)
     names = [IN_CHILD_DIR + "input.json", IN_CHILD_DIR + "output.json", path or cwd]
     how = ("code", _CHILD + "\n" + code, names)
-    status, out, err, (raw,), cpu = run_forked(how, CHILD_ENV, cwd=cwd, timeout=timeout,
-                                               stdin="", cpu_seconds=cpu_seconds,
-                                               files={"input.json": json_dumps(input_value)},
-                                               read=("output.json",))  # fmt: skip
+    status, out, err, (raw,), cpu, memory = run_forked(
+        how,
+        CHILD_ENV,
+        cwd=cwd,
+        timeout=timeout,
+        stdin="",
+        cpu_seconds=cpu_seconds,
+        files={"input.json": json_dumps(input_value)},
+        read=("output.json",),
+        memory_mb=memory_mb,
+    )
     out, err = _text(out), _text(err)
-    res = _forked_result(status, out, err, timeout, cpu_seconds)
-    res.cpu = cpu
-    stopped = status in ("timeout", "gone", "cpu", "procs") or res.error.startswith("CPU time")
+    res = _forked_result(status, out, err, timeout, cpu_seconds, memory_mb)
+    res.cpu, res.memory_mb = cpu, memory
+    stopped = status in ("timeout", "gone", "cpu", "memory", "procs") or res.error.startswith(
+        "CPU time"
+    )
     _spent(reference, res, asked, (timeout, cpu_seconds))
     if stopped:
         return res

@@ -169,10 +169,11 @@ class _Zygote:
         return [int(x) for x in line.split()]
 
     def run(self, request, timeout, watch=None, kill=None):
-        """``(status, cpu_us)``: the child's wait status and the CPU it and the descendants it
-        waited for used (microseconds); or ``("timeout", 0)`` / ``("cpu", 0)`` (then it was
-        killed: ``kill()`` ends its tree first), or ``("gone", 0)`` when its end was not
-        learned (the zygote died; the next request starts another)."""
+        """``(status, cpu_us, maxrss_kb)``: the child's wait status, the CPU it and the
+        descendants it waited for used (microseconds) and the largest one's high-water mark;
+        or ``("timeout", 0, 0)`` / ``("cpu", 0, 0)``... (then it was killed: ``kill()`` ends
+        its tree first), or ``("gone", 0, 0)`` when its end was not learned (the zygote died;
+        the next request starts another)."""
         import marshal
 
         data = marshal.dumps(request)
@@ -188,7 +189,7 @@ class _Zygote:
         child = self._line(time.monotonic() + 30)
         if isinstance(child, str):
             self.stop()
-            return "gone", 0
+            return "gone", 0, 0
         status = self._line(time.monotonic() + timeout, watch)
         try:
             os.killpg(child[0], _SIGKILL)  # on a timeout, or what it left in its session
@@ -196,11 +197,14 @@ class _Zygote:
             pass
         if isinstance(status, str) and kill is not None:
             kill()  # before waiting for the server's reply: a fork bomb takes every CPU
-        if status in ("timeout", "cpu", "procs") and self._line(time.monotonic() + 10) == "timeout":
+        if (
+            status in ("timeout", "cpu", "memory", "procs")
+            and self._line(time.monotonic() + 10) == "timeout"
+        ):
             self.stop()  # it did not reap the killed child: start afresh next time
         if status == "gone":
             self.stop()
-        return (status, 0) if isinstance(status, str) else (status[0], status[1])
+        return (status, 0, 0) if isinstance(status, str) else (status[0], status[1], status[2])
 
 
 _zygote = _Zygote()
@@ -281,18 +285,28 @@ def forkable(argv, environ):
 
 
 def run_forked(
-    how, environ, *, cwd, timeout, stdin, cpu_seconds, files=None, read=(), service=False
+    how,
+    environ,
+    *,
+    cwd,
+    timeout,
+    stdin,
+    cpu_seconds,
+    files=None,
+    read=(),
+    service=False,
+    memory_mb=None,
 ):
     """Run ``how`` (see ``forkable``) in a child of the fork server, in a jail
     (``palaestra_jail``): its whole process tree is accounted, bounded by ``cpu_seconds`` and
-    killed when it ends. The child gets a fresh directory of its own, its ``HOME`` and
+    ``memory_mb`` and killed when it ends. The child gets a fresh directory of its own, its ``HOME`` and
     ``TMPDIR`` unless ``environ`` names others (an argument ``IN_CHILD_DIR + name`` names a file
     in it), holding ``files`` (name -> text, for it to read): they are written while the
     directory is still root's (no link planted by agent code can redirect them), then it is
-    given to nobody. Returns the child's wait status (or ``"timeout"`` / ``"cpu"`` / ``"gone"``),
-    its stdout and stderr, the files of its directory named in ``read`` (bytes, None when
-    missing or not a regular file), and the CPU seconds its tree used; the directory is
-    removed. ``service``: the command starts a server later runs use (``pg_ctl start``): what
+    given to nobody. Returns the child's wait status (or ``"timeout"`` / ``"cpu"`` /
+    ``"memory"`` / ``"procs"`` / ``"gone"``), its stdout and stderr, the files of its directory
+    named in ``read`` (bytes, None when missing or not a regular file), and the CPU seconds
+    and peak memory (MB) its tree used; the directory is removed. ``service``: the command starts a server later runs use (``pg_ctl start``): what
     it leaves running is not killed when it ends, but with the checker's end."""
     tmp = make_private_dir("child-")
     dir_fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
@@ -319,13 +333,15 @@ def run_forked(
                    "stdout": os.path.join(tmp, "stdout"),
                    "stderr": os.path.join(tmp, "stderr")}  # fmt: skip
         tree = Tree(keep=lambda: (_zygote.pid,))
-        watch = tree_watch(tree, None if cpu_seconds is None else _cpu_bar(cpu_seconds))
+        memory = None if memory_mb is None else memory_mb << 20
+        watch = tree_watch(tree, None if cpu_seconds is None else _cpu_bar(cpu_seconds), memory)
         kill = None if service else tree.kill
         try:
             if kind == "exec" and _suid_undumpable():
-                status, used_us = _run_exec(request, timeout, watch, kill)
+                status, used_us, maxrss = _run_exec(request, timeout, watch, kill)
             else:
-                status, used_us = _zygote.run(request, timeout, watch, kill)
+                status, used_us, maxrss = _zygote.run(request, timeout, watch, kill)
+            tree.note_maxrss(maxrss)
         finally:
             if not service:
                 tree.kill()
@@ -333,12 +349,14 @@ def run_forked(
         cpu = (used_us + tree.reaped_us) / 1e6
         if cpu_seconds is not None and not isinstance(status, str) and cpu > _cpu_bar(cpu_seconds):
             status = "cpu"  # under each process's RLIMIT_CPU, over the bar as a tree
+        if memory is not None and not isinstance(status, str) and tree.peak > memory:
+            status = "memory"  # one process's high-water mark, between two looks
         stdout, stderr, *back = (_read_child_file(dir_fd, name)
                                  for name in ("stdout", "stderr", *read))  # fmt: skip
     finally:
         os.close(dir_fd)
         remove_tree(tmp)
-    return status, stdout, stderr, back, cpu
+    return status, stdout, stderr, back, cpu, tree.peak / (1 << 20)
 
 
 def _cpu_bar(cpu_seconds):
@@ -361,7 +379,7 @@ def _run_exec(request, timeout, watch=None, kill=None):
     """A program that is not Python, run as ``_ZYGOTE``'s children run (nobody, a session of
     its own, files of its directory as stdin/stdout/stderr), forked straight from this process
     into exec: a fork of the server would cost the server's start, and nothing of this process
-    is left after the exec. ``(status, cpu_us)`` as ``_Zygote.run`` gives them."""
+    is left after the exec. ``(status, cpu_us, maxrss_kb)`` as ``_Zygote.run`` gives them."""
     pid = os.fork()
     if pid == 0:
         try:
@@ -390,24 +408,25 @@ def _run_exec(request, timeout, watch=None, kill=None):
                 pass
         finally:
             os._exit(127)
-    status, used_us = _wait(pid, time.monotonic() + timeout, watch)
+    status, used_us, maxrss = _wait(pid, time.monotonic() + timeout, watch)
     try:
         os.killpg(pid, _SIGKILL)  # on a timeout, or what it left in its session
     except (ProcessLookupError, PermissionError):
         pass
     if isinstance(status, str) and kill is not None:
         kill()  # reaps it too (this process's child)
-    if status in ("timeout", "cpu", "procs"):
+    if status in ("timeout", "cpu", "memory", "procs"):
         try:
             os.waitpid(pid, 0)
         except ChildProcessError:
             pass
-    return status, used_us
+    return status, used_us, maxrss
 
 
 def _wait(pid, deadline, watch=None):
-    """``(status, cpu_us)`` of ``pid`` (see ``_Zygote.run``), or ``("timeout", 0)`` once
-    ``deadline`` passed, ``("cpu", 0)`` once ``watch`` said so (it is not reaped)."""
+    """``(status, cpu_us, maxrss_kb)`` of ``pid`` (see ``_Zygote.run``), or ``("timeout", 0,
+    0)`` once ``deadline`` passed, ``(over, 0, 0)`` once ``watch`` said so (it is not
+    reaped)."""
     import select
 
     try:
@@ -419,21 +438,21 @@ def _wait(pid, deadline, watch=None):
         while True:
             done, status, usage = os.wait4(pid, os.WNOHANG)
             if done:
-                return status, int((usage.ru_utime + usage.ru_stime) * 1e6)
+                return status, int((usage.ru_utime + usage.ru_stime) * 1e6), usage.ru_maxrss
             left = deadline - time.monotonic()
             if left <= 0:
-                return "timeout", 0
+                return "timeout", 0, 0
             if ready is not None:
                 if not select.select([ready], [], [], min(left, tick))[0]:
                     over = watch and watch()
                     if over:
-                        return over, 0
+                        return over, 0, 0
             else:
                 time.sleep(min(pause, left, tick))
                 pause = min(2 * pause, 0.05)
                 over = watch and watch()
                 if over:
-                    return over, 0
+                    return over, 0, 0
     finally:
         if ready is not None:
             os.close(ready)

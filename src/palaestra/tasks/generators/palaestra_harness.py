@@ -149,7 +149,6 @@ def run_case(template, app, case, spec, cpu, made=None):
     where = case_dir(case.get("files"), case.get("tree"), answer.get("writable"))
     if made is not None:
         made.append(where)
-    extra = {"memory_mb": limits["memory_mb"]} if limits.get("memory_mb") and _HAS_MEMORY else {}
     kept = {name: os.path.join(where, name) for name in answer.get("kept", ())}
     for path in kept.values():
         age(path)
@@ -160,7 +159,7 @@ def run_case(template, app, case, spec, cpu, made=None):
         stdin=case.get("stdin", ""),
         timeout=limits.get("timeout", 60),
         cpu_seconds=cpu,
-        **extra,
+        memory_mb=limits.get("memory_mb"),
     )
     out_dir = answer.get("out_dir")
     outputs = read_outputs(os.path.join(where, out_dir)) if out_dir else {}
@@ -177,9 +176,6 @@ def run_case(template, app, case, spec, cpu, made=None):
 def _changed(before, after):
     """The paths whose file was rewritten, replaced or removed (``kept``)."""
     return sorted(rel for rel, stamp in before.items() if after.get(rel) != stamp)
-
-
-_HAS_MEMORY = "memory_mb" in run_command.__code__.co_varnames
 
 
 def build(ck, answer, limits):
@@ -292,6 +288,7 @@ def run_call(ck, spec, cases):
             cwd=work,
             timeout=limits.get("timeout", 60),
             cpu_seconds=call.get("cpu") or limits.get("cpu"),
+            memory_mb=limits.get("memory_mb"),
         )
         close_to_runs([work])  # nothing this call left is seen by the next
         values = res.value if res.ok and isinstance(res.value, list) else None
@@ -345,6 +342,7 @@ def run_sqlite(ck, spec, cases):
         cwd=where,
         timeout=limits.get("timeout", 60),
         cpu_seconds=limits.get("cpu"),
+        memory_mb=limits.get("memory_mb"),
     )
     if not res.ok:
         ck.check(os.path.basename(path) + " runs", False, res.error)

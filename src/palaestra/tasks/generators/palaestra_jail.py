@@ -30,8 +30,17 @@ tree is bounded this way instead:
 * **Processes**: a run with more than ``palaestra_fork.MAX_PROCS`` at once (a fork bomb) is
   killed, before it exhausts the sandbox's pids and the checker cannot fork; its
   ``RLIMIT_NPROC`` (:func:`nproc_limit`) stops its forks at twice that.
-* **Memory**: ``RLIMIT_AS`` per process where a check gives one; the sandbox's own cgroup bounds
-  the whole.
+* **Memory over the tree** (a run's ``memory_mb``): :meth:`Tree.memory` sums, over its live
+  processes, the resident pages no file backs (``RssAnon + RssShmem`` of ``/proc/<pid>/status``,
+  which root reads without ``CAP_SYS_PTRACE``, unlike ``smaps``' proportional ``Pss``), polled
+  with the CPU; past the bar the tree is killed. When the run ends, the largest process's
+  high-water mark (``ru_maxrss`` of the rusage the checker gets, file pages included) counts
+  too, so one process over the bar is caught however briefly. What this does not show: pages a
+  fork shares copy-on-write are counted once per process (the sum is an upper bound), a peak of
+  several processes that lasts less than a poll (20 ms) can pass unseen, and files written (on a
+  tmpfs they are memory) are storage, not counted. A cgroup of its own per run would count
+  exactly; neither backend gives the verifier one (above). The sandbox's own cgroup bounds the
+  whole.
 """
 
 import os
@@ -78,6 +87,20 @@ def _stat(pid):
         return None
 
 
+def _resident(pid):
+    """Bytes of resident memory no file backs of a process (``RssAnon + RssShmem``), 0 when
+    it is gone (or a kernel thread)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            held = 0
+            for line in f:
+                if line.startswith((b"RssAnon:", b"RssShmem:")):
+                    held += int(line.split()[1])  # kB
+            return held * 1024
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 class Tree:
     """The processes of one run (see the module's docstring): made before the run starts."""
 
@@ -90,6 +113,7 @@ class Tree:
         self.everything = everything
         self.before = frozenset() if everything else frozenset(os.listdir("/proc"))
         self.reaped_us = 0  # CPU of the members this process reaped, in microseconds
+        self.peak = 0  # bytes: the most memory seen (see memory() and note_maxrss())
 
     def members(self):
         """pid -> (ppid, state, ticks) of the run's processes now."""
@@ -125,6 +149,17 @@ class Tree:
         ticks = sum(info[2] for info in members.values())
         return ticks / _CLOCK_TICKS + self.reaped_us / 1e6
 
+    def memory(self, members=None):
+        """Bytes of memory the run's tree holds now (see the module's docstring); the peak so
+        far is kept in :attr:`peak`."""
+        held = sum(_resident(pid) for pid in (self.members() if members is None else members))
+        self.peak = max(self.peak, held)
+        return held
+
+    def note_maxrss(self, kilobytes):
+        """Count a process's high-water mark (``ru_maxrss``, in KiB) in :attr:`peak`."""
+        self.peak = max(self.peak, kilobytes * 1024)
+
     def reap(self, pid):
         """Reap ``pid``, a child of this process, if it ended; True when it did."""
         try:
@@ -133,6 +168,7 @@ class Tree:
             return True
         if done:
             self.reaped_us += int((usage.ru_utime + usage.ru_stime) * 1e6)
+            self.note_maxrss(usage.ru_maxrss)
         return bool(done)
 
     def kill(self, limit=10.0):
@@ -236,20 +272,32 @@ def nproc_limit():
     return count + 2 * MAX_PROCS
 
 
-def watch(tree, bar):
-    """``"cpu"`` when ``tree`` is over ``bar`` seconds of CPU (None: no bar), ``"procs"`` when
-    more than MAX_PROCS processes were made since it started (its own, or what it had a
-    server start: counted from ``/proc``'s listing alone, as a bomb's processes leave this
-    process too little CPU to read each one's), else None; asked every ``tick`` seconds."""
+#: How often a run with a memory bar is looked at, in seconds.
+MEMORY_TICK = 0.02
+
+
+def watch(tree, bar, memory=None):
+    """``"cpu"`` when ``tree`` is over ``bar`` seconds of CPU (None: no bar), ``"memory"``
+    when it holds more than ``memory`` bytes (None: no bar), ``"procs"`` when more than
+    MAX_PROCS processes were made since it started (its own, or what it had a server start:
+    counted from ``/proc``'s listing alone, as a bomb's processes leave this process too
+    little CPU to read each one's), else None; asked every ``tick`` seconds."""
 
     def over():
         if len(set(os.listdir("/proc")).difference(tree.before)) > MAX_PROCS:
             return "procs"
-        if bar is not None and tree.cpu() > bar:
+        if bar is None and memory is None:
+            return None
+        members = tree.members()
+        if bar is not None and tree.cpu_of(members) > bar:
             return "cpu"
+        if memory is not None and tree.memory(members) > memory:
+            return "memory"
         return None
 
     over.tick = 0.1 if bar is None else min(0.1, max(0.02, bar / 50))
+    if memory is not None:
+        over.tick = MEMORY_TICK
     return over
 
 

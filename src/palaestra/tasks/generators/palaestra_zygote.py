@@ -291,5 +291,6 @@ while True:  # a request: its size (4 bytes) and its marshal form, from the chec
     os.write(CTL_OUT, b"%d\n" % pid)
     _, status, usage = os.wait4(pid, 0)  # its CPU, and that of what it waited for
     reported = read_report(report_r)
-    os.write(CTL_OUT, b"%d %d\n" % (status, int((usage.ru_utime + usage.ru_stime) * 1e6)))
+    used_us = int((usage.ru_utime + usage.ru_stime) * 1e6)
+    os.write(CTL_OUT, b"%d %d %d\n" % (status, used_us, usage.ru_maxrss))
 """
