@@ -85,7 +85,7 @@ def print_check(results: list[ScenarioResult], elapsed_s: float, *, verbose: boo
             table.add_row(
                 r.task_id,
                 r.scenario,
-                f"{r.expected:g}",
+                r.expectation,
                 _reward(r),
                 f"[{color}]{_verdict(r)}[/{color}]",
                 f"{r.duration_s:.2f}s",
@@ -101,7 +101,7 @@ def print_check(results: list[ScenarioResult], elapsed_s: float, *, verbose: boo
         for r in bad:
             out.print(
                 escape(
-                    f"  {r.task_id} {r.scenario}: expected {r.expected:g}, reward {_reward(r)} "
+                    f"  {r.task_id} {r.scenario}: expected {r.expectation}, reward {_reward(r)} "
                     f"({_verdict(r)})"
                 )
             )

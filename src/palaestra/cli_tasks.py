@@ -226,7 +226,8 @@ def check_cmd(
     ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Check verifiers: the oracle must score 1, doing nothing 0, each wrong solution 0.
+    """Check verifiers: the oracle must score 1, doing nothing 0, each wrong solution 0
+    (below 1 where the task gives partial credit).
 
     A live line counts the scenarios as they finish; at the end, the failures are listed
     (with their verifier's output) and counted."""

@@ -5,7 +5,9 @@ Each *scenario* gets a fresh sandbox of the task's own spec: ``oracle`` runs ``s
 tasks ship at least three). Then the Harbor verifier runs exactly as in an episode. A task that
 needs an episode's machinery (multi-step, a separate verifier, a healthcheck, an ``[agent]
 user``) is checked as an episode, the scenario's solution run by the oracle policy. A task is
-sound when the oracle gets reward 1.0 and every other scenario 0.0, with no verifier errors.
+sound when the oracle gets reward 1.0 and every other scenario 0.0, with no verifier errors;
+a task whose verifier gives partial credit (``partial_credit = true`` in its ``[metadata]``)
+needs a wrong solution to score below 1 (doing nothing still 0).
 This is what ``palaestra tasks check`` runs, and what the generator tests run on their sample.
 """
 
@@ -45,11 +47,26 @@ class ScenarioResult:
     needs_checks: bool = False
     #: Seconds the verifier took (None when it did not run).
     verify_s: float | None = None
+    #: A wrong solution of a partial-credit task: any reward below 1 rejects it.
+    below_one: bool = False
 
     @property
     def ok(self) -> bool:
         ran = not self.needs_checks or self.rewards.get("checks_total", 0) > 0
-        return self.status == "ok" and self.reward == self.expected and ran
+        if self.status != "ok" or self.reward is None or not ran:
+            return False
+        return self.reward < 1 if self.below_one else self.reward == self.expected
+
+    @property
+    def expectation(self) -> str:
+        """What the scenario must score, as shown: ``1``, ``0`` or ``<1``."""
+        return "<1" if self.below_one else f"{self.expected:g}"
+
+
+def partial_credit(task: Task) -> bool:
+    """Whether the task's verifier rewards a fraction of its checks (``partial_credit = true``
+    in ``[metadata]``): its wrong solutions must score below 1, not 0."""
+    return task.config.metadata.get("partial_credit") is True
 
 
 def wrong_solutions(task: Task) -> list[str]:
@@ -97,6 +114,7 @@ async def run_scenario(
             time.perf_counter() - started,
             (task.tests_dir / "palaestra_check.py").is_file(),
             verify_s,
+            scenario.startswith("wrong:") and partial_credit(task),
         )
 
     if task.steps or task.verifier_environment or task.healthcheck or task.agent_user is not None:

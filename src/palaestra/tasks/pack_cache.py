@@ -7,7 +7,10 @@ source, the generators'. :func:`materialise` copies the pack into the cache
 (``$PALAESTRA_CACHE_DIR/packs/<name>/<version>``, default ``~/.cache/palaestra``) and adds
 those runtime files, byte for byte, with their hash-checked bytecode, to every such task's
 ``tests/``, as a generated task gets them. The version is a digest of the pack's files and the
-runtime's: a changed task or harness is materialised again, never patched in place. So
+runtime's: a changed task or harness is materialised again, never patched in place. A task's
+wrong solutions (``wrong_solutions/<name>/solve.sh``, what ``palaestra tasks check`` runs)
+that build on the reference ("the reference plus one bug") find it as ``reference.sh`` beside
+them: the copy adds the task's ``solution/solve.sh`` there, so the pack holds it once. So
 ``palaestra eval starter``, ``palaestra tasks check starter`` and ``palaestra tasks export
 starter`` all see self-contained Harbor tasks.
 """
@@ -75,6 +78,10 @@ def _write(source: Path, dest: Path) -> None:
             (tests / file_name).write_bytes(content)
             (tests / file_name).chmod(0o644)
         write_bytecode(tests)
+    for wrong in sorted(dest.glob("*/wrong_solutions/*/solve.sh")):
+        reference = wrong.parent.parent.parent / "solution" / "solve.sh"
+        if "/solution/reference.sh" in wrong.read_text() and reference.is_file():
+            shutil.copy2(reference, wrong.parent / "reference.sh")
 
 
 def _skipped(path: Path) -> bool:

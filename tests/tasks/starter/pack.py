@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from palaestra.env.registry import load_tasks
 from palaestra.tasks.pack_cache import PACKS_DIR, materialise
-from tests.tasks.starter.wrong_solutions_a_to_d import WRONG_SOLUTIONS_A_TO_D
-from tests.tasks.starter.wrong_solutions_f_to_s import WRONG_SOLUTIONS_F_TO_S
 
 PACK_DIR = PACKS_DIR / "starter"
 #: The pack as it runs: its copy in the cache, with the harness runtime its spec tasks need.
@@ -28,19 +26,22 @@ TASK_IDS = [p.name for p in TASK_DIRS]
 TASKS = load_tasks("starter")
 
 # --------------------------------------------------------------------------------------------
-# Wrong solutions: each is a bash script run as the agent (cwd /app, no /tests; /solution is
-# mounted so that a near-miss can be written as "the reference plus one bug"). Each must apply
-# cleanly (exit 0). Tasks whose verifier gives partial credit (reward.json with a fraction)
-# only have to score below 1 for a wrong solution; every other task must score exactly 0.
+# Wrong solutions: each is the pack's wrong_solutions/<name>/solve.sh, a bash script run as the
+# agent (cwd /app, no /tests; /solution/reference.sh is the task's reference, so that a
+# near-miss can be written as "the reference plus one bug"). Each must apply cleanly (exit 0).
+# Tasks whose verifier gives partial credit (partial_credit = true in [metadata]) only have to
+# score below 1 for a wrong solution; every other task must score exactly 0.
 # --------------------------------------------------------------------------------------------
 
-PARTIAL_CREDIT = {
-    "data-querying-easy-library-loans",
-    "data-querying-medium-sales-queries",
-    "file-operations-medium-dedupe-tree",
-}
+PARTIAL_CREDIT = {t.id for t in TASKS if t.config.metadata.get("partial_credit") is True}
 
-WRONG_SOLUTIONS: dict[str, dict[str, str]] = {**WRONG_SOLUTIONS_A_TO_D, **WRONG_SOLUTIONS_F_TO_S}
+WRONG_SOLUTIONS: dict[str, dict[str, str]] = {
+    task: {
+        path.parent.name: path.read_text()
+        for path in sorted((PACK_DIR / task / "wrong_solutions").glob("*/solve.sh"))
+    }
+    for task in TASK_IDS
+}
 #: Hostile wrong solutions (issue 29: what the agent leaves is read without following links,
 #: regular files only): each scores exactly 0, partial credit or not, and its checker ends on
 #: its own (no timeout, no missing reward) however the agent's files block a plain reader.

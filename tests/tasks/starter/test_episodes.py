@@ -26,14 +26,15 @@ pytestmark = pytest.mark.slow  # whole episodes with real verifiers: not in the 
 
 
 def with_solution(script: str, task_id: str) -> str:
-    """A command that unpacks the task's solution/ to /solution, then runs ``script``."""
+    """A command that unpacks the task's solution/ to /solution (its solve.sh also as
+    reference.sh, where a wrong solution finds it), then runs ``script``."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
         tar.add(PACK_DIR / task_id / "solution", arcname=".")
     packed = base64.b64encode(buf.getvalue()).decode()
     return (
         "mkdir -p /solution && base64 -d <<'EOF_SOLUTION' | tar -xz -C /solution\n"
-        f"{packed}\nEOF_SOLUTION\nset -e\n{script}"
+        f"{packed}\nEOF_SOLUTION\ncp /solution/solve.sh /solution/reference.sh\nset -e\n{script}"
     )
 
 
@@ -77,3 +78,24 @@ async def test_scenario(task_id: str, scenario: str) -> None:
             assert reward < 1, f"a wrong solution must not get full credit, got {reward}"
         else:
             assert reward == 0, f"a wrong solution must score 0, got {reward}"
+
+
+async def test_tasks_check_runs_the_pack_s_wrong_solutions() -> None:
+    """``palaestra tasks check starter`` runs the wrong solutions the pack ships: one built on
+    the reference (its reference.sh, added by the cache copy) must score 0; a partial-credit
+    task's wrong solutions pass the check below 1."""
+    from palaestra.run.check import check_tasks
+
+    near_miss = TASKS.get("optimization-hard-access-log-report")
+    partial = TASKS.get("data-querying-easy-library-loans")
+    assert (near_miss.path / "wrong_solutions/misses-client-list/reference.sh").is_file()
+    results = await check_tasks([near_miss, partial], only=["wrong"], concurrency=2)
+    got = {(r.task_id.rsplit("/", 1)[-1], r.scenario): r for r in results}
+    assert {s for _, s in got} == {
+        *(f"wrong:{n}" for n in WRONG_SOLUTIONS["optimization-hard-access-log-report"]),
+        *(f"wrong:{n}" for n in WRONG_SOLUTIONS["data-querying-easy-library-loans"]),
+    }
+    for (task_id, scenario), r in got.items():
+        assert r.ok and r.status == "ok", (task_id, scenario, r.detail[-1500:])
+        assert r.below_one == (task_id == "data-querying-easy-library-loans")
+    assert any(0 < r.reward < 1 for r in results if r.below_one), "no partial score was seen"

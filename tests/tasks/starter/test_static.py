@@ -65,10 +65,24 @@ def test_pack_covers_every_category_and_tier_once() -> None:
         for d in TASK_DIRS
     ]
     assert sorted(pairs) == sorted((c, t) for c in CATEGORIES for t in DIFFICULTIES)
-    for task_id in WRONG_SOLUTIONS:
-        assert task_id in TASK_IDS, f"wrong solutions for an unknown task {task_id}"
-    assert set(TASK_IDS) <= set(WRONG_SOLUTIONS), "every task needs at least one wrong solution"
-    assert PARTIAL_CREDIT <= set(TASK_IDS)
+    for task_id in TASK_IDS:
+        assert WRONG_SOLUTIONS[task_id], f"{task_id} needs at least one wrong solution"
+        for folder in (PACK_DIR / task_id / "wrong_solutions").iterdir():
+            assert (folder / "solve.sh").is_file(), f"{folder} has no solve.sh: never run"
+
+
+def test_partial_credit_is_declared_where_the_verifier_gives_it() -> None:
+    """``partial_credit = true`` in ``[metadata]`` (what ``tasks check`` reads to accept a wrong
+    solution below 1) exactly on the tasks whose harness spec rewards a fraction of checks."""
+    import marshal
+    import zlib
+
+    partial = set()
+    for task_dir in TASK_DIRS:
+        spec = task_dir / "tests" / "harness.bin"
+        if spec.is_file() and marshal.loads(zlib.decompress(spec.read_bytes())).get("reward"):
+            partial.add(task_dir.name)
+    assert PARTIAL_CREDIT == partial and len(partial) == 3, (PARTIAL_CREDIT, partial)
 
 
 def test_pack_is_small() -> None:
