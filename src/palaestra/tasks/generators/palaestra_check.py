@@ -74,8 +74,9 @@ del sys.argv[1:]
 class ChildResult:
     """What a child run gave: ``ok`` with ``value`` (whatever it passed to ``emit``), or
     ``error`` (an exception line, ``timeout``, ``no output``...); ``cpu``: the seconds of CPU
-    its whole process tree used; ``memory_mb``: the most memory its tree was seen to hold
-    (measured only for a run with a memory bar, see ``palaestra_jail``)."""
+    its whole process tree used; ``memory_mb``: the most memory it was seen to hold (its
+    largest process's high-water mark; with a memory bar, also its tree's polled sum: see
+    ``palaestra_jail``)."""
 
     cpu = 0.0
     memory_mb = 0.0
