@@ -259,6 +259,26 @@ _WITHIN = textwrap.dedent(
     """
 )
 _SQ = "def sq(x):\n    {}\n    return x * x\n"
+
+
+def _sq_task(tests: dict, wrongs: dict[str, str], dest: Path) -> Path:
+    """A task of one family, written to ``dest``: ``sq.py``'s ``sq`` (the reference returns
+    ``x * x``) checked by ``tests``, with these wrong versions of it."""
+    from palaestra.tasks.generators.base import Family, write_task
+
+    task = hs.task(
+        instruction="sq",
+        workspace={"sq.py": _SQ.format("raise NotImplementedError")},
+        tests=tests,
+        answer_path="sq.py",
+        reference=_SQ.format("pass"),
+        wrongs=wrongs,
+        note="x * x",
+    )
+    fam = Family(f"{dest.name}-demo", "algorithms", "a harness test", lambda spec: task)
+    return write_task(fam, fam.spec(0, 0.0), task, dest)
+
+
 #: The third call's input, made again in the checker, and its reference.
 _NUMBERS = textwrap.dedent(
     """\
@@ -272,7 +292,6 @@ _NUMBERS = textwrap.dedent(
 
 
 def _calls_task(tmp_path: Path) -> Path:
-    from palaestra.tasks.generators.base import Family, write_task
 
     code = "from sq import sq\nemit([sq(x) for x in INPUT])"
     scope: dict = {}
@@ -309,17 +328,7 @@ def _calls_task(tmp_path: Path) -> Path:
         # right on the first call; the second call's own CPU bar stops it
         "slow-on-negatives": _SQ.format("while x < 0:\n        pass"),
     }
-    task = hs.task(
-        instruction="sq",
-        workspace={"sq.py": _SQ.format("raise NotImplementedError")},
-        tests=tests,
-        answer_path="sq.py",
-        reference=_SQ.format("pass"),
-        wrongs=wrongs,
-        note="x * x",
-    )
-    fam = Family("calls-demo", "algorithms", "a harness test", lambda spec: task)
-    return write_task(fam, fam.spec(0, 0.0), task, tmp_path / "calls-demo")
+    return _sq_task(tests, wrongs, tmp_path / "calls")
 
 
 async def test_python_calls_each_with_its_bar_and_comparison(tmp_path: Path):
@@ -354,7 +363,6 @@ async def test_a_made_call_input_of_other_data_runs_the_reference_first(tmp_path
 async def test_a_partial_credit_spec_rewards_the_fraction_of_checks(tmp_path: Path):
     """``reward="partial"``: an answer right on one case of three gets 1/3 (the default gives
     it 0), the reference 1, nothing 0; the builder refuses another reward."""
-    from palaestra.tasks.generators.base import Family, write_task
 
     def task_tests(reward: str) -> dict:
         return hs.tests(
@@ -369,12 +377,10 @@ async def test_a_partial_credit_spec_rewards_the_fraction_of_checks(tmp_path: Pa
 
     rewards = {}
     for reward in ("partial", "all"):
-        task = hs.task(instruction="sq", workspace={"sq.py": _SQ.format("raise NotImplementedError")},
-                       tests=task_tests(reward), answer_path="sq.py", reference=_SQ.format("pass"),
-                       wrongs={"cube": _SQ.format("return x * x * x")}, note="x * x")  # fmt: skip
-        fam = Family(f"{reward}-demo", "algorithms", "a harness test", lambda spec, t=task: t)
-        path = write_task(fam, fam.spec(0, 0.0), task, tmp_path / reward)
-        results = await check_tasks([load_task(path)])
+        cube = {"cube": _SQ.format("return x * x * x")}
+        results = await check_tasks(
+            [load_task(_sq_task(task_tests(reward), cube, tmp_path / reward))]
+        )
         rewards[reward] = {r.scenario: r.reward for r in results}
     assert rewards == {
         "partial": {"oracle": 1.0, "nop": 0.0, "wrong:cube": 0.3333},
@@ -411,7 +417,6 @@ async def test_a_memory_bar_is_over_the_run_s_whole_tree(tmp_path: Path):
     """``hs.limits(memory_mb=64)``: the reference passes under it, the right answer reached
     by memory spread over forks (each under the bar) or held for an instant fails (docs/trust.md
     says how a tree's memory is measured)."""
-    from palaestra.tasks.generators.base import Family, write_task
 
     tests = hs.tests(
         answer=hs.python_calls(
@@ -425,18 +430,7 @@ async def test_a_memory_bar_is_over_the_run_s_whole_tree(tmp_path: Path):
     wrongs = {
         name: _SQ.format(textwrap.indent(body, "    ").strip()) for name, body in _HOGS.items()
     }
-    task = hs.task(
-        instruction="sq",
-        workspace={"sq.py": _SQ.format("raise NotImplementedError")},
-        tests=tests,
-        answer_path="sq.py",
-        reference=_SQ.format("pass"),
-        wrongs=wrongs,
-        note="x * x",
-    )
-    fam = Family("memory-demo", "algorithms", "a harness test", lambda spec: task)
-    path = write_task(fam, fam.spec(0, 0.0), task, tmp_path / "memory")
-    results = await check_tasks([load_task(path)])
+    results = await check_tasks([load_task(_sq_task(tests, wrongs, tmp_path / "memory"))])
     got = {r.scenario: (r.reward, "memory limit of 64 MB exceeded" in r.detail) for r in results}
     assert got == {
         "oracle": (1.0, False),
