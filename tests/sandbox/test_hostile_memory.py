@@ -33,7 +33,7 @@ kids = []
 for _ in range(4):
     pid = os.fork()
     if pid == 0:
-        hold(40, 1.5)
+        hold(40, 5)  # long enough for a poll on a loaded machine: killed at once
         os._exit(0)
     kids.append(pid)
 for pid in kids:

@@ -403,7 +403,7 @@ _HOGS = {
             pid = os.fork()
             if pid == 0:
                 block = b"x" * (50 << 20)
-                time.sleep(1)
+                time.sleep(5)  # killed at the first poll that sees it
                 os._exit(0)
             kids.append(pid)
         for pid in kids:
