@@ -146,9 +146,10 @@ class _Zygote:
 
     def _line(self, deadline, watch=None):
         """The next reply line's numbers; ``"timeout"`` when the deadline passed first,
-        ``"cpu"`` / ``"procs"`` when ``watch`` (called every ``watch.tick`` seconds meanwhile)
-        said the run is over its CPU bar / has too many processes, or ``"gone"`` when the zygote died (agent code may kill it: it is
-        nobody too)."""
+        ``"cpu"`` / ``"memory"`` / ``"procs"`` when ``watch`` (called every ``watch.tick``
+        seconds meanwhile) said the run is over its CPU or memory bar / has too many
+        processes, or ``"gone"`` when the zygote died (agent code may kill it: it is nobody
+        too)."""
         import select
 
         while b"\n" not in self.buffer:
@@ -299,15 +300,16 @@ def run_forked(
 ):
     """Run ``how`` (see ``forkable``) in a child of the fork server, in a jail
     (``palaestra_jail``): its whole process tree is accounted, bounded by ``cpu_seconds`` and
-    ``memory_mb`` and killed when it ends. The child gets a fresh directory of its own, its ``HOME`` and
-    ``TMPDIR`` unless ``environ`` names others (an argument ``IN_CHILD_DIR + name`` names a file
-    in it), holding ``files`` (name -> text, for it to read): they are written while the
-    directory is still root's (no link planted by agent code can redirect them), then it is
-    given to nobody. Returns the child's wait status (or ``"timeout"`` / ``"cpu"`` /
-    ``"memory"`` / ``"procs"`` / ``"gone"``), its stdout and stderr, the files of its directory
-    named in ``read`` (bytes, None when missing or not a regular file), and the CPU seconds
-    and peak memory (MB) its tree used; the directory is removed. ``service``: the command starts a server later runs use (``pg_ctl start``): what
-    it leaves running is not killed when it ends, but with the checker's end."""
+    ``memory_mb`` and killed when it ends. The child gets a fresh directory of its own, its
+    ``HOME`` and ``TMPDIR`` unless ``environ`` names others (an argument ``IN_CHILD_DIR +
+    name`` names a file in it), holding ``files`` (name -> text, for it to read): they are
+    written while the directory is still root's (no link planted by agent code can redirect
+    them), then it is given to nobody. Returns the child's wait status (or ``"timeout"`` /
+    ``"cpu"`` / ``"memory"`` / ``"procs"`` / ``"gone"``), its stdout and stderr, the files of
+    its directory named in ``read`` (bytes, None when missing or not a regular file), and the
+    CPU seconds and peak memory (MB) its tree used; the directory is removed. ``service``: the
+    command starts a server later runs use (``pg_ctl start``): what it leaves running is not
+    killed when it ends, but with the checker's end."""
     tmp = make_private_dir("child-")
     dir_fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
