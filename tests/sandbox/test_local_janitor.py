@@ -416,3 +416,36 @@ async def test_exiting_owner_leaves_nothing(
     assert sandbox_cgroups(run_id) == []
     assert tmpfs_mounts_under(str(state_dir)) == []
     assert not (state_dir / run_id).exists()
+
+
+@pytest.mark.slow
+async def test_a_ray_actor_s_janitor_reclaims_an_owner_that_dies_after_its_start(
+    state_dir: Path,
+) -> None:
+    """An actor restarted while its dead incarnation is still exiting finds that owner alive
+    and spares its sandbox: the actor's later passes (every ``JANITOR_PERIOD_S``) reclaim it
+    once it is gone."""
+    import threading
+
+    from palaestra.run.ray_executor import _every, _janitor
+
+    marker = new_marker()
+    owner, sandbox_dir = await start_owner(state_dir, new_run_id(), marker, "live")
+    reclaim = _janitor(LocalBackend(state_dir=state_dir))
+    stop = threading.Event()
+    passes = threading.Thread(target=_every, args=(0.2, reclaim, stop))
+    try:
+        await asyncio.to_thread(reclaim)  # the pass at the actor's start: the owner runs
+        assert sandbox_dir.is_dir()
+        passes.start()
+        owner.kill()
+        assert await owner.wait() == -signal.SIGKILL
+        assert await eventually(lambda: not sandbox_dir.exists(), within=20)
+        assert await eventually(lambda: host_pids(marker) == [])
+    finally:
+        stop.set()
+        if passes.is_alive():
+            await asyncio.to_thread(passes.join)
+        if owner.returncode is None:
+            owner.kill()
+            await owner.wait()

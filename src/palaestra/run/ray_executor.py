@@ -10,7 +10,9 @@ client. An episode comes back as plain data, the same :class:`~palaestra.run.rol
 the local path returns, and is recorded by the driver alone.
 
 Faults: an actor is restarted by Ray when it or its node dies, and its start runs the sandbox
-janitor, which reclaims what the dead incarnation left on that node. An episode in flight on
+janitor, which reclaims what the dead incarnation left on that node; it runs again every
+:data:`JANITOR_PERIOD_S` while the actor lives (a dead incarnation may still be exiting when
+its successor starts, and its sandboxes are spared while their owner runs). An episode in flight on
 a dead actor is lost, never recorded, and runs again on the least loaded actor (up to
 :attr:`RayOptions.max_lost` times). Nothing else is redone: what finished is in the store.
 
@@ -25,10 +27,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import logging
 import os
 import pickle
 import secrets
+import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +48,8 @@ from palaestra.sandbox.docker import reclaim_dead_owners
 from palaestra.sandbox.janitor import reclaim_leftovers
 from palaestra.sandbox.local import LocalBackend
 
+log = logging.getLogger(__name__)
+
 #: Actors are named ``<prefix><run token>-<i>`` (``ray list actors`` shows whose they are).
 ACTOR_PREFIX = "palaestra-episodes-"
 #: Driver environment variables an actor needs to reach a shared policy endpoint.
@@ -50,6 +58,8 @@ FORWARDED_ENV = ("OPENAI_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")
 CLOSE_TIMEOUT_S = 60.0
 #: The actors' concurrency group for pings: answered even while every episode slot is busy.
 HEALTH_GROUP = "health"
+#: Seconds between an actor's passes of the sandbox janitor on its node.
+JANITOR_PERIOD_S = 10.0
 
 
 class RayClusterError(RuntimeError):
@@ -80,6 +90,28 @@ class RayOptions:
     unavailable_after_s: float = 120.0
 
 
+def _janitor(backend: object) -> Callable[[], object]:
+    """One blocking pass of ``backend``'s janitor: dead owners' sandboxes on this node."""
+    if isinstance(backend, LocalBackend):
+        return functools.partial(reclaim_leftovers, backend.state_dir)
+
+    def docker() -> None:  # in a thread of its own: the caller's loop may be running
+        with ThreadPoolExecutor(1) as thread:
+            thread.submit(asyncio.run, reclaim_dead_owners()).result()
+
+    return docker
+
+
+def _every(period: float, call: Callable[[], object], stop: threading.Event) -> None:
+    """Call ``call`` every ``period`` seconds until ``stop`` is set (a thread's body); a pass
+    that fails is logged and the next one tried."""
+    while not stop.wait(period):
+        try:
+            call()
+        except Exception:
+            log.warning("the sandbox janitor's pass failed", exc_info=True)
+
+
 class EpisodeActor:
     """One Ray actor: a :class:`LocalExecutor` over its own environments and policy.
 
@@ -88,13 +120,15 @@ class EpisodeActor:
 
     def __init__(self, env_id: str, policy: str | LLMClient, env_overrides: dict[str, Any]) -> None:
         # The janitor, now: a backend's own pass waits for its first sandbox, which a
-        # restarted actor may never get (the run's last episodes done elsewhere).
+        # restarted actor may never get (the run's last episodes done elsewhere); then again
+        # and again, in a thread of its own, while the actor lives.
         backend = default_backend(env_overrides.get("sandbox", "local"))
-        if isinstance(backend, LocalBackend):
-            reclaim_leftovers(backend.state_dir)
-        else:  # in a thread of its own: the actor's loop may be running
-            with ThreadPoolExecutor(1) as thread:
-                thread.submit(asyncio.run, reclaim_dead_owners()).result()
+        reclaim = _janitor(backend)
+        reclaim()
+        forever = threading.Event()
+        threading.Thread(
+            target=_every, args=(JANITOR_PERIOD_S, reclaim, forever), daemon=True
+        ).start()
         tasks = load_tasks(env_id)
         agent = make_policy(policy, tasks) if isinstance(policy, str) else policy
         self.node_id = _node_id()
