@@ -71,11 +71,34 @@ def _invoke(*args: str, columns: int = 60):
     return CliRunner().invoke(app, list(args), env={"COLUMNS": str(columns)})
 
 
+def _column(output: str, index: int, key: int = 0) -> list[str]:
+    """The cells of a drawn table's column ``index``, a cell folded over several lines joined;
+    a row starts where column ``key`` is not blank."""
+    cells: list[str] = []
+    for line in output.splitlines():
+        if not line.startswith("│"):
+            continue
+        fields = [f.strip() for f in line.split("│")[1:-1]]
+        if fields[key] or not cells:
+            cells.append(fields[index])
+        else:
+            cells[-1] += fields[index]
+    return cells
+
+
 def test_tasks_list_and_envs_keep_ids_whole_and_speak_json():
+    """Ids are never cut: on one line when they fit beside every other column at its header's
+    width (120 columns), folded over lines, whole, when they do not (60), where no other
+    column is squeezed out of sight."""
     ids = [load_tasks("starter").id_at(i) for i in range(18)]
+    wide = _invoke("tasks", "list", "starter", "-n", "18", columns=120)
+    assert wide.exit_code == 0, wide.output
+    assert all(re.search(rf"│ {re.escape(i)} +│", wide.output) for i in ids), wide.output
     listed = _invoke("tasks", "list", "starter", "-n", "18")
     assert listed.exit_code == 0, listed.output
-    assert all(re.search(rf"│ {re.escape(i)} +│", listed.output) for i in ids), listed.output
+    assert _column(listed.output, 1) == ids and "…" not in listed.output, listed.output
+    tiers = [load_tasks("starter").get(i).difficulty for i in ids]
+    assert _column(listed.output, 4) == tiers, listed.output
     as_json = json.loads(_invoke("tasks", "list", "starter", "-n", "5", "--json").stdout)
     assert as_json["total"] == 18 and [t["id"] for t in as_json["tasks"]] == ids[:5]
     assert as_json["tasks"][0] == {
@@ -145,5 +168,11 @@ def test_tasks_check_shows_progress_then_the_failures_in_full(make_task, tmp_pat
     (wrong,) = [r for r in report["results"] if not r["ok"]]
     assert (wrong["task_id"], wrong["scenario"], wrong["verdict"]) == (gameable, "nop", "WRONG")
 
-    verbose = _in_a_terminal("tasks", "check", root, "--verbose", columns=100)[1]
+    # the table of every scenario: a 62-character id on one line beside every column at 120
+    # columns; at 80 it folds, whole, and the verdicts stay in sight
+    verbose = _in_a_terminal("tasks", "check", root, "--verbose", columns=120)[1]
     assert "┏" in verbose and ANSI.sub("", verbose).count(f"│ {gameable} │") == 2
+    narrow = ANSI.sub("", _in_a_terminal("tasks", "check", root, "--verbose", columns=80)[1])
+    table = narrow[narrow.index("┏") : narrow.index("┘") + 1]
+    assert gameable in "".join(_column(table, 0, key=1)) and "…" not in table, table
+    assert _column(table, 4, key=1).count("WRONG") == 1 and "ok" in _column(table, 4, key=1)

@@ -9,6 +9,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
+from rich.measure import Measurement
 from rich.progress import Task, TaskID
 from rich.table import Table
 
@@ -18,17 +19,37 @@ from palaestra.run.check import ScenarioResult
 console = Console()
 
 
+class IdTable(Table):
+    """A table whose ``ids`` columns are never cut: ids are meant to be copied, so each stays on
+    one line while the widest ids and every other column at its header's width fit, and folds
+    onto further lines (whole, never cut short) when they do not. No column is squeezed below
+    its header: a narrow terminal or a pipe (80 columns) keeps every column's values."""
+
+    def __init__(self, *columns: str, ids: tuple[str, ...], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        for column in columns:
+            if column in ids:
+                self.add_column(column, no_wrap=True, overflow="fold")
+            else:
+                self.add_column(column, min_width=len(column), overflow="fold")
+        self._ids = [i for i, column in enumerate(columns) if column in ids]
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        needed = 3 * len(self.columns) + 1  # a border and one space each side of every cell
+        for i, column in enumerate(self.columns):
+            if i in self._ids:
+                widths = [Measurement.get(console, options, c).maximum for c in column.cells]
+                needed += max([len(str(column.header)), *widths])
+            else:
+                needed += column.min_width or 0
+        for i in self._ids:
+            self.columns[i].no_wrap = needed <= options.max_width
+        yield from super().__rich_console__(console, options)
+
+
 def id_table(*columns: str, ids: tuple[str, ...] = ("id",), **kwargs: Any) -> Table:
-    """A table whose ``ids`` columns are never cut: ids are meant to be copied, so they fold
-    onto a second line only when the terminal is narrower than the id itself (the other columns
-    give way first)."""
-    table = Table(**kwargs)
-    for column in columns:
-        if column in ids:
-            table.add_column(column, no_wrap=True, overflow="fold")
-        else:
-            table.add_column(column)
-    return table
+    """An :class:`IdTable` of these columns."""
+    return IdTable(*columns, ids=ids, **kwargs)
 
 
 def print_json(data: Any) -> None:
