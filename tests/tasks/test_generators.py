@@ -164,6 +164,24 @@ def test_same_inputs_byte_identical_task_across_processes(family: str, tmp_path:
     assert tree_digest(other) != digests[0], "a different seed must give a different task"
 
 
+@pytest.mark.slow
+def test_generating_leaves_nothing_in_the_temporary_directory(tmp_path: Path):
+    """Every family, each tier, generated in a fresh interpreter whose TMPDIR is empty: the
+    references run at generation time (their ``tempfile.mkdtemp``s included) leave nothing
+    there (nine directories a pass before their children got a TMPDIR of their own)."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    code = (
+        "from palaestra.tasks import generators as g\n"
+        "for f in g.families():\n"
+        "    for d in (0.1, 0.5, 0.9):\n"
+        "        g.generate(f.name, 11, d)\n"
+    )
+    env = {**os.environ, "TMPDIR": str(scratch)}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=600)
+    assert sorted(p.name for p in scratch.iterdir()) == []
+
+
 @pytest.mark.parametrize("family", EACH_FAMILY)
 def test_metadata_and_harbor_validation(family: str):
     fam = g.get_family(family)

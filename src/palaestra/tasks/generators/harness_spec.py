@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -171,6 +172,16 @@ def emit(value):
 """
 
 
+def scratch_env(tmp: str) -> dict[str, str]:
+    """The environment of a child run at generation time in the temporary directory ``tmp``:
+    this process's, with ``TMPDIR`` inside ``tmp``, so that what the reference's code makes
+    with ``tempfile`` goes with the directory (the checker gives each run a directory of its
+    own the same way)."""
+    scratch = Path(tmp, ".tmp")
+    scratch.mkdir(exist_ok=True)
+    return {**os.environ, "TMPDIR": str(scratch)}
+
+
 def emitted(files: Files, code: str, input_value: object, *, timeout: float = 120) -> object:
     """What a :func:`python_call`'s ``code`` emits run now, at generation time, on the
     reference's ``files`` (a package, say) in a child interpreter of its own, in a temporary
@@ -186,7 +197,9 @@ def emitted(files: Files, code: str, input_value: object, *, timeout: float = 12
         Path(tmp, "input.json").write_text(json.dumps(input_value), encoding="utf-8")
         argv = [sys.executable, "-I", "-B", "-c", _EMIT_PRELUDE + code, str(root)]
         argv += [str(Path(tmp, "input.json")), str(Path(tmp, "output.json"))]
-        res = subprocess.run(argv, cwd=root, capture_output=True, text=True, timeout=timeout)
+        res = subprocess.run(
+            argv, cwd=root, env=scratch_env(tmp), capture_output=True, text=True, timeout=timeout
+        )
         if res.returncode != 0:
             raise RuntimeError(f"the reference failed: {res.stderr.strip()[-800:]}")
         return json.loads(Path(tmp, "output.json").read_text(encoding="utf-8"))["value"]
@@ -295,14 +308,16 @@ def function_check(
     answer = {"kind": "check", "file": path, "entry": entry, "setup": setup, "check": check}
     answer.update(seed=seed, rounds=3)
     code = "import sys; sys.path.insert(0, sys.argv[1]); import palaestra_calls; "
-    res = subprocess.run(
-        [sys.executable, "-I", "-B", "-c", code + "palaestra_calls.record_main()"]
-        + [str(Path(__file__).parent)],
-        input=json.dumps({"answer": answer, "reference": reference}),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    with tempfile.TemporaryDirectory(prefix="palaestra-reference-") as tmp:
+        res = subprocess.run(
+            [sys.executable, "-I", "-B", "-c", code + "palaestra_calls.record_main()"]
+            + [str(Path(__file__).parent)],
+            input=json.dumps({"answer": answer, "reference": reference}),
+            env=scratch_env(tmp),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     if res.returncode != 0:
         raise RuntimeError(f"recording the reference's calls failed: {res.stderr.strip()[-800:]}")
     return dict(answer, calls=json.loads(res.stdout))

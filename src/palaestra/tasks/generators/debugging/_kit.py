@@ -191,7 +191,12 @@ def _scratch(tmp: str, program: Mapping[str, str], files: Mapping[str, str]):
     root = Path(tmp) / "root"
     write_tree(root, program)
     write_tree(Path(tmp) / "data", files)
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "HOME": tmp}
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "LANG": "C.UTF-8",
+        "HOME": tmp,
+        "TMPDIR": tmp,  # what the reference makes with tempfile goes with the directory
+    }
     return root, {name: str(Path(tmp) / "data" / name) for name in files}, env
 
 

@@ -134,7 +134,12 @@ def run_reference(source: str, args: Sequence[str], files: Mapping[str, str]):
         (root / "prog.py").write_text(source)
         for name, text in files.items():
             (root / name).write_bytes(text.encode())
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "HOME": tmp}
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "LANG": "C.UTF-8",
+            "HOME": tmp,
+            "TMPDIR": tmp,  # what the reference makes with tempfile goes with the directory
+        }
         run = subprocess.run(
             [sys.executable, "-I", "-B", str(root / "prog.py"), *(str(root / a) for a in args)],
             cwd=tmp, env=env, capture_output=True, timeout=300,
