@@ -143,8 +143,12 @@ class SandboxStdio:
             ["bash", "-c", _WRITE, "write", f"{self.dir}/in"], stdin=data, timeout=60
         )
         if not res.ok:
-            why = "timed out" if res.timed_out else res.output.strip()[-300:]
-            self.fail(f"it does not take input ({why})")
+            # A server that exited as it was written to (a command not found, say): its exit
+            # status and stderr are the cause, not the write that found no reader.
+            await self.settle(2.0)
+            if self.exit_note() is None:
+                why = "timed out" if res.timed_out else res.output.strip()[-300:]
+                self.fail(f"it does not take input ({why})")
 
     async def stop(self) -> None:
         if self.process is not None and not self.process.done():
