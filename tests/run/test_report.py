@@ -95,6 +95,8 @@ async def _page(tmp_path: Path):
     from websockets.asyncio.client import connect
 
     profile = tmp_path / "chromium-profile"
+    scratch = tmp_path / "chromium-tmp"  # its singleton socket's directory: gone with the test
+    scratch.mkdir()
     proc = await asyncio.create_subprocess_exec(
         chromium_binary(),
         *CHROMIUM_FLAGS,
@@ -104,6 +106,7 @@ async def _page(tmp_path: Path):
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,
         start_new_session=True,
+        env={**os.environ, "TMPDIR": str(scratch)},
     )
     port_file = profile / "DevToolsActivePort"
     for _ in range(300):
