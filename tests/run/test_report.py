@@ -18,6 +18,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -95,8 +96,9 @@ async def _page(tmp_path: Path):
     from websockets.asyncio.client import connect
 
     profile = tmp_path / "chromium-profile"
-    scratch = tmp_path / "chromium-tmp"  # its singleton socket's directory: gone with the test
-    scratch.mkdir()
+    # Its TMPDIR, for the singleton socket it makes there (a socket's path must stay short, so
+    # not under tmp_path), removed by _close: a killed Chromium leaves it behind.
+    scratch = tempfile.mkdtemp(prefix="palaestra-chromium-")
     proc = await asyncio.create_subprocess_exec(
         chromium_binary(),
         *CHROMIUM_FLAGS,
@@ -106,8 +108,9 @@ async def _page(tmp_path: Path):
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,
         start_new_session=True,
-        env={**os.environ, "TMPDIR": str(scratch)},
+        env={**os.environ, "TMPDIR": scratch},
     )
+    proc.scratch = scratch  # type: ignore[attr-defined]
     port_file = profile / "DevToolsActivePort"
     for _ in range(300):
         if port_file.exists() and port_file.read_text().strip():
@@ -122,6 +125,15 @@ async def _page(tmp_path: Path):
     page = next(t for t in await asyncio.to_thread(targets) if t["type"] == "page")
     ws = await connect(page["webSocketDebuggerUrl"], max_size=None)
     return proc, DevTools(ws)
+
+
+async def _close(browser: asyncio.subprocess.Process, page: DevTools) -> None:
+    """End the page's connection and Chromium's whole process group, and remove its TMPDIR."""
+    page.reader.cancel()
+    await page.ws.close()
+    os.killpg(browser.pid, signal.SIGKILL)
+    await browser.wait()
+    shutil.rmtree(browser.scratch, ignore_errors=True)  # type: ignore[attr-defined]
 
 
 async def _open(page: DevTools, report: Path) -> None:
@@ -310,10 +322,7 @@ async def test_report_renders_holds_the_numbers_and_opens_episodes(tmp_path, two
         (tmp_path / "report.png").write_bytes(base64.b64decode(shot["data"]))
         assert (tmp_path / "report.png").read_bytes()[:4] == b"\x89PNG"
     finally:
-        page.reader.cancel()
-        await page.ws.close()
-        os.killpg(browser.pid, signal.SIGKILL)
-        await browser.wait()
+        await _close(browser, page)
 
 
 async def _assert_layout(page: DevTools) -> None:
@@ -436,7 +445,4 @@ async def test_a_failed_episode_cut_by_a_limit_shows_the_limit_as_its_status(tmp
         assert status == "step_limit"
         assert page.errors() == []
     finally:
-        page.reader.cancel()
-        await page.ws.close()
-        os.killpg(browser.pid, signal.SIGKILL)
-        await browser.wait()
+        await _close(browser, page)
