@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import glob
 import os
 import sys
+import tempfile
 
 import pytest
 
@@ -15,12 +15,13 @@ from palaestra.llm import ScriptedPolicy
 from palaestra.run import rollout
 from palaestra.sandbox import make_backend
 from palaestra.sandbox.base import SandboxSpec
-from palaestra.scaffolds import ExternalScaffold, NopPolicy, OraclePolicy, make_scaffold
+from palaestra.scaffolds import ExternalScaffold, NopPolicy, OraclePolicy, external, make_scaffold
 from palaestra.scaffolds.host_process import host_python_mounts
 from palaestra.scaffolds.mini_swe_agent_preset import mini_swe_agent_scaffold
 from palaestra.tasks.source import TaskSet
 from tests.conftest import SUBMIT_ACTION, bash_action
 from tests.procs import _processes
+from tests.scaffolds.conftest import proxy_stopped
 
 pytestmark = pytest.mark.slow  # whole episodes with real verifiers: not in the fast tier
 
@@ -87,17 +88,20 @@ def our_processes() -> list[str]:
     return [procs[pid][1] for pid in sorted(found - {os.getpid()}) if pid in procs]
 
 
-def leftovers() -> list[str]:
-    return glob.glob("/tmp/palaestra-external-*")
-
-
-async def test_mini_swe_agent_oracle_passes_and_nop_fails():
+async def test_mini_swe_agent_oracle_passes_and_nop_fails(monkeypatch):
     """The real mini-swe-agent (its `mini` CLI, litellm inside) drives full episodes through
     the proxy: each of its LLM calls is an observation, each command runs in our sandbox
     (sent there by its palaestra environment class on the host, or run by itself inside)."""
     tasks = load_tasks("starter:0:1")
     scaffold = mini_swe_agent_scaffold()
-    before = set(leftovers())
+    made = []  # the host runs' temporary directories (this test's, not another worker's)
+    mkdtemp = tempfile.mkdtemp
+
+    def recorded(*args, **kwargs) -> str:
+        made.append(mkdtemp(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(external.tempfile, "mkdtemp", recorded)
 
     async def episode(policy, scaffold=scaffold):
         async with CodeEnv(tasks, scaffold=scaffold) as env:
@@ -129,7 +133,9 @@ async def test_mini_swe_agent_oracle_passes_and_nop_fails():
     assert oracle.info["executions"][-1]["exit_code"] == 0
     assert "solve.sh" in oracle.info["executions"][1]["command"]
     assert our_processes() == [] and host_processes("minisweagent") == []
-    assert set(leftovers()) == before and scaffold._own_proxy is None
+    runs = [d for d in made if "palaestra-external-" in d]
+    assert runs and not any(await asyncio.to_thread(lambda: [os.path.exists(d) for d in runs]))
+    assert await proxy_stopped(scaffold)
 
 
 async def test_sandbox_agent_reaches_the_proxy_without_a_network(make_task):
@@ -176,7 +182,7 @@ async def test_concurrent_sandbox_episodes_share_one_proxy(make_task):
 
     results = await asyncio.gather(*(episode(i) for i in range(6)))
     assert [ts.reward for ts in results] == [1.0 if i % 3 == 2 else 0.0 for i in range(6)]
-    assert len({id(p) for p in started}) == 1 and scaffold._own_proxy is None
+    assert len({id(p) for p in started}) == 1 and await proxy_stopped(scaffold)
     assert our_processes() == []
 
 
@@ -283,4 +289,4 @@ async def test_a_sandbox_without_the_proxy_mount_is_refused(make_task):
     finally:
         await sandbox.close()
         await backend.aclose()
-    assert scaffold._own_proxy is None
+    assert await proxy_stopped(scaffold)

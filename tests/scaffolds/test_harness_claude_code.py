@@ -14,6 +14,7 @@ from palaestra.scaffolds import NopPolicy, make_scaffold
 from palaestra.scaffolds.harness import HarnessScaffold
 from palaestra.scaffolds.harness.claude_code import ClaudeCode
 from palaestra.tasks.source import TaskSet
+from tests.scaffolds.conftest import proxy_stopped
 from tests.scaffolds.harness_support import (
     ProtocolScript,
     TokenPolicy,
@@ -44,7 +45,7 @@ async def test_starter_oracle_passes_and_nop_fails_through_claude_code():
     # the Bash call's output came back as its tool result
     result = oracle.turns[1].observation.messages
     assert any(m["role"] == "tool" and m["tool_call_id"] == "call_0_Bash" for m in result)
-    assert our_processes() == [] and scaffold._own_proxy is None
+    assert our_processes() == [] and await proxy_stopped(scaffold)
 
 
 async def test_its_own_tools_read_write_edit_and_bash(make_task):

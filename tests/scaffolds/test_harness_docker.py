@@ -9,6 +9,7 @@ import pytest
 
 from palaestra.scaffolds import make_scaffold
 from tests.sandbox.docker_support import labelled_containers, needs_docker
+from tests.scaffolds.conftest import proxy_stopped
 from tests.scaffolds.harness_support import installed, oracle_and_nop
 
 pytestmark = pytest.mark.slow  # whole episodes with real verifiers: not in the fast tier
@@ -26,4 +27,4 @@ async def test_starter_oracle_passes_and_nop_fails_through_claude_code_on_docker
     # the Bash call ran in the container: its output came back as the tool result
     result = oracle.turns[1].observation.messages
     assert any(m["role"] == "tool" and m["tool_call_id"] == "call_0_Bash" for m in result)
-    assert await labelled_containers() == [] and scaffold._own_proxy is None
+    assert await labelled_containers() == [] and await proxy_stopped(scaffold)

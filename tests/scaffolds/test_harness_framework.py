@@ -15,11 +15,12 @@ from palaestra.cli import app
 from palaestra.llm import ScriptedPolicy
 from palaestra.rl.trajectory import to_trajectories
 from palaestra.run import rollout
-from palaestra.scaffolds import SCAFFOLDS, ExternalScaffold
+from palaestra.scaffolds import SCAFFOLDS, ExternalScaffold, external
 from palaestra.scaffolds.external import last_error_line
 from palaestra.scaffolds.harness import HARNESSES, HarnessNotReady, harness_scaffold
 from palaestra.tasks.source import TaskSet
 from tests.conftest import SUBMIT_ACTION, bash_action
+from tests.scaffolds.conftest import proxy_stopped
 from tests.scaffolds.harness_support import TokenPolicy
 from tests.scaffolds.test_external import our_processes
 
@@ -159,19 +160,55 @@ async def test_an_image_without_the_clis_c_library_is_one_clear_error(make_task,
 
 
 async def test_an_episode_starting_while_the_last_one_stops_the_proxy_gets_a_live_socket():
-    """The scaffold's own proxy stops when its last episode ends; an episode that starts
-    during that stop gets a new proxy whose socket is in place (the old proxy's stop must not
-    unlink the new one's socket: concurrent episodes then failed with 'no proxy socket')."""
+    """The scaffold's own proxy stops once its last episode has ended (and its linger run
+    out); an episode that starts during that stop gets a new proxy whose socket is in place
+    (the old proxy's stop must not unlink the new one's socket: concurrent episodes then
+    failed with 'no proxy socket')."""
     scaffold = ExternalScaffold(command=["true"])
     try:
         first = await scaffold._acquire()
-        stopping = asyncio.ensure_future(scaffold._release())
-        await asyncio.sleep(0)  # the release has begun stopping the first proxy
+        began, stop = asyncio.Event(), first.stop
+
+        async def stopping_first() -> None:
+            began.set()
+            await stop()
+
+        first.stop = stopping_first  # type: ignore[method-assign]
+        await scaffold._release()
+        stopping = scaffold._linger
+        assert stopping is not None and scaffold._own_proxy is first  # it lingers
+        await began.wait()  # its linger ran out: the stop has begun
         second = await scaffold._acquire()
         await stopping
         assert second is not first and second.unix_socket is not None
         assert second.unix_socket.is_socket()
         await scaffold._release()
-        assert scaffold._own_proxy is None and not second.unix_socket.exists()
+        assert await proxy_stopped(scaffold) and not second.unix_socket.exists()
+    finally:
+        await scaffold.aclose()
+
+
+async def test_the_proxy_outlives_an_episode_for_the_next_and_then_stops(monkeypatch):
+    """Episodes one after the other share one proxy (stopping uvicorn takes 0.1 s, which
+    was on every episode's path); it stops by itself PROXY_LINGER_S after the last, and
+    aclose() stops one still lingering."""
+    monkeypatch.setattr(external, "PROXY_LINGER_S", 0.5)
+    scaffold = ExternalScaffold(command=["true"])
+    try:
+        first = await scaffold._acquire()
+        await scaffold._release()
+        await asyncio.sleep(0.1)
+        assert await scaffold._acquire() is first  # within the linger: the same proxy
+        await scaffold._release()
+        assert scaffold._linger is not None and scaffold._own_proxy is first
+        await asyncio.sleep(0.7)
+        assert scaffold._own_proxy is None and scaffold._linger is None
+        socket = first.unix_socket
+        assert socket is not None and not socket.exists()
+        third = await scaffold._acquire()
+        assert third is not first
+        await scaffold._release()
+        await scaffold.aclose()  # stops the lingering proxy at once
+        assert scaffold._own_proxy is None and scaffold._linger is None
     finally:
         await scaffold.aclose()

@@ -21,6 +21,7 @@ from palaestra.scaffolds.harness import HARNESSES, HarnessRun, HarnessScaffold
 from palaestra.scaffolds.mcp_headers import ALLOW_ENV, HeaderVariableError
 from palaestra.tasks.config import MCPServerConfig
 from palaestra.tasks.source import TaskSet
+from tests.scaffolds.conftest import proxy_stopped
 from tests.scaffolds.harness_support import ProtocolScript, call, installed
 from tests.scaffolds.test_external import our_processes
 
@@ -98,7 +99,7 @@ async def test_the_cli_starts_the_tasks_server_and_offers_its_tool(harness, note
     assert "wrote /app/answer.txt" in tool_results(calls.requests[1])[-1]
     shown = tool_results(calls.requests[2])[-1]
     assert "42" in shown and "python3 /app/notes_server.py" in shown  # the CLI's child, in it
-    assert our_processes() == [] and scaffold._own_proxy is None
+    assert our_processes() == [] and await proxy_stopped(scaffold)
 
 
 def run_with(*servers: MCPServerConfig) -> HarnessRun:

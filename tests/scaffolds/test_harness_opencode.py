@@ -10,6 +10,7 @@ from palaestra.llm.types import LLMResponse
 from palaestra.run import rollout
 from palaestra.scaffolds import make_scaffold
 from palaestra.tasks.source import TaskSet
+from tests.scaffolds.conftest import proxy_stopped
 from tests.scaffolds.harness_support import ProtocolScript, call, installed, oracle_and_nop
 from tests.scaffolds.test_external import our_processes
 
@@ -33,7 +34,7 @@ async def test_starter_oracle_passes_and_nop_fails_through_opencode():
     assert {"bash", "read", "edit", "write"} <= {t["function"]["name"] for t in first.tools}
     result = oracle.turns[1].observation.messages[-1]
     assert result["role"] == "tool" and result["tool_call_id"] == "call_0_bash"
-    assert our_processes() == [] and scaffold._own_proxy is None
+    assert our_processes() == [] and await proxy_stopped(scaffold)
 
 
 #: The first episode's files: in OpenCode's home, in its data directory (its sessions and

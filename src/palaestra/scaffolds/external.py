@@ -87,6 +87,8 @@ SANDBOX_AGENT_DIR = "/tmp/palaestra-agent"
 _FORWARDER = Path(__file__).with_name("_forward.py")
 _PORT_MARK = "@@PALAESTRA_PORT@@"
 _SOCKET_NAME = "proxy.sock"
+#: How long the scaffold's own proxy outlives its last episode, for the next one.
+PROXY_LINGER_S = 5.0
 
 
 @dataclass
@@ -155,7 +157,8 @@ class ExternalScaffold:
 
     ``proxy``: a running :class:`ProxyServer` to use (for ``where="sandbox"`` it needs a
     ``unix_socket``); by default the scaffold runs its own, started when its first episode
-    starts and stopped when its last one ends.
+    starts and stopped :data:`PROXY_LINGER_S` after its last one ends unless another starts
+    meanwhile, or by :meth:`aclose`.
     """
 
     name = "external"
@@ -174,6 +177,7 @@ class ExternalScaffold:
         self._users = 0
         self._socket_dir: Path | None = None
         self._start_lock = asyncio.Lock()
+        self._linger: asyncio.Task[None] | None = None
         if proxy is not None and self.config.where == "sandbox" and proxy.unix_socket is None:
             raise ValueError(
                 "external scaffold with where='sandbox' needs a proxy with a unix_socket "
@@ -203,11 +207,15 @@ class ExternalScaffold:
         return (proxy_dir, *self.config.mounts)
 
     async def _acquire(self) -> ProxyServer:
-        """The proxy, started for the first user. Starting and stopping hold one lock: a
-        proxy stopping unlinks its socket path, which a new one must not bind before."""
+        """The proxy, started for the first user (or still running from the last one).
+        Starting and stopping hold one lock: a proxy stopping unlinks its socket path, which a
+        new one must not bind before."""
         if self._proxy is not None:
             return self._proxy
         async with self._start_lock:
+            if self._linger is not None:  # an episode within PROXY_LINGER_S of the last one
+                self._linger.cancel()
+                self._linger = None
             if self._own_proxy is None:
                 unix = self._socket_path() if self.config.where == "sandbox" else None
                 proxy = ProxyServer(unix_socket=unix, model_name=self.config.model)
@@ -217,19 +225,31 @@ class ExternalScaffold:
             return self._own_proxy
 
     async def _release(self) -> None:
+        """One user fewer; the last one leaves the proxy running :data:`PROXY_LINGER_S` for
+        the next episode (stopping uvicorn takes 0.1 s at least, which would otherwise be on
+        every episode's path in a sequential loop)."""
         if self._proxy is not None:
             return
         self._users -= 1  # at once: a release cancelled while it waits still counts
+        if self._users == 0 and self._own_proxy is not None and self._linger is None:
+            self._linger = asyncio.create_task(self._stop_when_idle())
+
+    async def _stop_when_idle(self) -> None:
+        await asyncio.sleep(PROXY_LINGER_S)
         # Under the start lock: an episode starting meanwhile waits for the stop, which would
         # otherwise unlink the socket the new proxy has just bound at the same path.
         async with self._start_lock:
+            self._linger = None
             if self._users == 0 and self._own_proxy is not None:
                 proxy, self._own_proxy = self._own_proxy, None
                 await proxy.stop()
 
     async def aclose(self) -> None:
-        """Stop the scaffold's own proxy if it still runs (it stops by itself when no episode
-        uses it) and remove its socket directory."""
+        """Stop the scaffold's own proxy if it still runs (it stops by itself
+        :data:`PROXY_LINGER_S` after its last episode) and remove its socket directory."""
+        if self._linger is not None:
+            self._linger.cancel()
+            self._linger = None
         if self._own_proxy is not None:
             await self._own_proxy.stop()
             self._own_proxy = None
