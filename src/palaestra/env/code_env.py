@@ -34,6 +34,9 @@ observation is a function of the seed and the task only (its metadata names the 
 the scaffold and the env, not the episode): the same seed gives the same observation.
 ``snapshot``, ``restore`` and ``fork`` save an episode between steps and start new episodes
 from it: :mod:`palaestra.env.fork`.
+``prepare(seed=, options=)`` starts the episode the next ``reset(seed=, options=)`` will start
+(its sandbox, its set-up, its scaffold up to the first request: a harness CLI's start-up) while
+the current one runs; that reset takes it (:mod:`palaestra.env.ahead`).
 
 The agent's time limit (the task's ``[agent].timeout_sec``) counts environment time only, not
 the time the policy takes to answer (:mod:`palaestra.env.episode`).
@@ -56,6 +59,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from palaestra.env import ahead
 from palaestra.env.end import classify_end, error_text
 from palaestra.env.episode import (
     RunningEpisode,
@@ -159,6 +163,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         self._rng = random.Random()
         self._cursor = 0
         self._episode: RunningEpisode | None = None
+        self._prepared: ahead.Prepared | None = None
         self._closed = False
         self._specs = TaskSpecs()
         self._snapshots: set[EpisodeSnapshot] = set()
@@ -174,35 +179,15 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         if seed is not None:
             self._rng.seed(seed)
         task_id = self._pick(options or {})
-        if self.tasks.is_lazy:  # a generated task may be written to the cache on first use
-            task = await asyncio.to_thread(self.tasks.get, task_id)
+        prepared, self._prepared = self._prepared, None
+        if prepared is not None and prepared.task_id == task_id:
+            ep = await ahead.take(prepared)
         else:
-            task = self.tasks.get(task_id)
-        if note := self.reward.instruction_note():  # what the strategy asks for besides code
-            task = task.with_note(note)
-        episode_id = uuid.uuid4().hex[:16]
-        spec = await self._specs.agent(task, self.backend.name)
-        spec = replace(
-            spec,
-            labels={**spec.labels, "palaestra.episode_id": episode_id},
-            mounts=(*spec.mounts, *self._scaffold_mounts()),
-        )
-        started = time.perf_counter()
-        current = task.steps[0] if task.steps else task  # a multi-step task's first step
-        sandbox = await self.backend.create(spec)
-        await set_up(sandbox, task, current)  # healthcheck...; closes the sandbox if it fails
-        client = MediatedClient(metadata={"env_id": self.env_id})
-        ep = RunningEpisode(
-            id=episode_id,
-            task=task,
-            sandbox=sandbox,
-            client=client,
-            scaffold_task=start_scaffold(self.scaffold, current, sandbox, client),
-            agent_budget_s=self.agent_timeout_sec or current.agent_timeout_sec,
-            current=current,
-        )
-        ep.timings["sandbox_start_s"] = time.perf_counter() - started
+            if prepared is not None:  # prepared for another task: not this episode's
+                await asyncio.shield(ahead.discard(prepared))
+            ep = await self._begin(task_id)
         self._episode = ep
+        task = ep.task
         event = await advance(ep)
         if isinstance(event, LLMRequest):
             return restart(event, observe(ep))
@@ -215,6 +200,45 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
             f"scaffold {self.scaffold.name!r} ended ({event.reason}) before asking the policy "
             f"anything on task {task.id!r}" + (f": {detail}" if detail else "")
         )
+
+    async def prepare(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> None:
+        """Start, in the background, the episode the next ``reset(seed=seed, options=options)``
+        will start: its task picked as that reset will pick it, its sandbox made and set up,
+        its scaffold run up to its first request (a harness CLI's start-up). Returns at once;
+        the current episode, if any, goes on. That reset takes the episode as it stands; a
+        reset that picks another task closes it. See :mod:`palaestra.env.ahead` for what it
+        changes (an episode's wall time) and what it does not (the episode, the machine's
+        CPU). With a ``pick`` function, ``options`` must name the task (``task_id`` or
+        ``task_index``): calling the function ahead would advance its state (a curriculum's)
+        for an episode that may never run."""
+        if self._closed:
+            raise EpisodeError("prepare() on a closed environment; create a new one")
+        task_id = self._peek(seed, options or {})
+        if self._prepared is not None:
+            if self._prepared.task_id == task_id:
+                return
+            prepared, self._prepared = self._prepared, None
+            await asyncio.shield(ahead.discard(prepared))
+        self._prepared = ahead.prepare(task_id, self._begin)
+
+    @property
+    def prepared_task_id(self) -> str | None:
+        """The task of the episode :meth:`prepare` has started (None: none)."""
+        return None if self._prepared is None else self._prepared.task_id
+
+    def is_prepared_for(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> bool:
+        """Whether :meth:`prepare` has started the episode ``reset(seed=, options=)`` would
+        start (what an executor holding several environments asks to pick the right one)."""
+        if self._prepared is None:
+            return False
+        try:
+            return self._peek(seed, options or {}) == self._prepared.task_id
+        except ValueError:
+            return False
 
     async def step(self, action: LLMResponse | str) -> TimeStep[LLMRequest]:
         ep = self._episode
@@ -252,6 +276,9 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
             return
         self._closed = True
         await self._abandon()
+        prepared, self._prepared = self._prepared, None
+        if prepared is not None:
+            await asyncio.shield(ahead.discard(prepared))
         await asyncio.gather(*(snapshot.release() for snapshot in list(self._snapshots)))
 
     async def abandon(self) -> None:
@@ -284,6 +311,53 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         """The id of the next episode's task (:func:`~palaestra.env.picking.pick_task`)."""
         task_id, self._cursor = pick_task(self.tasks, self.pick, self._rng, self._cursor, options)
         return task_id
+
+    async def _begin(self, task_id: str) -> RunningEpisode:
+        """A new episode on ``task_id``: its sandbox made and set up, its scaffold started."""
+        if self.tasks.is_lazy:  # a generated task may be written to the cache on first use
+            task = await asyncio.to_thread(self.tasks.get, task_id)
+        else:
+            task = self.tasks.get(task_id)
+        if note := self.reward.instruction_note():  # what the strategy asks for besides code
+            task = task.with_note(note)
+        episode_id = uuid.uuid4().hex[:16]
+        spec = await self._specs.agent(task, self.backend.name)
+        spec = replace(
+            spec,
+            labels={**spec.labels, "palaestra.episode_id": episode_id},
+            mounts=(*spec.mounts, *self._scaffold_mounts()),
+        )
+        started = time.perf_counter()
+        current = task.steps[0] if task.steps else task  # a multi-step task's first step
+        sandbox = await self.backend.create(spec)
+        await set_up(sandbox, task, current)  # healthcheck...; closes the sandbox if it fails
+        client = MediatedClient(metadata={"env_id": self.env_id})
+        ep = RunningEpisode(
+            id=episode_id,
+            task=task,
+            sandbox=sandbox,
+            client=client,
+            scaffold_task=start_scaffold(self.scaffold, current, sandbox, client),
+            agent_budget_s=self.agent_timeout_sec or current.agent_timeout_sec,
+            current=current,
+        )
+        ep.timings["sandbox_start_s"] = time.perf_counter() - started
+        return ep
+
+    def _peek(self, seed: int | None, options: dict[str, Any]) -> str:
+        """The id of the task ``reset(seed=seed, options=options)`` would pick now, nothing
+        advanced (the rng's and the cursor's copies are read)."""
+        if callable(self.pick) and not {"task_id", "task_index"} & options.keys():
+            raise ValueError(
+                "prepare() with a pick function needs the task named: options={'task_id': "
+                "...} or {'task_index': ...} (calling the function ahead would advance its "
+                "state for an episode that may never run)"
+            )
+        rng = random.Random()
+        rng.setstate(self._rng.getstate())
+        if seed is not None:
+            rng.seed(seed)
+        return pick_task(self.tasks, self.pick, rng, self._cursor, options)[0]
 
     def _scaffold_mounts(self) -> tuple[Mount, ...]:
         """Host paths the scaffold needs in the sandbox (the external scaffold's proxy socket);
