@@ -407,3 +407,27 @@ def test_cli_bash_compact_and_temperature_are_accepted(tmp_path):
     assert "skilled software engineer" not in request  # the compact system prompt
     bad = _cli("eval", "starter:0:1", "-p", "oracle", "--temperature", "-1")
     assert bad.returncode == 2 and "--temperature" in bad.stderr
+
+
+def test_cli_prepare_ahead_runs_the_same_episodes(tmp_path):
+    """--prepare-ahead: each worker starts its next episode while its current one runs; the
+    run's results are a cold run's, and its config says it was prepared."""
+    proc = _cli(
+        "eval",
+        "starter:0:3",
+        "-p",
+        "oracle",
+        "--scaffold",
+        "tools",
+        "-j",
+        "2",
+        "--prepare-ahead",
+        "--json",
+        "--out",
+        str(tmp_path),
+    )
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["pass_rate"] == 1.0 and summary["episodes"] == 3
+    assert read_run(tmp_path)["config"]["prepare_ahead"] is True
+    assert not sandbox_processes(str(tmp_path))

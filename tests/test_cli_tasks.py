@@ -101,6 +101,7 @@ def test_check_passes_a_sound_task_and_fails_a_gameable_one(tmp_path: Path, make
         (("eval", "starter:0", "-j", "0"), "Invalid value for '--concurrency' / '-j'"),
         (("eval", "starter:0", "-j", "many"), "Invalid value for '--concurrency' / '-j'"),
         (("eval", "starter:0", "--ray", "--ray-resources", "[1]"), "not a JSON object"),
+        (("eval", "starter:0", "--ray", "--prepare-ahead"), "drop --prepare-ahead or --ray"),
         (("eval", "starter:0", "--scaffold", "external"), "needs the command of your agent"),
         (("eval", "starter:0", "--no-such-option"), "No such option: --no-such-option"),
         (("tasks", "show", "edit-distance-d150-s1"), "difficulty must be a number in [0, 1]"),

@@ -109,6 +109,15 @@ def eval_cmd(
     overwrite: Annotated[
         bool, typer.Option("--overwrite", help="Discard results already in --out.")
     ] = False,
+    prepare_ahead: Annotated[
+        bool,
+        typer.Option(
+            "--prepare-ahead",
+            help="Each of the -j workers starts its next episode (sandbox, the scaffold up to "
+            "its first request: a harness CLI's start-up) while its current one runs: shorter "
+            "episodes, one sandbox more per worker, no less CPU. Not with --ray.",
+        ),
+    ] = False,
     scalars: Annotated[
         Path | None,
         typer.Option(help="Append live scalars (pass rate, errors, cost, ...) as JSONL here."),
@@ -181,6 +190,11 @@ def eval_cmd(
             param_hint="ENV_ID",
         )
     executor = _executor(ray, ray_address, ray_resources, ray_actors)
+    if prepare_ahead and executor != "local":
+        raise typer.BadParameter(
+            "a Ray run's next episode may go to any actor: drop --prepare-ahead or --ray",
+            param_hint="--prepare-ahead",
+        )
     out_dir = out or default_run_dir(env_id, policy, time.strftime("%Y%m%d-%H%M%S"))
     if not overwrite:  # refused here, before any stream, bar or episode
         identity = run_identity(
@@ -205,6 +219,7 @@ def eval_cmd(
             scaffold=chosen,
             sandbox=sandbox,
             executor=executor,
+            prepare_ahead=prepare_ahead,
         )
 
     bar = (f"{env_id} / {policy}", len(tasks) * attempts)

@@ -141,6 +141,7 @@ async def evaluate(
     scaffold: str | Scaffold = "bash",
     sandbox: str | SandboxBackend = "local",
     executor: Literal["local", "ray"] | RayOptions = "local",
+    prepare_ahead: bool = False,
     **env_overrides: Any,
 ) -> dict[str, Any]:
     """Evaluate ``policy`` on every task ``env_id`` selects, ``attempts`` times each.
@@ -164,6 +165,11 @@ async def evaluate(
     on a Ray cluster's actors (see :mod:`palaestra.run.ray_executor`); this process keeps the
     store. ``policy`` and ``sandbox`` then travel to the actors by name, ``scaffold`` by name or
     pickled.
+
+    ``prepare_ahead``: each of the ``concurrency`` workers starts its next episode (sandbox,
+    set-up, the scaffold up to its first request: a harness CLI's start-up) while its current
+    one runs (:mod:`palaestra.env.ahead`; in-process executor only). It shortens each
+    episode's wall time, not the machine's CPU per episode; one sandbox more per worker.
     """
     if attempts < 1 or concurrency < 1:
         raise ValueError("attempts and concurrency must be at least 1")
@@ -195,6 +201,7 @@ async def evaluate(
     config = {
         "invalid_tasks": invalid,
         "concurrency": concurrency,
+        "prepare_ahead": prepare_ahead,
         "retries": retry.retries,
         "max_cost_usd": max_cost_usd,
         "max_trial_cost_usd": max_trial_cost_usd,
@@ -212,7 +219,9 @@ async def evaluate(
         if isinstance(runner, RayExecutor) and todo:  # a finished run leaves the cluster be
             await runner.start()
         progress.spent = await recorder.store.total_cost()
-        jobs = _Jobs(tasks, seed, runner, retry, recorder, progress, max_trial_cost_usd)
+        jobs = _Jobs(
+            tasks, seed, runner, retry, recorder, progress, max_trial_cost_usd, prepare_ahead
+        )
         await jobs.run(todo, concurrency)
         records = await asyncio.to_thread(read_episodes, out)
         summary = {
@@ -287,6 +296,7 @@ class _Jobs:
     recorder: RunRecorder
     progress: _Progress
     max_trial_cost_usd: float | None
+    prepare_ahead: bool = False
 
     async def run(self, todo: list[Job], concurrency: int) -> None:
         queue: asyncio.Queue[Job] = asyncio.Queue()
@@ -303,18 +313,31 @@ class _Jobs:
             self.progress.stop_reason = self.progress.budget_reason()
 
     async def _worker(self, queue: asyncio.Queue[Job]) -> None:
-        while not queue.empty() and self.progress.stop_reason is None:
+        """Jobs in order; with ``prepare_ahead`` the worker holds its next job as well, which
+        its environment starts while the current one runs (a job held when the run stops
+        early is not stored, so a resumed run plays it)."""
+        held: Job | None = None
+        while (held or not queue.empty()) and self.progress.stop_reason is None:
             if self.progress.over_budget():
                 self.progress.stop_reason = self.progress.budget_reason()
                 return
-            job = queue.get_nowait()
+            job, held = held or queue.get_nowait(), None
+            if self.prepare_ahead and not queue.empty():
+                held = queue.get_nowait()
             play = functools.partial(
                 self.runner.run,
                 self.seed + job.index,
-                {"task_id": job.task_id},
+                self._options(job),
                 self.max_trial_cost_usd,
+                None
+                if held is None
+                else {"seed": self.seed + held.index, "options": self._options(held)},
             )
             await self.retry.run(play, functools.partial(self._record, job))
+
+    @staticmethod
+    def _options(job: Job) -> dict[str, Any]:
+        return {"task_id": job.task_id}
 
     async def _record(self, job: Job, episode: Episode, attempt_try: int, final: bool) -> None:
         row = episode_row(

@@ -27,10 +27,16 @@ class EpisodeExecutor(Protocol):
     """Runs episodes; every call is one episode, any number of calls may run at once."""
 
     async def run(
-        self, seed: int | None, options: dict[str, Any] | None, max_cost_usd: float | None = None
+        self,
+        seed: int | None,
+        options: dict[str, Any] | None,
+        max_cost_usd: float | None = None,
+        prepare_next: dict[str, Any] | None = None,
     ) -> Episode:
         """Reset with ``seed`` and ``options``, play to the end (see
-        :func:`~palaestra.run.rollout.rollout`), return the episode."""
+        :func:`~palaestra.run.rollout.rollout`), return the episode. ``prepare_next``: the
+        caller's next call's ``seed`` and ``options``, which an executor may start ahead (a
+        hint: it changes no episode)."""
         ...
 
     async def aclose(self) -> None:
@@ -52,12 +58,21 @@ class LocalExecutor:
         self._closing: set[asyncio.Future[None]] = set()
 
     async def run(
-        self, seed: int | None, options: dict[str, Any] | None, max_cost_usd: float | None = None
+        self,
+        seed: int | None,
+        options: dict[str, Any] | None,
+        max_cost_usd: float | None = None,
+        prepare_next: dict[str, Any] | None = None,
     ) -> Episode:
-        env = self._idle.pop() if self._idle else self.make_env()
+        env = self._take(seed, options)
         try:
             episode = await rollout(
-                env, self.policy, seed=seed, options=options, max_cost_usd=max_cost_usd
+                env,
+                self.policy,
+                seed=seed,
+                options=options,
+                max_cost_usd=max_cost_usd,
+                prepare_next=prepare_next,
             )
         except BaseException:
             close = asyncio.ensure_future(env.close())
@@ -67,6 +82,18 @@ class LocalExecutor:
             raise
         self._idle.append(env)
         return episode
+
+    def _take(
+        self, seed: int | None, options: dict[str, Any] | None
+    ) -> Environment[LLMRequest, LLMResponse]:
+        """The idle environment that prepared this episode (``prepare_next`` of the caller's
+        previous call, :meth:`CodeEnv.prepare <palaestra.env.code_env.CodeEnv.prepare>`), else
+        one that prepared none (another caller's next episode is left to it), else any."""
+        for wanted in (_prepared_for(seed, options), _unprepared):
+            for i, env in enumerate(self._idle):
+                if wanted(env):
+                    return self._idle.pop(i)
+        return self._idle.pop() if self._idle else self.make_env()
 
     def spare(self) -> Environment[LLMRequest, LLMResponse]:
         """An idle environment (made now when there is none), left in the pool: what a caller
@@ -80,3 +107,17 @@ class LocalExecutor:
             await asyncio.gather(*self._closing, return_exceptions=True)
         idle, self._idle = self._idle, []
         await asyncio.gather(*(env.close() for env in idle), return_exceptions=True)
+
+
+def _prepared_for(
+    seed: int | None, options: dict[str, Any] | None
+) -> Callable[[Environment[LLMRequest, LLMResponse]], bool]:
+    def ready(env: Environment[LLMRequest, LLMResponse]) -> bool:
+        check = getattr(env, "is_prepared_for", None)
+        return bool(check is not None and check(seed=seed, options=options))
+
+    return ready
+
+
+def _unprepared(env: Environment[LLMRequest, LLMResponse]) -> bool:
+    return getattr(env, "prepared_task_id", None) is None

@@ -281,8 +281,14 @@ class RayExecutor:
         return [a.handle for a in self._actors]
 
     async def run(
-        self, seed: int | None, options: dict[str, Any] | None, max_cost_usd: float | None = None
+        self,
+        seed: int | None,
+        options: dict[str, Any] | None,
+        max_cost_usd: float | None = None,
+        prepare_next: dict[str, Any] | None = None,
     ) -> Episode:
+        """One episode on the least loaded actor. ``prepare_next`` is not used: the next call
+        may go to another actor, whose environments would start it for nothing."""
         from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
 
         lost: BaseException | None = None

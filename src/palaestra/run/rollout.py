@@ -11,7 +11,9 @@ episode the same way and propagates ``CancelledError``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,6 +108,16 @@ def _routed(request: LLMRequest, episode_id: str | None) -> LLMRequest:
     return request.model_copy(update={"metadata": {**request.metadata, "episode_id": episode_id}})
 
 
+async def _prepare(env: Environment[LLMRequest, LLMResponse], kwargs: Mapping[str, Any]) -> None:
+    """``env.prepare(**kwargs)`` where the environment has it; a failure is left to the next
+    reset, which would fail on the same task or options and says why in its own words."""
+    prepare = getattr(env, "prepare", None)
+    if prepare is None:
+        return
+    with contextlib.suppress(Exception):
+        await prepare(**kwargs)
+
+
 async def rollout(
     env: Environment[LLMRequest, LLMResponse],
     policy: LLMClient,
@@ -113,8 +125,14 @@ async def rollout(
     seed: int | None = None,
     options: dict[str, Any] | None = None,
     max_cost_usd: float | None = None,
+    prepare_next: Mapping[str, Any] | None = None,
 ) -> Episode:
     """Reset ``env``, then answer every observation with ``policy`` until LAST.
+
+    ``prepare_next``: the next reset's keyword arguments (``{"seed": ..., "options": ...}``);
+    once this episode has started, an environment that can (:meth:`CodeEnv.prepare
+    <palaestra.env.code_env.CodeEnv.prepare>`) starts that one ahead, while this one runs.
+    Preparing is an optimisation: what it fails on, the next reset reports.
 
     Each observation goes to the policy with ``metadata["episode_id"]`` added (the FIRST info's
     episode id). ``max_cost_usd`` ends the episode as an error (``TrialCostExceeded``) once the
@@ -129,6 +147,8 @@ async def rollout(
     try:
         ts: TimeStep[LLMRequest] = await env.reset(seed=seed, options=options)
         info = ts.info
+        if prepare_next is not None:
+            await _prepare(env, prepare_next)
         episode_id = info.get("episode_id")
         while not ts.last():
             assert ts.observation is not None
