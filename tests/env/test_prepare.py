@@ -212,3 +212,18 @@ async def test_the_local_executor_plays_an_episode_on_the_env_that_prepared_it(t
     finally:
         await executor.aclose()
     assert not own_sandbox_processes()
+
+
+async def test_concurrent_prepares_and_a_close_leave_one_episode_or_none(three):
+    env = CodeEnv(three)
+    await env.prepare(options={"task_id": "t0"})
+    await asyncio.gather(*(env.prepare(options={"task_id": t}) for t in ("t1", "t2", "t1")))
+    assert env.prepared_task_id in {"t1", "t2"}
+    assert await eventually(lambda: prepared_ready(env))
+    assert len(env.backend._open) == 1  # the others were closed
+    # a prepare that is closing the last one when the env closes starts nothing
+    preparing = asyncio.ensure_future(env.prepare(options={"task_id": "t0"}))
+    closing = asyncio.ensure_future(env.close())
+    assert await asyncio.gather(preparing, closing) == [None, None]
+    assert env.prepared_task_id is None and not env.backend._open
+    assert not own_sandbox_processes()

@@ -216,12 +216,13 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         if self._closed:
             raise EpisodeError("prepare() on a closed environment; create a new one")
         task_id = self._peek(seed, options or {})
-        if self._prepared is not None:
+        while self._prepared is not None:  # another call may prepare while this one discards
             if self._prepared.task_id == task_id:
                 return
             prepared, self._prepared = self._prepared, None
             await asyncio.shield(ahead.discard(prepared))
-        self._prepared = ahead.prepare(task_id, self._begin)
+        if not self._closed:  # closed meanwhile: nothing to start
+            self._prepared = ahead.prepare(task_id, self._begin)
 
     @property
     def prepared_task_id(self) -> str | None:
