@@ -227,3 +227,19 @@ async def test_concurrent_prepares_and_a_close_leave_one_episode_or_none(three):
     assert await asyncio.gather(preparing, closing) == [None, None]
     assert env.prepared_task_id is None and not env.backend._open
     assert not own_sandbox_processes()
+
+
+async def test_a_reset_cancelled_while_its_prepared_episode_starts_leaves_nothing(three):
+    async with CodeEnv(three) as env:
+        await env.prepare(options={"task_id": "t1"})
+        resetting = asyncio.ensure_future(env.reset(options={"task_id": "t1"}))
+        await asyncio.sleep(0)  # the reset waits for the sandbox being made
+        assert not resetting.done()
+        resetting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await resetting
+        assert env.prepared_task_id is None
+        assert await eventually(lambda: not env.backend._open)
+        episode = await rollout(env, OraclePolicy.from_tasks(three), options={"task_id": "t1"})
+        assert episode.reward == 1.0  # the env goes on
+    assert not own_sandbox_processes()

@@ -62,10 +62,24 @@ async def take(prepared: Prepared) -> RunningEpisode:
     try:
         ep = await asyncio.shield(prepared.starting)
     except asyncio.CancelledError:
-        await asyncio.shield(discard(prepared))
+        await close(prepared)
         raise
     ep.timings["ready_wait_s"] = time.perf_counter() - waited
     return ep
+
+
+#: Discards under way, held here: a caller cancelled while it waits for one leaves it running
+#: (the event loop keeps only weak references to tasks).
+_DISCARDING: set[asyncio.Task[None]] = set()
+
+
+async def close(prepared: Prepared) -> None:
+    """:func:`discard` ``prepared`` to the end, even when the caller is cancelled meanwhile
+    (the caller's cancellation is raised once the discard has been handed over)."""
+    task = asyncio.ensure_future(discard(prepared))
+    _DISCARDING.add(task)
+    task.add_done_callback(_DISCARDING.discard)
+    await asyncio.shield(task)
 
 
 async def discard(prepared: Prepared) -> None:

@@ -184,7 +184,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
             ep = await ahead.take(prepared)
         else:
             if prepared is not None:  # prepared for another task: not this episode's
-                await asyncio.shield(ahead.discard(prepared))
+                await ahead.close(prepared)
             ep = await self._begin(task_id)
         self._episode = ep
         task = ep.task
@@ -220,7 +220,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
             if self._prepared.task_id == task_id:
                 return
             prepared, self._prepared = self._prepared, None
-            await asyncio.shield(ahead.discard(prepared))
+            await ahead.close(prepared)
         if not self._closed:  # closed meanwhile: nothing to start
             self._prepared = ahead.prepare(task_id, self._begin)
 
@@ -279,7 +279,7 @@ class CodeEnv(Environment[LLMRequest, LLMResponse]):
         await self._abandon()
         prepared, self._prepared = self._prepared, None
         if prepared is not None:
-            await asyncio.shield(ahead.discard(prepared))
+            await ahead.close(prepared)
         await asyncio.gather(*(snapshot.release() for snapshot in list(self._snapshots)))
 
     async def abandon(self) -> None:
