@@ -243,3 +243,19 @@ async def test_a_reset_cancelled_while_its_prepared_episode_starts_leaves_nothin
         episode = await rollout(env, OraclePolicy.from_tasks(three), options={"task_id": "t1"})
         assert episode.reward == 1.0  # the env goes on
     assert not own_sandbox_processes()
+
+
+async def test_forks_do_not_share_the_episode_their_parent_prepared(three):
+    async with CodeEnv(three, pick="cycle") as env:
+        await env.reset()
+        await env.step(bash_action("echo 41 > /app/answer.txt"))
+        await env.prepare()  # the parent's next episode: t1
+        snapshot = await env.snapshot()
+        forks = await env.fork(snapshot, 2)
+        assert [fork.prepared_task_id for fork, _ in forks] == [None, None]
+        for fork, _ in forks:
+            await fork.close()  # closes nothing of the parent's
+        assert env.prepared_task_id == "t1"
+        assert (await env.reset()).info["task_id"] == "t1"
+        assert "ready_wait_s" in env._episode.timings
+    assert not own_sandbox_processes()

@@ -202,6 +202,7 @@ def _copy(env: CodeEnv) -> CodeEnv:
     limits shared) and none of its episode state."""
     clone = copy.copy(env)
     clone._episode = None
+    clone._prepared = None  # the episode env prepared is env's to take or close
     clone._closed = False
     clone._rng = random.Random()
     clone._snapshots = set()
