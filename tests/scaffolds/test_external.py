@@ -290,3 +290,24 @@ async def test_a_sandbox_without_the_proxy_mount_is_refused(make_task):
         await sandbox.close()
         await backend.aclose()
     assert await proxy_stopped(scaffold)
+
+
+def test_a_scaffold_used_again_from_a_new_event_loop_starts_a_new_proxy(make_task):
+    """The proxy lingers after an episode; an asyncio.run that returns leaves it unserved. The
+    same scaffold in a second asyncio.run must not hand that dead proxy to its episode (the
+    harness would wait on a socket nobody accepts on)."""
+    tasks = TaskSet.from_dir(make_task().parent)
+    scaffold = ExternalScaffold(command=AGENT_COMMAND)
+    proxies = []
+
+    async def episode() -> float:
+        async with CodeEnv(tasks, scaffold=scaffold) as env:
+            played = await rollout(env, OraclePolicy.from_tasks(env.tasks))
+        proxies.append(scaffold._own_proxy)
+        return played.reward
+
+    assert asyncio.run(episode()) == 1.0
+    assert asyncio.run(asyncio.wait_for(episode(), 60)) == 1.0
+    assert proxies[0] is not proxies[1] and proxies[0]._sockets == []
+    asyncio.run(scaffold.aclose())
+    assert scaffold._own_proxy is None

@@ -178,6 +178,7 @@ class ExternalScaffold:
         self._socket_dir: Path | None = None
         self._start_lock = asyncio.Lock()
         self._linger: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         if proxy is not None and self.config.where == "sandbox" and proxy.unix_socket is None:
             raise ValueError(
                 "external scaffold with where='sandbox' needs a proxy with a unix_socket "
@@ -212,6 +213,7 @@ class ExternalScaffold:
         new one must not bind before."""
         if self._proxy is not None:
             return self._proxy
+        self._in_this_loop()
         async with self._start_lock:
             if self._linger is not None:  # an episode within PROXY_LINGER_S of the last one
                 self._linger.cancel()
@@ -244,9 +246,23 @@ class ExternalScaffold:
                 proxy, self._own_proxy = self._own_proxy, None
                 await proxy.stop()
 
+    def _in_this_loop(self) -> None:
+        """A scaffold used from another event loop than before (a second ``asyncio.run``) lets
+        go of what the last one left: its proxy, still lingering when that loop ended (no
+        longer served), and its lock."""
+        loop = asyncio.get_running_loop()
+        if self._loop is loop:
+            return
+        self._loop = loop
+        self._start_lock, self._linger, self._users = asyncio.Lock(), None, 0
+        if self._own_proxy is not None and not self._own_proxy.serves_here():
+            self._own_proxy.forget()
+            self._own_proxy = None
+
     async def aclose(self) -> None:
         """Stop the scaffold's own proxy if it still runs (it stops by itself
         :data:`PROXY_LINGER_S` after its last episode) and remove its socket directory."""
+        self._in_this_loop()
         if self._linger is not None:
             self._linger.cancel()
             self._linger = None

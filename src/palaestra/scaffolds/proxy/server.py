@@ -77,6 +77,7 @@ class ProxyServer:
         self._llm = LLMRoutes(self._episodes, model_name)
         self._server: _Server | None = None
         self._serve_task: asyncio.Task[None] | None = None
+        self._sockets: list[socket.socket] = []
         self.app = Starlette(routes=[*self._llm.routes(), exec_route(self._episodes)])
 
     @property
@@ -112,6 +113,7 @@ class ProxyServer:
             log_level="warning",
         )
         self._server = _Server(config)
+        self._sockets = sockets
         self._serve_task = asyncio.create_task(self._server.serve(sockets=sockets))
         while not self._server.started:
             if self._serve_task.done():
@@ -150,6 +152,22 @@ class ProxyServer:
         with contextlib.suppress(asyncio.CancelledError):
             await self._serve_task
         self._serve_task = None
+        if self.unix_socket is not None:
+            with contextlib.suppress(FileNotFoundError):
+                self.unix_socket.unlink()
+
+    def serves_here(self) -> bool:
+        """Whether it runs in the running event loop (not in one that has ended since)."""
+        task = self._serve_task
+        return task is not None and not task.done() and task.get_loop() is _running_loop()
+
+    def forget(self) -> None:
+        """Let go of a proxy whose event loop has ended (an ``asyncio.run`` that returned with
+        it running): its listening sockets closed, its unix socket removed, without that loop."""
+        for sock in self._sockets:
+            sock.close()
+        self._sockets = []
+        self._server = self._serve_task = None
         if self.unix_socket is not None:
             with contextlib.suppress(FileNotFoundError):
                 self.unix_socket.unlink()
@@ -197,3 +215,10 @@ class ProxyServer:
     @property
     def episodes(self) -> int:
         return len(self._episodes)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
