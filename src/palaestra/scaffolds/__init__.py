@@ -10,7 +10,8 @@ from typing import Any
 from palaestra.scaffolds.base import EndReason, Outcome, Scaffold
 from palaestra.scaffolds.bash import BashScaffold, BashScaffoldConfig
 from palaestra.scaffolds.bash_compact import CompactBashScaffold, CompactBashScaffoldConfig
-from palaestra.scaffolds.external import ExternalScaffold, ExternalScaffoldConfig
+from palaestra.scaffolds.external import ExternalScaffold
+from palaestra.scaffolds.external_config import ExternalScaffoldConfig
 from palaestra.scaffolds.harness import HARNESSES, harness_scaffold
 from palaestra.scaffolds.mini_swe_agent_preset import mini_swe_agent_scaffold
 from palaestra.scaffolds.oracle import NopPolicy, OraclePolicy
