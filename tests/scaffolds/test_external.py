@@ -292,10 +292,11 @@ async def test_a_sandbox_without_the_proxy_mount_is_refused(make_task):
     assert await proxy_stopped(scaffold)
 
 
-def test_a_scaffold_used_again_from_a_new_event_loop_starts_a_new_proxy(make_task):
+def test_a_scaffold_used_again_from_a_new_event_loop_starts_a_new_proxy(make_task, monkeypatch):
     """The proxy lingers after an episode; an asyncio.run that returns leaves it unserved. The
     same scaffold in a second asyncio.run must not hand that dead proxy to its episode (the
     harness would wait on a socket nobody accepts on)."""
+    monkeypatch.setattr(external, "PROXY_LINGER_S", 60.0)  # still lingering when the loop ends
     tasks = TaskSet.from_dir(make_task().parent)
     scaffold = ExternalScaffold(command=AGENT_COMMAND)
     proxies = []
