@@ -192,16 +192,17 @@ async def test_the_proxy_outlives_an_episode_for_the_next_and_then_stops(monkeyp
     """Episodes one after the other share one proxy (stopping uvicorn takes 0.1 s, which
     was on every episode's path); it stops by itself PROXY_LINGER_S after the last, and
     aclose() stops one still lingering."""
-    monkeypatch.setattr(external, "PROXY_LINGER_S", 0.5)
+    monkeypatch.setattr(external, "PROXY_LINGER_S", 1.0)
     scaffold = ExternalScaffold(command=["true"])
     try:
         first = await scaffold._acquire()
         await scaffold._release()
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0)
         assert await scaffold._acquire() is first  # within the linger: the same proxy
         await scaffold._release()
-        assert scaffold._linger is not None and scaffold._own_proxy is first
-        await asyncio.sleep(0.7)
+        lingering = scaffold._linger
+        assert lingering is not None and scaffold._own_proxy is first
+        await lingering  # the linger runs out, the proxy stops
         assert scaffold._own_proxy is None and scaffold._linger is None
         socket = first.unix_socket
         assert socket is not None and not socket.exists()
