@@ -25,8 +25,13 @@ command = "false"
 interval_sec = 0.05
 retries = 2
 """
+SLOW_TEST = """\
+sleep 0.5
+if [ "$(cat /app/answer.txt 2>/dev/null)" = "42" ]; then echo 1 > /logs/verifier/reward.txt
+else echo 0 > /logs/verifier/reward.txt; fi
+"""
 #: How long the slow scaffold takes before its first request (its "start-up").
-START_S = 1.0
+START_S = 2.0
 
 
 class SlowStart(BashScaffold):
@@ -166,9 +171,13 @@ async def test_prepare_refuses_to_call_a_pick_function_ahead(three):
             await env.prepare()
 
 
-async def test_evaluate_prepares_each_worker_s_next_episode(three, tmp_path):
+async def test_evaluate_prepares_each_worker_s_next_episode(make_task, tmp_path):
     """evaluate(prepare_ahead=True): each episode but the first is started while the one
     before it runs (one worker here); the results are those of a cold run."""
+    root = tmp_path / "three"
+    for i in range(3):  # a verifier of 0.5 s: the next sandbox is made well before it ends
+        make_task(f"t{i}", root=root, test_sh=SLOW_TEST)
+    three = TaskSet.from_dir(root)
     runs = {}
     for ahead in (False, True):
         scaffold, ended = StartClock(), []
