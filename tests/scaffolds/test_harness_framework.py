@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -213,3 +216,26 @@ async def test_the_proxy_outlives_an_episode_for_the_next_and_then_stops(monkeyp
         assert scaffold._own_proxy is None and scaffold._linger is None
     finally:
         await scaffold.aclose()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_the_proxy_socket_directory_goes_when_the_process_is_stopped(sig):
+    """A process ended by a signal runs no finalizer; its scaffold's socket directory under
+    /tmp goes all the same (SIGKILL excepted: nothing can run then)."""
+    code = (
+        "import time\n"
+        "from palaestra.scaffolds import ExternalScaffold\n"
+        "scaffold = ExternalScaffold(command=['true'])\n"
+        "print(scaffold._socket_path().parent, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        made = Path(proc.stdout.readline().strip())
+        assert made.is_dir() and made.name.startswith("palaestra-proxy-")
+        proc.send_signal(sig)
+        assert proc.wait(timeout=30) != 0
+    finally:
+        proc.kill()
+        proc.wait()
+    assert not made.exists()

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import re
 import shutil
@@ -50,6 +51,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from palaestra.sandbox.base import Mount
+from palaestra.sandbox.janitor import clean_up_at_exit
 from palaestra.sandbox.local.userns import id_base
 from palaestra.scaffolds.base import EndReason, Outcome
 from palaestra.scaffolds.external_config import ExternalScaffoldConfig, check_config, render_command
@@ -118,6 +120,8 @@ class ExternalScaffold:
         if self._socket_dir is None:
             self._socket_dir = Path(tempfile.mkdtemp(prefix="palaestra-proxy-"))
             weakref.finalize(self, shutil.rmtree, self._socket_dir, True)
+            # and when the process ends on SIGTERM, SIGINT or SIGHUP, which skip finalizers
+            clean_up_at_exit(functools.partial(shutil.rmtree, self._socket_dir, True))
             if os.geteuid() == 0:
                 # Reached by the sandboxes' root, which on the local backend is an unprivileged
                 # host uid (palaestra.sandbox.local.userns); still closed to the host's users.
