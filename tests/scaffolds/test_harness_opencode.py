@@ -3,12 +3,16 @@ chat-completions calls, streamed with tool calls, are the observations."""
 
 from __future__ import annotations
 
+import tempfile
+
 import pytest
 
 from palaestra import CodeEnv
 from palaestra.llm.types import LLMResponse
 from palaestra.run import rollout
 from palaestra.scaffolds import make_scaffold
+from palaestra.scaffolds.harness import HARNESSES
+from palaestra.scaffolds.harness.install import check_version, harness_dir
 from palaestra.tasks.source import TaskSet
 from tests.scaffolds.conftest import proxy_stopped
 from tests.scaffolds.harness_support import ProtocolScript, call, installed, oracle_and_nop
@@ -87,3 +91,12 @@ async def test_it_starts_no_npm_install_of_its_plugin_package(make_task):
     output = script.requests[1].messages[-1]["content"]
     assert "looked" in output and "dependency install" not in output, output
     assert ".npm" not in output.split(), output
+
+
+def test_checking_the_install_leaves_nothing_in_the_temporary_directory(tmp_path, monkeypatch):
+    """`opencode --version` makes $TMPDIR/opencode; the install check's goes with it."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # read $TMPDIR again
+    opencode = HARNESSES["opencode"]
+    check_version(opencode, harness_dir(opencode))
+    assert list(tmp_path.iterdir()) == []

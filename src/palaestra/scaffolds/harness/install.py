@@ -96,9 +96,17 @@ def check_version(harness: Harness, prefix: Path) -> None:
     version (:class:`HarnessNotReady` otherwise)."""
     exe = executable(harness, prefix)
     try:
-        out = subprocess.run(
-            [str(exe), "--version"], capture_output=True, text=True, timeout=60, check=False
-        )
+        # its temporary files in a folder that goes with the check (OpenCode makes
+        # $TMPDIR/opencode even for --version)
+        with tempfile.TemporaryDirectory(prefix="palaestra-version-") as scratch:
+            out = subprocess.run(
+                [str(exe), "--version"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+                env={**os.environ, "TMPDIR": scratch},
+            )
     except (OSError, subprocess.TimeoutExpired) as e:
         raise HarnessNotReady(
             f"--scaffold {harness.name}: {exe} does not start ({e}); remove {prefix} and "
