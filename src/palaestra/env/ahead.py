@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
 
 from palaestra.env.episode import RunningEpisode, abandon_episode
 
@@ -42,16 +43,11 @@ class Prepared:
 
     task_id: str
     starting: asyncio.Task[RunningEpisode]
-    since: float = field(default_factory=time.perf_counter)
 
 
-def prepare(task_id: str, begin: Callable[[str], Awaitable[RunningEpisode]]) -> Prepared:
+def prepare(task_id: str, begin: Callable[[str], Coroutine[Any, Any, RunningEpisode]]) -> Prepared:
     """Start ``begin(task_id)`` (the environment's sandbox, set-up and scaffold start) now."""
-
-    async def starting() -> RunningEpisode:
-        return await begin(task_id)
-
-    return Prepared(task_id, asyncio.create_task(starting()))
+    return Prepared(task_id, asyncio.create_task(begin(task_id)))
 
 
 async def take(prepared: Prepared) -> RunningEpisode:

@@ -326,18 +326,15 @@ class _Jobs:
                 held = queue.get_nowait()
             play = functools.partial(
                 self.runner.run,
-                self.seed + job.index,
-                self._options(job),
-                self.max_trial_cost_usd,
-                None
-                if held is None
-                else {"seed": self.seed + held.index, "options": self._options(held)},
+                **self._reset(job),
+                max_cost_usd=self.max_trial_cost_usd,
+                prepare_next=None if held is None else self._reset(held),
             )
             await self.retry.run(play, functools.partial(self._record, job))
 
-    @staticmethod
-    def _options(job: Job) -> dict[str, Any]:
-        return {"task_id": job.task_id}
+    def _reset(self, job: Job) -> dict[str, Any]:
+        """The reset arguments of ``job``'s episode."""
+        return {"seed": self.seed + job.index, "options": {"task_id": job.task_id}}
 
     async def _record(self, job: Job, episode: Episode, attempt_try: int, final: bool) -> None:
         row = episode_row(

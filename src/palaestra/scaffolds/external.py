@@ -183,7 +183,7 @@ class ExternalScaffold:
             return
         self._loop = loop
         self._start_lock, self._linger, self._users = asyncio.Lock(), None, 0
-        if self._own_proxy is not None and not self._own_proxy.serves_here():
+        if self._own_proxy is not None:  # served by the loop before, which has ended
             self._own_proxy.forget()
             self._own_proxy = None
 

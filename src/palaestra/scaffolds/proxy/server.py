@@ -28,30 +28,11 @@ DEFAULT_MODEL = "palaestra-policy"
 
 
 class _Server(uvicorn.Server):
-    """uvicorn without its signal handlers (in-process, Ctrl-C belongs to the host program),
-    stopping as soon as it is told to: uvicorn's own loop looks at ``should_exit`` every 0.1 s,
-    which an episode whose scaffold stops its proxy would wait for at its end."""
-
-    def __init__(self, config: uvicorn.Config) -> None:
-        super().__init__(config)
-        self._exit = asyncio.Event()
+    """uvicorn without its signal handlers: in-process, Ctrl-C belongs to the host program."""
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
-
-    def exit_now(self) -> None:
-        self.should_exit = True
-        self._exit.set()
-
-    async def main_loop(self) -> None:
-        # A tick a second, each one a tenth tick for uvicorn (which refreshes the Date header
-        # then), cut short by exit_now().
-        counter = 0
-        while not await self.on_tick(counter):
-            counter = (counter + 10) % 864000
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._exit.wait(), 1.0)
 
 
 class ProxyServer:
@@ -148,18 +129,13 @@ class ProxyServer:
             return
         for token in self._episodes.tokens():
             self.unregister(token)
-        self._server.exit_now()
+        self._server.should_exit = True
         with contextlib.suppress(asyncio.CancelledError):
             await self._serve_task
         self._serve_task = None
         if self.unix_socket is not None:
             with contextlib.suppress(FileNotFoundError):
                 self.unix_socket.unlink()
-
-    def serves_here(self) -> bool:
-        """Whether it runs in the running event loop (not in one that has ended since)."""
-        task = self._serve_task
-        return task is not None and not task.done() and task.get_loop() is _running_loop()
 
     def forget(self) -> None:
         """Let go of a proxy whose event loop has ended (an ``asyncio.run`` that returned with
@@ -215,10 +191,3 @@ class ProxyServer:
     @property
     def episodes(self) -> int:
         return len(self._episodes)
-
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
